@@ -1,0 +1,106 @@
+//! `npub inspect FILE [--json]`: the annotated header and region table in the spec's style, the arena
+//! a device must provide, and the checksum verdict. Works on invalid packs too (exit 1 then).
+use std::fmt::Write as _;
+use std::path::PathBuf;
+
+use npub_core::inspect::{Report, report};
+
+use super::{Failure, read_file};
+
+/// Arguments of `npub inspect`.
+#[derive(clap::Args)]
+pub struct Args {
+    /// The `.npub` file.
+    file: PathBuf,
+    /// Print the report as JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+/// Runs `npub inspect`.
+pub fn run(args: Args) -> Result<(), Failure> {
+    let bytes = read_file(&args.file)?;
+    let r = report(&bytes);
+    if args.json {
+        let text = serde_json::to_string_pretty(&r)
+            .map_err(|e| Failure::Usage(format!("cannot encode the report: {e}")))?;
+        println!("{text}");
+    } else {
+        print!("{}", render(&args.file.display().to_string(), &r));
+    }
+    match r.error {
+        None => Ok(()),
+        Some(e) => Err(Failure::Rejected(e)),
+    }
+}
+
+/// The human-readable report.
+fn render(name: &str, r: &Report) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out, "{name}: {} bytes", r.bytes);
+    if r.header.is_empty() {
+        let _ = writeln!(out, "no header: fewer than 32 bytes");
+        return out;
+    }
+    let _ = writeln!(out, "\nHeader");
+    let _ = writeln!(out, "| Bytes | Hex         | Field        | Decoded");
+    let _ = writeln!(out, "|-------|-------------|--------------|--------");
+    for row in &r.header {
+        let _ = writeln!(
+            out,
+            "| {:<5} | {} | {:<12} | {}",
+            row.bytes, row.hex, row.field, row.decoded
+        );
+    }
+    if !r.regions.is_empty() {
+        let _ = writeln!(out, "\nRegions (index = BASEPn; role is informational)");
+        let _ = writeln!(
+            out,
+            "| #  | Role      | Flags      | Kind    | Size       | Data offset"
+        );
+        let _ = writeln!(
+            out,
+            "|----|-----------|------------|---------|------------|------------"
+        );
+        for d in &r.regions {
+            let (kind, offset) = if d.is_baked() {
+                ("BAKED", d.data_offset.to_string())
+            } else {
+                ("RUNTIME", "-".to_string())
+            };
+            let _ = writeln!(
+                out,
+                "| {:<2} | {:<9} | {:#010x} | {:<7} | {:>10} | {}",
+                d.index,
+                d.role.to_string(),
+                d.flags,
+                kind,
+                d.size,
+                offset
+            );
+        }
+    }
+    if let (Some(any), Some(aligned)) = (r.arena_bytes, r.arena_bytes_aligned) {
+        let _ = writeln!(
+            out,
+            "\nArena: {any} bytes for any start address ({aligned} if the arena is 16-byte aligned)"
+        );
+    }
+    if let Some(c) = r.checksum {
+        let verdict = if c.ok { "ok" } else { "MISMATCH" };
+        let _ = writeln!(
+            out,
+            "Checksum: stored {:#010x}, computed {:#010x}: {verdict}",
+            c.stored, c.computed
+        );
+    }
+    match &r.error {
+        None => {
+            let _ = writeln!(out, "Verdict: valid NPU1 pack");
+        }
+        Some(e) => {
+            let _ = writeln!(out, "Verdict: INVALID: {e}");
+        }
+    }
+    out
+}

@@ -1,0 +1,27 @@
+//! # npub-core
+//!
+//! The NPU1 container (`.npub`) that carries an Arm Vela command stream, its region table and the
+//! baked weights to an Ethos-U55, bit-exact to `NPU1-format.txt`; the static check of the Ethos-U55
+//! command stream; and the signed manifest that lives *outside* NPU1.
+//!
+//! The device path — [`Blob::parse`], [`bind`], [`StreamValidator`], the command-stream verifier and
+//! manifest verification — is `no_std` and never allocates. Building packs needs `alloc`; Vela
+//! import, signing and key files need `std`.
+#![cfg_attr(not(any(test, feature = "std")), no_std)]
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+#[cfg(feature = "alloc")]
+extern crate alloc;
+
+pub mod error;
+pub mod fnv;
+pub mod format;
+#[cfg(feature = "std")]
+pub mod inspect;
+
+pub use error::Error;
+pub use format::{
+    Accel, Blob, BoundRegion, Header, Job, RegionDesc, Role, StreamValidator, arena_bytes_required,
+    arena_bytes_required_aligned, bind,
+};

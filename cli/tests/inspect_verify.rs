@@ -1,0 +1,123 @@
+//! `npub inspect` and `npub verify`, run as the real binary on the independent writer's packs.
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn npub(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_npub"))
+        .args(args)
+        .output()
+        .expect("run npub")
+}
+
+fn data(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../npub-core/tests/data/npu1").join(name)
+}
+
+fn all(prefix: &str) -> Vec<PathBuf> {
+    let dir = data("");
+    let mut v: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| {
+            p.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.starts_with(prefix) && n.ends_with(".npub"))
+        })
+        .collect();
+    v.sort();
+    v
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+#[test]
+fn verify_accepts_every_valid_pack() {
+    let packs = all("accept_");
+    assert!(packs.len() >= 10);
+    for p in packs {
+        let out = npub(&["verify", p.to_str().unwrap()]);
+        assert_eq!(out.status.code(), Some(0), "{}: {}", p.display(), text(&out.stderr));
+    }
+}
+
+#[test]
+fn verify_rejects_every_malformed_pack_with_the_loaders_message() {
+    let packs = all("reject_");
+    assert!(packs.len() >= 10);
+    for p in packs {
+        let out = npub(&["verify", p.to_str().unwrap()]);
+        assert_eq!(out.status.code(), Some(1), "{}", p.display());
+        let err = text(&out.stderr);
+        assert!(err.starts_with("npub: NPU1") || err.starts_with("npub: region"), "{err}");
+    }
+}
+
+#[test]
+fn verify_checks_the_arena_when_asked() {
+    let p = data("arena_4095_base.npub");
+    let p = p.to_str().unwrap();
+    let out = npub(&["verify", p, "--arena", "4095"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(text(&out.stderr).contains("region 1: runtime size 4096"), "{}", text(&out.stderr));
+    // 4096 + 15: enough wherever the arena starts.
+    let out = npub(&["verify", p, "--arena", "4111", "--json"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(text(&out.stdout).trim(), r#"{"valid":true}"#);
+}
+
+#[test]
+fn verify_reports_json_on_rejection() {
+    let p = data("reject_EmptyCommandStream.npub");
+    let out = npub(&["verify", p.to_str().unwrap(), "--json"]);
+    assert_eq!(out.status.code(), Some(1));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["valid"], false);
+    assert!(v["error"].as_str().unwrap().contains("cmd_bytes is 0"));
+}
+
+#[test]
+fn usage_errors_exit_2() {
+    assert_eq!(npub(&["verify"]).status.code(), Some(2));
+    assert_eq!(npub(&["verify", "/nonexistent/x.npub"]).status.code(), Some(2));
+    assert_eq!(npub(&["frobnicate"]).status.code(), Some(2));
+}
+
+#[test]
+fn inspect_shows_the_annotated_header_and_regions() {
+    let p = data("accept_base.npub");
+    let out = npub(&["inspect", p.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let s = text(&out.stdout);
+    assert!(s.contains("| 0-3   | 4E 50 55 31 | magic"), "{s}");
+    assert!(s.contains("\"NPU1\""), "{s}");
+    assert!(s.contains("ethos-u55-256"), "{s}");
+    assert!(s.contains("BAKED") && s.contains("RUNTIME"), "{s}");
+    assert!(s.contains("Arena: 4111 bytes"), "{s}");
+    assert!(s.contains("Checksum:") && s.contains(": ok"), "{s}");
+}
+
+#[test]
+fn inspect_json_has_regions_arena_and_checksum() {
+    let p = data("accept_base.npub");
+    let out = npub(&["inspect", "--json", p.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(0));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["valid"], true);
+    assert_eq!(v["regions"].as_array().unwrap().len(), 3);
+    assert_eq!(v["regions"][0]["role"], "weights");
+    assert_eq!(v["arena_bytes"], 4111);
+    assert_eq!(v["checksum"]["ok"], true);
+    assert_eq!(v["header"][0]["hex"], "4E 50 55 31");
+}
+
+#[test]
+fn inspect_still_shows_a_rejected_pack_and_says_why() {
+    let p = data("reject_ChecksumMismatch_bitrot.npub");
+    let out = npub(&["inspect", p.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1));
+    let s = text(&out.stdout);
+    assert!(s.contains("MISMATCH") && s.contains("INVALID"), "{s}");
+    assert!(text(&out.stderr).contains("FNV-1a"));
+}

@@ -10,7 +10,9 @@ fn npub(args: &[&str]) -> Output {
 }
 
 fn data(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../npub-core/tests/data/npu1").join(name)
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../npub-core/tests/data/npu1")
+        .join(name)
 }
 
 fn all(prefix: &str) -> Vec<PathBuf> {
@@ -38,7 +40,13 @@ fn verify_accepts_every_valid_pack() {
     assert!(packs.len() >= 10);
     for p in packs {
         let out = npub(&["verify", p.to_str().unwrap()]);
-        assert_eq!(out.status.code(), Some(0), "{}: {}", p.display(), text(&out.stderr));
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{}: {}",
+            p.display(),
+            text(&out.stderr)
+        );
     }
 }
 
@@ -50,7 +58,10 @@ fn verify_rejects_every_malformed_pack_with_the_loaders_message() {
         let out = npub(&["verify", p.to_str().unwrap()]);
         assert_eq!(out.status.code(), Some(1), "{}", p.display());
         let err = text(&out.stderr);
-        assert!(err.starts_with("npub: NPU1") || err.starts_with("npub: region"), "{err}");
+        assert!(
+            err.starts_with("npub: NPU1") || err.starts_with("npub: region"),
+            "{err}"
+        );
     }
 }
 
@@ -60,7 +71,11 @@ fn verify_checks_the_arena_when_asked() {
     let p = p.to_str().unwrap();
     let out = npub(&["verify", p, "--arena", "4095"]);
     assert_eq!(out.status.code(), Some(1));
-    assert!(text(&out.stderr).contains("region 1: runtime size 4096"), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("region 1: runtime size 4096"),
+        "{}",
+        text(&out.stderr)
+    );
     // 4096 + 15: enough wherever the arena starts.
     let out = npub(&["verify", p, "--arena", "4111", "--json"]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
@@ -80,7 +95,10 @@ fn verify_reports_json_on_rejection() {
 #[test]
 fn usage_errors_exit_2() {
     assert_eq!(npub(&["verify"]).status.code(), Some(2));
-    assert_eq!(npub(&["verify", "/nonexistent/x.npub"]).status.code(), Some(2));
+    assert_eq!(
+        npub(&["verify", "/nonexistent/x.npub"]).status.code(),
+        Some(2)
+    );
     assert_eq!(npub(&["frobnicate"]).status.code(), Some(2));
 }
 

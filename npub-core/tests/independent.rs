@@ -61,7 +61,10 @@ fn rejects_every_malformed_pack_of_the_independent_writer_with_its_variant() {
         assert_eq!(variant(&err), want, "{name}: {err}");
         // The message names the structure at fault.
         let msg = err.to_string();
-        assert!(msg.starts_with("NPU1") || msg.starts_with("region"), "{msg}");
+        assert!(
+            msg.starts_with("NPU1") || msg.starts_with("region"),
+            "{msg}"
+        );
         n += 1;
     }
     assert!(n >= 10, "only {n} malformed packs found");

@@ -66,15 +66,12 @@ impl StreamValidator {
         } else {
             (chunk, &[][..])
         };
-        let outcome = self.consume(take).and_then(|()| {
-            if extra.is_empty() {
-                Ok(())
-            } else {
-                Err(Error::StreamOverrun {
-                    expected: self.expected,
-                })
-            }
-        });
+        let mut outcome = self.consume(take);
+        if outcome.is_ok() && !extra.is_empty() {
+            outcome = Err(Error::StreamOverrun {
+                expected: self.expected,
+            });
+        }
         if let Err(e) = outcome {
             self.failed = Some(e);
         }

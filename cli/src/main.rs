@@ -25,6 +25,14 @@ enum Command {
     Inspect(cmd::inspect::Args),
     /// Validate a pack: exit 0 when valid (and bindable into --arena bytes), 1 when not.
     Verify(cmd::verify::Args),
+    /// Turn Vela output (*_vela.tflite or raw *_vela.npz) into OUT.npub and OUT.io.json.
+    Pack(cmd::pack::Args),
+    /// Generate an ed25519 signing key: KEYFILE (mode 0600) and KEYFILE.pub.
+    Keygen(cmd::keygen::Args),
+    /// Sign a manifest for a pack: sequence, model, target, length, SHA-256, IO digest, expiry.
+    Sign(cmd::sign::Args),
+    /// Check a manifest as a device would (signature, freshness, target) and the pack against it.
+    VerifyManifest(cmd::verify_manifest::Args),
 }
 
 fn main() -> ExitCode {
@@ -32,6 +40,10 @@ fn main() -> ExitCode {
     let outcome = match cli.command {
         Command::Inspect(args) => cmd::inspect::run(args),
         Command::Verify(args) => cmd::verify::run(args),
+        Command::Pack(args) => cmd::pack::run(args),
+        Command::Keygen(args) => cmd::keygen::run(args),
+        Command::Sign(args) => cmd::sign::run(args),
+        Command::VerifyManifest(args) => cmd::verify_manifest::run(args),
     };
     match outcome {
         Ok(()) => ExitCode::SUCCESS,

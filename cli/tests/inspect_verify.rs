@@ -39,7 +39,8 @@ fn verify_accepts_every_valid_pack() {
     let packs = all("accept_");
     assert!(packs.len() >= 10);
     for p in packs {
-        let out = npub(&["verify", p.to_str().unwrap()]);
+        // The independent writer's command streams are arbitrary bytes, not Ethos-U streams.
+        let out = npub(&["verify", "--format-only", p.to_str().unwrap()]);
         assert_eq!(
             out.status.code(),
             Some(0),
@@ -69,7 +70,7 @@ fn verify_rejects_every_malformed_pack_with_the_loaders_message() {
 fn verify_checks_the_arena_when_asked() {
     let p = data("arena_4095_base.npub");
     let p = p.to_str().unwrap();
-    let out = npub(&["verify", p, "--arena", "4095"]);
+    let out = npub(&["verify", "--format-only", p, "--arena", "4095"]);
     assert_eq!(out.status.code(), Some(1));
     assert!(
         text(&out.stderr).contains("region 1: runtime size 4096"),
@@ -77,7 +78,7 @@ fn verify_checks_the_arena_when_asked() {
         text(&out.stderr)
     );
     // 4096 + 15: enough wherever the arena starts.
-    let out = npub(&["verify", p, "--arena", "4111", "--json"]);
+    let out = npub(&["verify", "--format-only", p, "--arena", "4111", "--json"]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     assert_eq!(text(&out.stdout).trim(), r#"{"valid":true}"#);
 }
@@ -106,7 +107,8 @@ fn usage_errors_exit_2() {
 fn inspect_shows_the_annotated_header_and_regions() {
     let p = data("accept_base.npub");
     let out = npub(&["inspect", p.to_str().unwrap()]);
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    // A valid container whose stream is not an Ethos-U stream: shown, and refused (exit 1).
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
     let s = text(&out.stdout);
     assert!(s.contains("| 0-3   | 4E 50 55 31 | magic"), "{s}");
     assert!(s.contains("\"NPU1\""), "{s}");
@@ -120,7 +122,7 @@ fn inspect_shows_the_annotated_header_and_regions() {
 fn inspect_json_has_regions_arena_and_checksum() {
     let p = data("accept_base.npub");
     let out = npub(&["inspect", "--json", p.to_str().unwrap()]);
-    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(out.status.code(), Some(1));
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["valid"], true);
     assert_eq!(v["regions"].as_array().unwrap().len(), 3);
@@ -138,4 +140,75 @@ fn inspect_still_shows_a_rejected_pack_and_says_why() {
     let s = text(&out.stdout);
     assert!(s.contains("MISMATCH") && s.contains("INVALID"), "{s}");
     assert!(text(&out.stderr).contains("FNV-1a"));
+}
+
+/// A real Vela compilation packed by `npub pack` into a temp dir: (dir, pack path).
+fn real_pack() -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let src = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../shared/fixtures/vela/vela_out/u55_256/tflite/small_net_vela.tflite");
+    let out = dir.path().join("small_net.npub");
+    let o = npub(&["pack", src.to_str().unwrap(), "-o", out.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    (dir, out)
+}
+
+#[test]
+fn verify_runs_the_command_stream_verifier_on_real_vela_output() {
+    let (_dir, pack) = real_pack();
+    let p = pack.to_str().unwrap();
+    let out = npub(&["verify", p, "--arena", "19439"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    // Grow the weight length of the first CONV's WEIGHT_LENGTH command by 16 and reseal the checksum:
+    // a valid container whose stream reads past region 0.
+    let mut bytes = std::fs::read(&pack).unwrap();
+    let cmd_at = u32::from_le_bytes(bytes[16..20].try_into().unwrap()) as usize;
+    let cmd_len = u32::from_le_bytes(bytes[20..24].try_into().unwrap()) as usize;
+    let mut at = cmd_at;
+    let mut grown = false;
+    while at + 8 <= cmd_at + cmd_len {
+        let w = u32::from_le_bytes(bytes[at..at + 4].try_into().unwrap());
+        let long = w & 0x4000 != 0;
+        if long && w & 0x3ff == 0x021 {
+            let len = u32::from_le_bytes(bytes[at + 4..at + 8].try_into().unwrap());
+            bytes[at + 4..at + 8].copy_from_slice(&(len + 16).to_le_bytes());
+            grown = true;
+            break;
+        }
+        at += if long { 8 } else { 4 };
+    }
+    assert!(grown, "no WEIGHT_LENGTH command found");
+    let sum = npub_core::fnv::fnv1a32(&bytes[32..]);
+    bytes[28..32].copy_from_slice(&sum.to_le_bytes());
+    let bad = pack.with_file_name("grown.npub");
+    std::fs::write(&bad, &bytes).unwrap();
+    let out = npub(&["verify", bad.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = text(&out.stderr);
+    assert!(
+        err.contains("command stream @0x") && err.contains("WEIGHT"),
+        "{err}"
+    );
+    let out = npub(&["verify", "--format-only", bad.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+}
+
+#[test]
+fn inspect_shows_io_bindings_and_the_command_stream_summary_of_a_real_pack() {
+    let (_dir, pack) = real_pack();
+    let out = npub(&["inspect", pack.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let s = text(&out.stdout);
+    assert!(s.contains("IO bindings"), "{s}");
+    assert!(s.contains("input") && s.contains("output"), "{s}");
+    assert!(
+        s.contains("Command stream:") && s.contains("region 0 [0, 134976)"),
+        "{s}"
+    );
+    assert!(s.contains("region 1 [0, 19424)"), "{s}");
+    let out = npub(&["inspect", "--json", pack.to_str().unwrap()]);
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["io"]["bindings"][0]["offset"], 8192);
+    assert_eq!(v["command_stream"]["regions_used"], 3);
+    assert_eq!(v["sha256"].as_str().unwrap().len(), 64);
 }

@@ -7,7 +7,9 @@ use std::vec::Vec;
 
 use serde::Serialize;
 
+use crate::cmdstream::{self, StreamSummary};
 use crate::format::{HEADER_BYTES, Header, REGION_DESC_BYTES, RegionDesc};
+use crate::io_bindings::IoBindingsJson;
 use crate::{Accel, Blob, Error, arena_bytes_required, arena_bytes_required_aligned, fnv};
 
 /// One annotated header word, in the spec's table style.
@@ -57,6 +59,15 @@ pub struct Report {
     pub valid: bool,
     /// The first check that failed, as the loader words it.
     pub error: Option<String>,
+    /// Lower-case hex SHA-256 of the whole buffer (what a signed manifest names).
+    pub sha256: String,
+    /// The command-stream verifier's summary: operations, regions used, accessed span per region
+    /// (valid packs whose stream passed the verifier).
+    pub command_stream: Option<StreamSummary>,
+    /// Why the command-stream verifier refused the stream (valid NPU1 packs only).
+    pub command_stream_error: Option<String>,
+    /// The IO bindings that travel beside the pack, when the caller has them.
+    pub io: Option<IoBindingsJson>,
 }
 
 impl Report {
@@ -70,6 +81,11 @@ impl Report {
 pub fn report(bytes: &[u8]) -> Report {
     let parsed = Blob::parse(bytes);
     let header = Header::read(bytes);
+    let (command_stream, command_stream_error) = match parsed.as_ref().map(cmdstream::verify_blob) {
+        Ok(Ok(summary)) => (Some(summary), None),
+        Ok(Err(e)) => (None, Some(e.to_string())),
+        Err(_) => (None, None),
+    };
     let (arena_bytes, arena_bytes_aligned) = match &parsed {
         Ok(blob) => (
             Some(arena_bytes_required(blob)),
@@ -96,7 +112,19 @@ pub fn report(bytes: &[u8]) -> Report {
         }),
         valid: parsed.is_ok(),
         error: parsed.err().map(|e| e.to_string()),
+        sha256: sha256_hex(bytes),
+        command_stream,
+        command_stream_error,
+        io: None,
     }
+}
+
+fn sha256_hex(bytes: &[u8]) -> String {
+    use sha2::Digest;
+    sha2::Sha256::digest(bytes)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
 }
 
 fn header_rows(bytes: &[u8], h: &Header) -> Vec<FieldRow> {

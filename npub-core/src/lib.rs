@@ -14,11 +14,18 @@
 #[cfg(feature = "alloc")]
 extern crate alloc;
 
+pub mod cmdstream;
 pub mod error;
 pub mod fnv;
 pub mod format;
 #[cfg(feature = "std")]
 pub mod inspect;
+pub mod io_bindings;
+#[cfg(feature = "std")]
+pub mod keys;
+pub mod manifest;
+#[cfg(feature = "std")]
+pub mod vela;
 
 pub use error::Error;
 pub use format::{

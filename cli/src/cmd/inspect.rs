@@ -5,6 +5,7 @@ use std::path::PathBuf;
 
 use npub_core::inspect::{Report, report};
 
+use super::pack_io::io_json_path;
 use super::{Failure, read_file};
 
 /// Arguments of `npub inspect`.
@@ -15,12 +16,24 @@ pub struct Args {
     /// Print the report as JSON.
     #[arg(long)]
     json: bool,
+    /// The IO-bindings JSON (default: `FILE.io.json` or `FILE` with extension `.io.json`, if present).
+    #[arg(long, value_name = "IO_JSON")]
+    io: Option<PathBuf>,
 }
 
 /// Runs `npub inspect`.
 pub fn run(args: Args) -> Result<(), Failure> {
     let bytes = read_file(&args.file)?;
-    let r = report(&bytes);
+    let mut r = report(&bytes);
+    if let Some(path) = io_json_path(&args.file, args.io.as_deref())? {
+        let text = String::from_utf8(read_file(&path)?)
+            .map_err(|_| Failure::Rejected(format!("{}: not UTF-8", path.display())))?;
+        let doc = serde_json::from_str(&text)
+            .map_err(|e| Failure::Rejected(format!("{}: {e}", path.display())))?;
+        npub_core::io_bindings::from_json(&text)
+            .map_err(|e| Failure::Rejected(format!("{}: {e}", path.display())))?;
+        r.io = Some(doc);
+    }
     if args.json {
         let text = serde_json::to_string_pretty(&r)
             .map_err(|e| Failure::Usage(format!("cannot encode the report: {e}")))?;
@@ -28,7 +41,7 @@ pub fn run(args: Args) -> Result<(), Failure> {
     } else {
         print!("{}", render(&args.file.display().to_string(), &r));
     }
-    match r.error {
+    match r.error.or(r.command_stream_error) {
         None => Ok(()),
         Some(e) => Err(Failure::Rejected(e)),
     }
@@ -86,6 +99,45 @@ fn render(name: &str, r: &Report) -> String {
             "\nArena: {any} bytes for any start address ({aligned} if the arena is 16-byte aligned)"
         );
     }
+    if let Some(io) = &r.io {
+        let _ = writeln!(out, "\nIO bindings (sha256 {})", io.sha256);
+        let _ = writeln!(
+            out,
+            "| Kind   | #  | Name                 | Region | Offset     | Bytes      | Shape            | Dtype  | Scale        | Zero point"
+        );
+        for b in &io.bindings {
+            let shape = b
+                .shape
+                .iter()
+                .map(u32::to_string)
+                .collect::<Vec<_>>()
+                .join("x");
+            let _ = writeln!(
+                out,
+                "| {:<6} | {:<2} | {:<20} | {:<6} | {:>10} | {:>10} | {:<16} | {:<6} | {:<12} | {}",
+                b.kind,
+                b.index,
+                b.name,
+                b.region,
+                b.offset,
+                b.bytes,
+                shape,
+                b.dtype,
+                b.scale,
+                b.zero_point
+            );
+        }
+    }
+    match (&r.command_stream, &r.command_stream_error) {
+        (Some(summary), _) => {
+            let _ = writeln!(out, "\nCommand stream: {summary}");
+        }
+        (None, Some(e)) => {
+            let _ = writeln!(out, "\nCommand stream: REFUSED: {e}");
+        }
+        (None, None) => {}
+    }
+    let _ = writeln!(out, "SHA-256: {}", r.sha256);
     if let Some(c) = r.checksum {
         let verdict = if c.ok { "ok" } else { "MISMATCH" };
         let _ = writeln!(
@@ -94,9 +146,12 @@ fn render(name: &str, r: &Report) -> String {
             c.stored, c.computed
         );
     }
-    match &r.error {
+    match r.error.as_ref().or(r.command_stream_error.as_ref()) {
         None => {
-            let _ = writeln!(out, "Verdict: valid NPU1 pack");
+            let _ = writeln!(
+                out,
+                "Verdict: valid NPU1 pack; every command stays inside its regions"
+            );
         }
         Some(e) => {
             let _ = writeln!(out, "Verdict: INVALID: {e}");

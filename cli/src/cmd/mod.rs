@@ -2,7 +2,12 @@
 use std::process::ExitCode;
 
 pub mod inspect;
+pub mod keygen;
+pub mod pack;
+mod pack_io;
+pub mod sign;
 pub mod verify;
+pub mod verify_manifest;
 
 /// Why a subcommand did not succeed, and so which exit code it ends with.
 #[derive(Debug)]

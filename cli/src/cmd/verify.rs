@@ -1,8 +1,10 @@
-//! `npub verify FILE [--arena BYTES] [--json]`: exit 0 when the pack is valid (and, with `--arena`,
-//! binds into an arena of that many bytes), exit 1 with the loader's message when it is not.
+//! `npub verify FILE [--arena BYTES] [--format-only] [--json]`: exit 0 when the pack is valid — NPU1
+//! checks, then the Ethos-U55 command-stream verifier (every operation inside its regions) unless
+//! `--format-only`, and, with `--arena`, binding into an arena of that many bytes — exit 1 with the
+//! first reason it is not.
 use std::path::PathBuf;
 
-use npub_core::{Blob, bind};
+use npub_core::{Blob, bind, cmdstream};
 
 use super::{Failure, read_file};
 
@@ -14,6 +16,10 @@ pub struct Args {
     /// Also bind it for the Ethos-U55 into an arena of this many bytes (worst-case alignment).
     #[arg(long, value_name = "BYTES")]
     arena: Option<u64>,
+    /// Check the NPU1 container only, not the command stream (for packs whose stream is not an
+    /// Ethos-U stream).
+    #[arg(long)]
+    format_only: bool,
     /// Print the verdict as JSON on stdout.
     #[arg(long)]
     json: bool,
@@ -22,7 +28,7 @@ pub struct Args {
 /// Runs `npub verify`.
 pub fn run(args: Args) -> Result<(), Failure> {
     let bytes = read_file(&args.file)?;
-    let verdict = check(&bytes, args.arena);
+    let verdict = check(&bytes, args.arena, !args.format_only);
     if args.json {
         let value = match &verdict {
             Ok(()) => serde_json::json!({ "valid": true }),
@@ -33,8 +39,11 @@ pub fn run(args: Args) -> Result<(), Failure> {
     verdict.map_err(Failure::Rejected)
 }
 
-fn check(bytes: &[u8], arena: Option<u64>) -> Result<(), String> {
+fn check(bytes: &[u8], arena: Option<u64>, commands: bool) -> Result<(), String> {
     let blob = Blob::parse(bytes).map_err(|e| e.to_string())?;
+    if commands {
+        cmdstream::verify_blob(&blob).map_err(|e| e.to_string())?;
+    }
     if let Some(len) = arena {
         let len = usize::try_from(len).map_err(|_| format!("--arena {len} is too large"))?;
         // Bind at a deliberately misaligned start, so that "fits" means "fits wherever the device's

@@ -14,7 +14,7 @@
 /// | 3    | Ethos-U55-128    |        128 | 24 KiB | `ethos-u55-128`             |
 /// | 4    | Ethos-U55-256    |        256 | 48 KiB | `ethos-u55-256`             |
 /// | 5    | Ethos-U65-256    |        256 | 48 KiB | `ethos-u65-256`             |
-/// | 6    | Ethos-U65-512    |        512 | 96 KiB | `ethos-u65-512`             |
+/// | 6    | Ethos-U65-512    |        512 | 48 KiB per core | `ethos-u65-512` |
 /// | else | unknown          |          – |      – |                             |
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[allow(non_camel_case_types)]

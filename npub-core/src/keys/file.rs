@@ -1,0 +1,249 @@
+//! Key files.
+//!
+//! | File          | Mode              | Content (one line, ASCII)                          |
+//! |---------------|-------------------|----------------------------------------------------|
+//! | `KEYFILE`     | `0600`            | `npub-ed25519-secret-v1 <64 hex digits: the seed>` |
+//! | `KEYFILE.pub` | `0644`            | `npub-ed25519-public-v1 <64 hex digits: the key>`  |
+//!
+//! The secret file is created with mode `0600` from the start (never written first and narrowed
+//! after), and never over an existing file. Reading refuses a secret file that group or others may
+//! read or write — as OpenSSH does — since such a key must be presumed leaked. The mode is read
+//! from the opened handle, so the file checked is the file read.
+//!
+//! Errors are `std::io::Error`s; those about the content or the mode carry the
+//! [`crate::Error`] (`KeyFileTooOpen`, `KeyFileBadFormat`, `KeyInvalid`, `KeyWeak`) inside, reachable
+//! with `err.get_ref()` and `downcast_ref`.
+use std::fs::{File, OpenOptions};
+use std::io::{self, Read, Write};
+use std::path::{Path, PathBuf};
+
+use zeroize::Zeroize;
+
+use super::KeyPair;
+use crate::Error;
+use crate::manifest::hex;
+
+const SECRET_TAG: &str = "npub-ed25519-secret-v1";
+const PUBLIC_TAG: &str = "npub-ed25519-public-v1";
+/// A key file is one short line; anything longer is not one, and is not read whole.
+const MAX_KEY_FILE_BYTES: u64 = 256;
+/// Permission bits for group and others.
+#[cfg(unix)]
+const GROUP_OTHER_BITS: u32 = 0o077;
+
+/// `KEYFILE.pub` for `KEYFILE`.
+pub fn public_key_path(secret: &Path) -> PathBuf {
+    let mut name = secret.as_os_str().to_owned();
+    name.push(".pub");
+    PathBuf::from(name)
+}
+
+/// Writes `key` to `secret` (mode 0600) and its public half to `secret.pub`; refuses to overwrite
+/// either. Returns the public file's path.
+pub fn write_key_files(secret: &Path, key: &KeyPair) -> io::Result<PathBuf> {
+    let public = public_key_path(secret);
+    if public.exists() {
+        return Err(io::Error::new(
+            io::ErrorKind::AlreadyExists,
+            format!("{} already exists", public.display()),
+        ));
+    }
+    let mut line = format!("{SECRET_TAG} {}\n", to_hex(&key.seed()));
+    let written = create_new(secret, 0o600).and_then(|mut f| {
+        f.write_all(line.as_bytes())?;
+        f.sync_all()
+    });
+    line.zeroize();
+    written?;
+    let mut f = create_new(&public, 0o644)?;
+    f.write_all(format!("{PUBLIC_TAG} {}\n", to_hex(&key.public_key())).as_bytes())?;
+    f.sync_all()?;
+    Ok(public)
+}
+
+/// Reads a secret key file, refusing one that group or others can access.
+pub fn read_secret_key(path: &Path) -> io::Result<KeyPair> {
+    let file = File::open(path)?;
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = file.metadata()?.permissions().mode() & 0o7777;
+        if mode & GROUP_OTHER_BITS != 0 {
+            return Err(io::Error::new(
+                io::ErrorKind::PermissionDenied,
+                Error::KeyFileTooOpen { mode },
+            ));
+        }
+    }
+    let mut text = read_short(file)?;
+    let mut seed = [0u8; 32];
+    let parsed = parse_line(&text, SECRET_TAG, PUBLIC_TAG, "secret", &mut seed);
+    text.zeroize();
+    let pair = parsed.map(|()| KeyPair::from_seed(seed));
+    seed.zeroize();
+    pair.map_err(invalid)
+}
+
+/// Reads a public key file; the key must be a valid, non-weak ed25519 point.
+pub fn read_public_key(path: &Path) -> io::Result<[u8; 32]> {
+    let text = read_short(File::open(path)?)?;
+    let mut key = [0u8; 32];
+    parse_line(&text, PUBLIC_TAG, SECRET_TAG, "public", &mut key).map_err(invalid)?;
+    crate::manifest::check_public_key(&key).map_err(invalid)?;
+    Ok(key)
+}
+
+fn create_new(path: &Path, mode: u32) -> io::Result<File> {
+    let mut options = OpenOptions::new();
+    options.write(true).create_new(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        options.mode(mode);
+    }
+    #[cfg(not(unix))]
+    let _ = mode;
+    options
+        .open(path)
+        .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", path.display())))
+}
+
+fn read_short(file: File) -> io::Result<String> {
+    let mut text = String::new();
+    file.take(MAX_KEY_FILE_BYTES + 1)
+        .read_to_string(&mut text)
+        .map_err(|_| {
+            invalid(Error::KeyFileBadFormat {
+                kind: "key",
+                problem: "not a text file",
+            })
+        })?;
+    if text.len() as u64 > MAX_KEY_FILE_BYTES {
+        return Err(invalid(Error::KeyFileBadFormat {
+            kind: "key",
+            problem: "longer than a key file can be",
+        }));
+    }
+    Ok(text)
+}
+
+/// `<tag> <64 hex digits>` with an optional final newline, into `out`.
+fn parse_line(
+    text: &str,
+    tag: &str,
+    other_tag: &str,
+    kind: &'static str,
+    out: &mut [u8; 32],
+) -> Result<(), Error> {
+    let bad = |problem| Error::KeyFileBadFormat { kind, problem };
+    let line = text.strip_suffix('\n').unwrap_or(text);
+    let (found_tag, digits) = line.split_once(' ').ok_or(bad("not `<tag> <hex>`"))?;
+    if found_tag == other_tag {
+        return Err(bad(if kind == "secret" {
+            "this is a public key file (KEYFILE.pub); give the secret KEYFILE"
+        } else {
+            "this is a secret key file; give KEYFILE.pub"
+        }));
+    }
+    if found_tag != tag {
+        return Err(bad(
+            "unknown tag; expected npub-ed25519-secret-v1 or npub-ed25519-public-v1",
+        ));
+    }
+    hex::decode(digits, out).ok_or(bad("the key is not exactly 64 hex digits"))
+}
+
+fn to_hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn invalid(e: Error) -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidData, e)
+}
+
+#[cfg(all(test, unix))]
+mod tests {
+    use std::os::unix::fs::PermissionsExt;
+
+    use super::*;
+
+    struct TempDir(PathBuf);
+    impl TempDir {
+        fn new(name: &str) -> Self {
+            let dir = std::env::temp_dir().join(format!("npub-keys-{name}-{}", std::process::id()));
+            let _ = std::fs::remove_dir_all(&dir);
+            std::fs::create_dir_all(&dir).unwrap();
+            TempDir(dir)
+        }
+    }
+    impl Drop for TempDir {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+
+    fn npub_error(e: &io::Error) -> Error {
+        *e.get_ref()
+            .and_then(|e| e.downcast_ref::<Error>())
+            .expect("an npub error inside")
+    }
+
+    #[test]
+    fn writes_0600_and_reads_back_the_same_key() {
+        let dir = TempDir::new("roundtrip");
+        let path = dir.0.join("signer");
+        let key = KeyPair::from_seed([3; 32]);
+        let public = write_key_files(&path, &key).unwrap();
+        assert_eq!(public, dir.0.join("signer.pub"));
+        let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600);
+        assert_eq!(
+            read_secret_key(&path).unwrap().public_key(),
+            key.public_key()
+        );
+        assert_eq!(read_public_key(&public).unwrap(), key.public_key());
+    }
+
+    #[test]
+    fn rejects_a_secret_key_readable_by_others() {
+        let dir = TempDir::new("open");
+        let path = dir.0.join("signer");
+        write_key_files(&path, &KeyPair::from_seed([3; 32])).unwrap();
+        for mode in [0o640, 0o604, 0o620] {
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode)).unwrap();
+            let err = read_secret_key(&path).unwrap_err();
+            assert_eq!(err.kind(), io::ErrorKind::PermissionDenied);
+            assert_eq!(npub_error(&err), Error::KeyFileTooOpen { mode });
+        }
+    }
+
+    #[test]
+    fn rejects_overwriting_an_existing_key() {
+        let dir = TempDir::new("overwrite");
+        let path = dir.0.join("signer");
+        write_key_files(&path, &KeyPair::from_seed([3; 32])).unwrap();
+        let err = write_key_files(&path, &KeyPair::from_seed([4; 32])).unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::AlreadyExists);
+        assert_eq!(
+            read_public_key(&public_key_path(&path)).unwrap(),
+            KeyPair::from_seed([3; 32]).public_key()
+        );
+    }
+
+    #[test]
+    fn rejects_a_public_file_given_as_the_secret_and_garbage() {
+        let dir = TempDir::new("format");
+        let path = dir.0.join("signer");
+        let public = write_key_files(&path, &KeyPair::from_seed([3; 32])).unwrap();
+        std::fs::set_permissions(&public, std::fs::Permissions::from_mode(0o600)).unwrap();
+        assert!(matches!(
+            npub_error(&read_secret_key(&public).unwrap_err()),
+            Error::KeyFileBadFormat { kind: "secret", .. }
+        ));
+        std::fs::write(&public, "npub-ed25519-public-v1 abcd\n").unwrap();
+        assert!(matches!(
+            npub_error(&read_public_key(&public).unwrap_err()),
+            Error::KeyFileBadFormat { kind: "public", .. }
+        ));
+    }
+}

@@ -1,0 +1,155 @@
+//! Checking a pack against its verified manifest while the bytes stream in.
+//!
+//! The device downloads straight into its slot; it cannot wait for the whole pack to decide
+//! whether to keep going. [`PackCheck`] keeps O(1) state — a running SHA-256, the NPU1
+//! [`StreamValidator`] and a byte count — and decides at the earliest byte it can:
+//!
+//! | when                                | check                                                  | `Error` |
+//! |-------------------------------------|--------------------------------------------------------|---------|
+//! | a chunk would pass `pack_len`       | refused before any of it is hashed or written (endless data) | `PackLongerThanManifest` |
+//! | every chunk                         | NPU1 structure (magic, version, `total_bytes` = `pack_len`, tables) | the NPU1 variants |
+//! | byte 32 arrives                     | header word 7 = the manifest's `pack_checksum` (mix-and-match, early) | `PackChecksumMismatch` |
+//! | [`finish`](PackCheck::finish)       | all `pack_len` bytes arrived                           | `PackShorterThanManifest` |
+//! | [`finish`](PackCheck::finish)       | SHA-256 = `pack_sha256` (wrong software, tampering)   | `PackHashMismatch` |
+//! | [`finish`](PackCheck::finish)       | FNV-1a of the payload = word 7 (NPU1 check 9)          | `ChecksumMismatch` |
+//!
+//! A failure is sticky: every later call returns it. The caller writes a chunk to flash only after
+//! [`feed`](PackCheck::feed) accepted it, and marks the slot bootable only with the
+//! [`VerifiedPack`] that [`finish`](PackCheck::finish) returns.
+use sha2::{Digest, Sha256};
+
+use super::{Sha256Prefix, VerifiedManifest};
+use crate::Error;
+use crate::format::{HEADER_BYTES, Header, StreamValidator};
+
+/// The streaming check of one pack against one [`VerifiedManifest`]. Built only from a
+/// `VerifiedManifest`, so there is no way to check (and so install) a pack against an unverified
+/// manifest.
+#[derive(Debug, Clone)]
+pub struct PackCheck {
+    manifest: VerifiedManifest,
+    received: u64,
+    sha: Sha256,
+    npu1: StreamValidator,
+    failed: Option<Error>,
+}
+
+/// A pack that matched its manifest byte for byte: the only thing an install may mark bootable.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VerifiedPack {
+    manifest: VerifiedManifest,
+    header: Header,
+}
+
+impl VerifiedPack {
+    /// The manifest the pack matched (its sequence is what the device records once installed).
+    pub fn manifest(&self) -> &VerifiedManifest {
+        &self.manifest
+    }
+
+    /// The pack's NPU1 header.
+    pub fn header(&self) -> Header {
+        self.header
+    }
+}
+
+impl PackCheck {
+    /// Starts checking the pack `manifest` describes.
+    pub fn new(manifest: VerifiedManifest) -> Self {
+        let npu1 = StreamValidator::new(manifest.pack_len());
+        Self {
+            manifest,
+            received: 0,
+            sha: Sha256::new(),
+            npu1,
+            failed: None,
+        }
+    }
+
+    /// The manifest being checked against.
+    pub fn manifest(&self) -> &VerifiedManifest {
+        &self.manifest
+    }
+
+    /// Bytes accepted so far.
+    pub fn received(&self) -> u64 {
+        self.received
+    }
+
+    /// Takes the next chunk. `Ok` means the chunk may be written; an error means abort the
+    /// download (and every later call returns the same error).
+    pub fn feed(&mut self, chunk: &[u8]) -> Result<(), Error> {
+        if let Some(e) = self.failed {
+            return Err(e);
+        }
+        let outcome = self.take(chunk);
+        if let Err(e) = outcome {
+            self.failed = Some(e);
+        }
+        outcome
+    }
+
+    /// Ends the download: the pack is the manifest's only if all of it arrived, its SHA-256 is
+    /// the manifest's and its NPU1 checksum holds.
+    pub fn finish(self) -> Result<VerifiedPack, Error> {
+        if let Some(e) = self.failed {
+            return Err(e);
+        }
+        let expected = self.manifest.pack_len();
+        if self.received < u64::from(expected) {
+            return Err(Error::PackShorterThanManifest {
+                expected,
+                received: self.received,
+            });
+        }
+        let computed: [u8; 32] = self.sha.finalize().into();
+        let stated = self.manifest.pack_sha256();
+        if computed != stated {
+            return Err(Error::PackHashMismatch {
+                manifest: Sha256Prefix::of(&stated),
+                computed: Sha256Prefix::of(&computed),
+            });
+        }
+        let header = self.npu1.finish()?;
+        Ok(VerifiedPack {
+            manifest: self.manifest,
+            header,
+        })
+    }
+
+    fn take(&mut self, chunk: &[u8]) -> Result<(), Error> {
+        let expected = self.manifest.pack_len();
+        let after = self.received + chunk.len() as u64;
+        if after > u64::from(expected) {
+            return Err(Error::PackLongerThanManifest {
+                expected,
+                received: after,
+            });
+        }
+        self.sha.update(chunk);
+        self.npu1.feed(chunk)?;
+        let header_done = u64::from(HEADER_BYTES);
+        let crossed = self.received < header_done && after >= header_done;
+        self.received = after;
+        if crossed {
+            self.cross_check_header()?;
+        }
+        Ok(())
+    }
+
+    /// The header just completed: its checksum word must be the one the manifest names.
+    fn cross_check_header(&self) -> Result<(), Error> {
+        let Some(header) = self.npu1.header() else {
+            // The validator accepted 32 bytes, so it has a header; nothing to compare otherwise.
+            return Ok(());
+        };
+        let manifest = self.manifest.pack_checksum();
+        if header.checksum != manifest {
+            return Err(Error::PackChecksumMismatch {
+                manifest,
+                pack: header.checksum,
+            });
+        }
+        Ok(())
+    }
+}

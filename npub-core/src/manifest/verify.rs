@@ -1,0 +1,206 @@
+//! Device-side verification: bytes in, a [`VerifiedManifest`] out only when every check passes.
+use super::layout::{MANIFEST_BYTES, MANIFEST_DOMAIN, ManifestView};
+use super::{KeyId, Keyring, signature, text};
+use crate::{Accel, Error};
+
+/// What the device knows about itself and its history: the inputs of [`verify`] other than the
+/// manifest and the keyring.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Policy {
+    /// The device's hardware class (never 0).
+    pub hw_class: u32,
+    /// The device's NPU configuration.
+    pub accel: Accel,
+    /// Bytes available in the slot a pack is written to.
+    pub slot_bytes: u32,
+    /// The sequence of the last manifest the device accepted (0 on a fresh device).
+    pub last_sequence: u64,
+    /// Unix seconds, when the device knows the time; `None` skips the expiry check.
+    pub now: Option<u64>,
+}
+
+/// A manifest that passed every check of [`verify`] for one device. Its fields are private and
+/// [`verify`] is the only constructor, so holding one proves the checks ran: an install takes a
+/// `VerifiedManifest` ([`super::PackCheck::new`]), never bytes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VerifiedManifest {
+    bytes: [u8; MANIFEST_BYTES],
+}
+
+/// Verifies `bytes` as a manifest for the device described by `keyring` and `policy`.
+///
+/// The checks, in order; the first failure is returned:
+///
+/// | # | check                                                   | stops                        | `Error` |
+/// |---|---------------------------------------------------------|------------------------------|---------|
+/// | 1 | exactly 280 bytes                                       | truncation, smuggled trailer | `ManifestWrongLength` |
+/// | 2 | magic "NPM1"                                            | a foreign file               | `ManifestBadMagic` |
+/// | 3 | version 1                                               | misread layout               | `ManifestUnsupportedVersion` |
+/// | 4 | `key_id` in the keyring                                 | arbitrary installation       | `ManifestUnknownKey` |
+/// | 5 | that key not revoked                                    | key compromise               | `ManifestKeyRevoked` |
+/// | 6 | ed25519 (strict) over the domain ‖ bytes 0..216         | forgery, tampering, unsigned | `ManifestBadSignature` |
+/// | 7 | every field valid on its own ([`super::ManifestFields::check`], text fields) | signer mistakes | `ManifestText*`, `ManifestSequenceZero`, … |
+/// | 8 | `sequence` > `policy.last_sequence`                     | rollback, replay             | `ManifestReplayed` |
+/// | 9 | `hw_class` = the device's                               | wrong hardware               | `ManifestWrongHardware` |
+/// | 10 | `accel` = the device's                                 | a stream for another NPU     | `ManifestWrongAccel` |
+/// | 11 | `pack_len` ≤ the slot                                  | slot overflow                | `ManifestPackTooLarge` |
+/// | 12 | not expired, when `policy.now` is known                | freeze                       | `ManifestExpired` |
+///
+/// Nothing but the magic, the version and the key id is interpreted before the signature has
+/// verified: every later decision is made on bytes the key holder wrote.
+pub fn verify<const N: usize>(
+    bytes: &[u8],
+    keyring: &Keyring<N>,
+    policy: &Policy,
+) -> Result<VerifiedManifest, Error> {
+    let view = ManifestView::new(bytes)?;
+    let key_id = view.key_id();
+    let entry = keyring
+        .get(key_id)
+        .ok_or(Error::ManifestUnknownKey { key_id })?;
+    if entry.is_revoked() {
+        return Err(Error::ManifestKeyRevoked { key_id });
+    }
+    signature::check(
+        entry.public_key(),
+        MANIFEST_DOMAIN,
+        view.signed_bytes(),
+        view.signature(),
+        Error::ManifestBadSignature { key_id },
+    )?;
+    accept(view, policy)
+}
+
+/// Checks 7–12, on bytes whose signature has verified. Out of line so that its locals (the
+/// decoded fields, the copy it returns) are not on the stack while the signature is checked.
+#[inline(never)]
+fn accept(view: ManifestView<'_>, policy: &Policy) -> Result<VerifiedManifest, Error> {
+    let fields = view.fields()?;
+    if fields.sequence <= policy.last_sequence {
+        return Err(Error::ManifestReplayed {
+            sequence: fields.sequence,
+            last: policy.last_sequence,
+        });
+    }
+    if fields.hw_class != policy.hw_class {
+        return Err(Error::ManifestWrongHardware {
+            manifest: fields.hw_class,
+            device: policy.hw_class,
+        });
+    }
+    if fields.accel != policy.accel {
+        return Err(Error::ManifestWrongAccel {
+            manifest: fields.accel.word(),
+            device: policy.accel.word(),
+        });
+    }
+    if fields.pack_len > policy.slot_bytes {
+        return Err(Error::ManifestPackTooLarge {
+            len: fields.pack_len,
+            slot: policy.slot_bytes,
+        });
+    }
+    if let Some(now) = policy.now {
+        if fields.expires_at != 0 && now >= fields.expires_at {
+            return Err(Error::ManifestExpired {
+                expires_at: fields.expires_at,
+                now,
+            });
+        }
+    }
+    Ok(VerifiedManifest {
+        bytes: *view.as_bytes(),
+    })
+}
+
+impl VerifiedManifest {
+    fn view(&self) -> ManifestView<'_> {
+        ManifestView::of_checked(&self.bytes)
+    }
+
+    /// The 280 bytes as received, to store beside the installed pack.
+    pub fn as_bytes(&self) -> &[u8; MANIFEST_BYTES] {
+        &self.bytes
+    }
+
+    /// The key that signed it.
+    pub fn key_id(&self) -> KeyId {
+        self.view().key_id()
+    }
+
+    /// The deployment sequence: what the device records as its last accepted one once the
+    /// install completes.
+    pub fn sequence(&self) -> u64 {
+        self.view().sequence()
+    }
+
+    /// The model name.
+    pub fn model_name(&self) -> &str {
+        text_field(&self.bytes[super::layout::off::MODEL_NAME..][..super::MODEL_NAME_BYTES])
+    }
+
+    /// The model version.
+    pub fn model_version(&self) -> &str {
+        text_field(&self.bytes[super::layout::off::MODEL_VERSION..][..super::MODEL_VERSION_BYTES])
+    }
+
+    /// The accelerator configuration (the device's own).
+    pub fn accel(&self) -> Accel {
+        Accel::from_word(self.view().accel_word())
+    }
+
+    /// The hardware class (the device's own).
+    pub fn hw_class(&self) -> u32 {
+        self.view().hw_class()
+    }
+
+    /// The pack's length.
+    pub fn pack_len(&self) -> u32 {
+        self.view().pack_len()
+    }
+
+    /// The pack's NPU1 header checksum.
+    pub fn pack_checksum(&self) -> u32 {
+        self.view().pack_checksum()
+    }
+
+    /// The pack's SHA-256.
+    pub fn pack_sha256(&self) -> [u8; 32] {
+        self.view().pack_sha256()
+    }
+
+    /// The digest of the pack's IO bindings (all zeros: none declared).
+    pub fn io_digest(&self) -> [u8; 32] {
+        self.view().io_digest()
+    }
+
+    /// Checks the IO bindings delivered with the pack (their canonical encoding; `None` when the
+    /// pack came without any) against `io_digest`: all zeros means "none", anything else must be
+    /// the SHA-256 of exactly these bytes ([`crate::io_bindings::digest`]).
+    pub fn check_io_bindings(&self, canonical: Option<&[u8]>) -> Result<(), Error> {
+        let stated = self.io_digest();
+        let computed = canonical.map_or([0; 32], super::sha256);
+        if computed != stated {
+            return Err(Error::ManifestIoDigestMismatch {
+                manifest: super::Sha256Prefix::of(&stated),
+                computed: super::Sha256Prefix::of(&computed),
+            });
+        }
+        Ok(())
+    }
+
+    /// Unix seconds when signed.
+    pub fn issued_at(&self) -> u64 {
+        self.view().issued_at()
+    }
+
+    /// Unix seconds of expiry; 0 = never.
+    pub fn expires_at(&self) -> u64 {
+        self.view().expires_at()
+    }
+}
+
+/// A text field already validated by `verify`; empty (never reached) if it somehow were not.
+fn text_field(raw: &[u8]) -> &str {
+    text::decode("", raw).unwrap_or("")
+}

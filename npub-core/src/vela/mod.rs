@@ -1,0 +1,128 @@
+//! Import of Arm Vela 5.2 output into an NPU1 pack and its IO bindings (feature `std`: host only).
+//!
+//! [`import`] recognises the file by its content — Vela's optimised `.tflite` (a flatbuffer whose
+//! file identifier is `TFL3`) or its raw `.npz` (a zip) — and maps it onto NPU1:
+//!
+//! | NPU1                  | from the `.tflite`                    | from the `.npz`              |
+//! |-----------------------|---------------------------------------|------------------------------|
+//! | command stream        | `ethos-u` input 0 minus its COP1 header | `cmd_data` minus its COP1 header |
+//! | `accel`               | the COP1 config word                  | idem                         |
+//! | region 0, weights, BAKED  | `ethos-u` input 1 (`read_only`)   | `weight_data`                |
+//! | region 1, scratch, RUNTIME | input 2's tensor size            | `scratch_size`               |
+//! | region 2, scratch, RUNTIME | input 3's tensor size, 0 when it is input 2 again | `scratch_fast_size` |
+//! | IO bindings           | inputs 4.. and the outputs, at their `OfflineMemoryAllocation` offsets | `input_*` / `output_*` |
+//!
+//! Descriptor 2 is kept even when scratch_fast is empty, so that every region's index stays its
+//! BASEP slot. Both forms of one compilation give byte-identical packs; their IO bindings differ
+//! only where the raw format records less (no names, no element types, shapes padded to rank 6).
+//!
+//! Refused, each with a message that says what to change: COP2 payloads, operators left on the
+//! CPU, more than one `ethos-u` operator, and anything structurally inconsistent.
+use std::borrow::Cow;
+
+use crate::Error;
+use crate::format::build::{RegionSpec, build_pack};
+use crate::format::{Accel, Role};
+use crate::io_bindings::{self, IoBinding};
+
+mod builtin_ops;
+pub mod cop1;
+mod fb;
+mod npz;
+mod tflite;
+
+pub use cop1::Cop1Info;
+
+/// Which of Vela's two output forms was imported.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SourceKind {
+    /// The optimised `*_vela.tflite`.
+    Tflite,
+    /// The raw `*_vela.npz` (`--output-format raw`).
+    Npz,
+}
+
+/// An imported compilation.
+#[derive(Debug, Clone, PartialEq)]
+pub struct VelaImport {
+    /// The NPU1 pack.
+    pub pack: Vec<u8>,
+    /// Where the model's inputs and outputs live (inputs in order, then outputs).
+    pub io: Vec<IoBinding>,
+    /// The accelerator configuration the stream was compiled for.
+    pub accel: Accel,
+    /// The COP1 payload header.
+    pub cop1: Cop1Info,
+    /// The form imported.
+    pub source: SourceKind,
+}
+
+impl VelaImport {
+    /// The canonical encoding of [`Self::io`] (what the manifest digests).
+    pub fn io_encoding(&self) -> Vec<u8> {
+        // `import` encoded these bindings once already; encoding is deterministic.
+        io_bindings::encode(&self.io).unwrap_or_default()
+    }
+
+    /// The JSON form of [`Self::io`] (`OUT.io.json`).
+    pub fn io_json(&self) -> String {
+        io_bindings::to_json(&self.io).unwrap_or_default()
+    }
+}
+
+/// What either form holds for a pack, before the COP1 payload is opened.
+#[derive(Debug)]
+struct Extracted<'b> {
+    payload: Cow<'b, [u8]>,
+    weights: Cow<'b, [u8]>,
+    scratch: u64,
+    scratch_fast: u64,
+    io: Vec<IoBinding>,
+}
+
+/// Local file header signature of a zip archive ("PK\x03\x04"), what an `.npz` starts with.
+const ZIP_MAGIC: [u8; 4] = *b"PK\x03\x04";
+
+/// Imports Vela output, recognised by content.
+pub fn import(bytes: &[u8]) -> Result<VelaImport, Error> {
+    let (source, parts) = if fb::Fb::is_tflite(bytes) {
+        (SourceKind::Tflite, tflite::extract(bytes)?)
+    } else if bytes.starts_with(&ZIP_MAGIC) {
+        (SourceKind::Npz, npz::extract(bytes)?)
+    } else {
+        let mut magic = [0u8; 4];
+        let n = bytes.len().min(4);
+        magic[..n].copy_from_slice(&bytes[..n]);
+        return Err(Error::VelaUnknownFormat {
+            magic: u32::from_le_bytes(magic),
+        });
+    };
+    let payload = cop1::parse(&parts.payload)?;
+    let size = |region: u32, bytes: u64| {
+        u32::try_from(bytes).map_err(|_| Error::VelaRegionTooLarge { region, bytes })
+    };
+    let regions = [
+        RegionSpec::Baked {
+            role: Role::Weights,
+            bytes: &parts.weights,
+        },
+        RegionSpec::Runtime {
+            role: Role::Scratch,
+            size: size(1, parts.scratch)?,
+        },
+        RegionSpec::Runtime {
+            role: Role::Scratch,
+            size: size(2, parts.scratch_fast)?,
+        },
+    ];
+    let pack = build_pack(payload.stream, &regions, payload.accel)?;
+    // Refuse here, not on the device, bindings the canonical encoding cannot hold.
+    io_bindings::encode(&parts.io)?;
+    Ok(VelaImport {
+        pack,
+        io: parts.io,
+        accel: payload.accel,
+        cop1: payload.info,
+        source,
+    })
+}

@@ -698,3 +698,24 @@ fn rejects_stream_that_stops_short() {
         })
     );
 }
+
+#[test]
+fn parse_prehashed_agrees_with_parse() {
+    let b = small_pack();
+    let fnv = npub_core::fnv::fnv1a32(&b[32..]);
+    assert_eq!(
+        Blob::parse_prehashed(&b, fnv).unwrap().header(),
+        Blob::parse(&b).unwrap().header()
+    );
+    assert!(matches!(
+        Blob::parse_prehashed(&b, fnv ^ 1),
+        Err(Error::ChecksumMismatch { .. })
+    ));
+    // Structural checks still come first.
+    let mut bad = b.clone();
+    set(&mut bad, 20, 0);
+    assert!(matches!(
+        Blob::parse_prehashed(&bad, fnv),
+        Err(Error::EmptyCommandStream)
+    ));
+}

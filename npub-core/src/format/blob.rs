@@ -24,6 +24,18 @@ impl<'a> Blob<'a> {
         Ok(Self { bytes, header })
     }
 
+    /// Checks 1–9 like [`Blob::parse`], with the payload's FNV-1a supplied by a caller that already
+    /// computed it in its own single pass over the bytes (a device hashing flash once for SHA-256 and
+    /// FNV-1a together). The checks and their order are `parse`'s; only the hashing is skipped.
+    ///
+    /// The caller vouches that `payload_fnv` is FNV-1a of `bytes[32..]`; pass anything else and the
+    /// checksum check means nothing.
+    pub fn parse_prehashed(bytes: &'a [u8], payload_fnv: u32) -> Result<Self, Error> {
+        let header = Self::parse_structure(bytes)?;
+        checks::checksum(header.checksum, payload_fnv)?;
+        Ok(Self { bytes, header })
+    }
+
     /// Checks 1–8 (everything but the checksum), shared with callers that hash the payload
     /// themselves in the same pass as something else (the device re-reading flash).
     pub fn parse_structure(bytes: &[u8]) -> Result<Header, Error> {

@@ -1,0 +1,207 @@
+//! `device-agent`: one simulated RA8P1 on the host. The same agent core as the firmware, over an
+//! emulated OSPI NOR kept in a file, talking to an npub server's device API over HTTP.
+//!
+//! It boots (re-validating and binding whatever the flash holds), then polls, installs, reports,
+//! and repeats every `--interval` seconds (or once, with `--once`).
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::Parser;
+use device_agent::http::HttpTransport;
+use device_agent::nor_emu::NorEmu;
+use device_agent::{
+    Agent, Arena, Device, Error, Layout, Poll, RecordingNpu, Report, ReportState, Transport,
+};
+use npub_core::Accel;
+use npub_core::manifest::Keyring;
+
+/// The emulated part: 16-byte program unit (the coarsest OSPI/MRAM granularity the agent
+/// supports), 4 KiB sectors.
+type Flash = NorEmu<16, 4096>;
+/// Signing keys a device trusts at once (current and next, with room for a rotation).
+const TRUST_SLOTS: usize = 4;
+/// The simulated NPU's arena: enough for the fixtures' scratch regions.
+const ARENA_BYTES: usize = 1 << 20;
+/// Where the emulated flash and arena sit on the bus (the RA8P1's OSPI0 XIP window, SRAM).
+const XIP_BASE: u32 = 0x8000_0000;
+const ARENA_BUS: u32 = 0x2200_0000;
+
+/// Simulates one device: poll, install, report, repeat.
+#[derive(Parser, Debug)]
+#[command(version, about)]
+struct Args {
+    /// The npub server's base URL, e.g. http://127.0.0.1:8080.
+    #[arg(long, env = "NPUB_SERVER")]
+    server: String,
+    /// This device's token (from `POST /api/v1/devices`).
+    #[arg(long, env = "NPUB_DEVICE_TOKEN")]
+    token: String,
+    /// The emulated flash, created blank if missing; it keeps the packs and journal across runs.
+    #[arg(long)]
+    flash: PathBuf,
+    /// A trusted signing key's public key file (`KEYFILE.pub`); repeat for several.
+    #[arg(long = "trust", required = true)]
+    trust: Vec<PathBuf>,
+    /// The board's hardware class id, as in the manifests.
+    #[arg(long, env = "NPUB_HW_CLASS", default_value_t = 1)]
+    hw_class: u32,
+    /// The NPU configuration, by Vela's name.
+    #[arg(long, default_value = "ethos-u55-256")]
+    accel: String,
+    /// The IO bindings the simulated application is built for (canonical binary form): packs
+    /// whose manifest digests other bindings are refused.
+    #[arg(long)]
+    io_bindings: Option<PathBuf>,
+    /// Size of each pack slot in KiB (the flash file is 2 slots + 16 KiB of journal).
+    #[arg(long, default_value_t = 2048)]
+    slot_kib: u32,
+    /// Seconds between polls.
+    #[arg(long, default_value_t = 30)]
+    interval: u64,
+    /// Poll once and exit: 0 if up to date or installed, 1 otherwise.
+    #[arg(long)]
+    once: bool,
+}
+
+fn main() -> ExitCode {
+    let args = Args::parse();
+    match run(&args) {
+        Ok(code) => code,
+        Err(message) => {
+            eprintln!("device-agent: {message}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run(args: &Args) -> Result<ExitCode, String> {
+    let accel = Accel::from_name(&args.accel)
+        .ok_or_else(|| format!("--accel {}: not a Vela accelerator name", args.accel))?;
+    let mut keyring = Keyring::<TRUST_SLOTS>::new();
+    for path in &args.trust {
+        let key = npub_core::keys::read_public_key(path)
+            .map_err(|e| format!("--trust {}: {e}", path.display()))?;
+        keyring
+            .add(&key)
+            .map_err(|e| format!("--trust {}: {e}", path.display()))?;
+    }
+    let slot_bytes = args
+        .slot_kib
+        .checked_mul(1024)
+        .ok_or("--slot-kib is too large")?;
+    let layout = Layout::contiguous(0, 8 * 1024, slot_bytes, 16 * 1024, XIP_BASE);
+    let flash = Flash::with_file(&args.flash, layout.end() as usize)
+        .map_err(|e| format!("--flash {}: {e}", args.flash.display()))?;
+    let io_bindings = match &args.io_bindings {
+        Some(path) => {
+            let bytes = std::fs::read(path)
+                .map_err(|e| format!("--io-bindings {}: {e}", path.display()))?;
+            npub_core::io_bindings::IoBindings::parse(&bytes)
+                .map_err(|e| format!("--io-bindings {}: {e}", path.display()))?;
+            // The device's bindings live as long as the process, like a firmware's.
+            Some(&*Box::leak(bytes.into_boxed_slice()))
+        }
+        None => None,
+    };
+    let device = Device {
+        hw_class: args.hw_class,
+        accel,
+        io_bindings,
+    };
+    let mut agent = Agent::open(flash, layout, device).map_err(|e| e.to_string())?;
+    let mut transport = HttpTransport::new(&args.server, &args.token).map_err(|e| e.to_string())?;
+    let mut npu = RecordingNpu::default();
+    let mut arena_mem = vec![0u8; ARENA_BYTES + 16];
+    // The arena must be 16-byte aligned in memory as on the bus.
+    let skip = arena_mem.as_ptr().align_offset(16);
+    let mut arena = Arena {
+        bytes: &mut arena_mem[skip..skip + ARENA_BYTES],
+        bus_address: ARENA_BUS,
+    };
+
+    boot(&mut agent, &mut npu, &mut arena, &mut transport);
+    loop {
+        let outcome = agent.poll(&mut transport, &keyring, &mut npu, &mut arena, now());
+        match &outcome {
+            Ok(Poll::UpToDate) => println!("up to date (sequence {})", agent.state().last_sequence),
+            Ok(Poll::Installed(v)) => {
+                println!(
+                    "installed sequence {} in slot {}: QBASE {:#010x}, BASEP {:08x?}",
+                    v.pack().sequence,
+                    v.slot().name(),
+                    v.registers().qbase,
+                    &v.registers().basep[..usize::from(v.registers().regions)]
+                );
+                let _ = transport.report(&Report {
+                    sequence: v.pack().sequence,
+                    state: ReportState::Bound,
+                    progress: None,
+                    reason: None,
+                });
+            }
+            Err(e) => println!("install failed: {e}"),
+        }
+        if args.once {
+            return Ok(if outcome.is_ok() {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::FAILURE
+            });
+        }
+        std::thread::sleep(Duration::from_secs(args.interval));
+    }
+}
+
+/// Boots whatever the flash holds and tells the server.
+fn boot(
+    agent: &mut Agent<Flash>,
+    npu: &mut RecordingNpu,
+    arena: &mut Arena<'_>,
+    transport: &mut HttpTransport,
+) {
+    match agent.boot(npu, arena) {
+        Ok(booted) => {
+            if let Some(r) = booted.reverted {
+                println!(
+                    "rolled back sequence {} from slot {}: {}",
+                    r.sequence,
+                    r.slot.name(),
+                    r.reason
+                );
+                report(
+                    transport,
+                    r.sequence,
+                    ReportState::RolledBack,
+                    Some(r.reason),
+                );
+            }
+            let v = booted.verified;
+            println!(
+                "booted sequence {} from slot {}",
+                v.pack().sequence,
+                v.slot().name()
+            );
+            report(transport, v.pack().sequence, ReportState::Bound, None);
+        }
+        Err(Error::NoBootableSlot) => println!("no pack installed yet"),
+        Err(e) => println!("boot failed: {e}"),
+    }
+}
+
+fn report(transport: &mut HttpTransport, sequence: u64, state: ReportState, reason: Option<Error>) {
+    let _ = transport.report(&Report {
+        sequence,
+        state,
+        progress: None,
+        reason,
+    });
+}
+
+/// The host knows the time; a device may not (then expiry is not checked).
+fn now() -> Option<u64> {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .ok()
+        .map(|d| d.as_secs())
+}

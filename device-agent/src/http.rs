@@ -1,0 +1,150 @@
+//! The device API over plain HTTP (feature `std`): the simulator's [`Transport`].
+//!
+//! | call             | request                                                                       | answers understood |
+//! |------------------|-------------------------------------------------------------------------------|--------------------|
+//! | `fetch_manifest` | `GET /api/v1/device/manifest?seq=N`                                            | 200 body = manifest; 204 / 304 nothing newer |
+//! | `fetch_pack`     | `GET /api/v1/device/packs/{sha256 hex}` with `Range: bytes=O-E`                | 206 the range; 200 the whole pack (offset 0 only); 416 nothing past the end |
+//! | `report`         | `POST /api/v1/device/status` `{"sequence", "state", "progress"?, "reason"?}`   | any 2xx |
+//!
+//! Every request carries `Authorization: Bearer <device token>`. No TLS here: the simulator talks
+//! to a server on loopback; a real device's TLS lives in its network stack.
+use std::io::Read;
+use std::time::Duration;
+
+use reqwest::StatusCode;
+use reqwest::blocking::{Client, Response};
+use reqwest::header::{AUTHORIZATION, CONTENT_TYPE, RANGE};
+
+use crate::transport::{Report, Transport, TransportError};
+
+/// How long one request may take before the transport gives up (the install resumes later).
+pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// The device API of one server, as one device (its token).
+#[derive(Debug, Clone)]
+pub struct HttpTransport {
+    client: Client,
+    base: String,
+    auth: String,
+}
+
+impl HttpTransport {
+    /// A transport to the server at `base` (e.g. `http://127.0.0.1:8080`) with `token`.
+    pub fn new(base: &str, token: &str) -> Result<Self, TransportError> {
+        let client = Client::builder()
+            .timeout(REQUEST_TIMEOUT)
+            .build()
+            .map_err(|_| TransportError::Protocol("cannot build the HTTP client"))?;
+        Ok(Self {
+            client,
+            base: base.trim_end_matches('/').to_owned(),
+            auth: format!("Bearer {token}"),
+        })
+    }
+
+    fn get(&self, path: &str) -> reqwest::blocking::RequestBuilder {
+        self.client
+            .get(format!("{}{path}", self.base))
+            .header(AUTHORIZATION, &self.auth)
+    }
+}
+
+fn send(req: reqwest::blocking::RequestBuilder) -> Result<Response, TransportError> {
+    req.send().map_err(|_| TransportError::Unreachable)
+}
+
+/// Reads up to `buf.len()` bytes of the body; returns how many, and whether the body had more.
+fn read_body(mut resp: Response, buf: &mut [u8]) -> Result<(usize, bool), TransportError> {
+    let mut n = 0;
+    while n < buf.len() {
+        match resp.read(&mut buf[n..]) {
+            Ok(0) => return Ok((n, false)),
+            Ok(k) => n += k,
+            Err(_) => return Err(TransportError::Unreachable),
+        }
+    }
+    let more = resp
+        .read(&mut [0u8; 1])
+        .map_err(|_| TransportError::Unreachable)?
+        > 0;
+    Ok((n, more))
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+impl Transport for HttpTransport {
+    fn fetch_manifest(
+        &mut self,
+        after: u64,
+        buf: &mut [u8],
+    ) -> Result<Option<usize>, TransportError> {
+        let resp = send(self.get(&format!("/api/v1/device/manifest?seq={after}")))?;
+        match resp.status() {
+            StatusCode::OK => {
+                let (n, more) = read_body(resp, buf)?;
+                // A longer body is reported as such, so the agent refuses it by its length.
+                Ok(Some(if more { buf.len() + 1 } else { n }))
+            }
+            StatusCode::NO_CONTENT | StatusCode::NOT_MODIFIED => Ok(None),
+            s => Err(TransportError::Status(s.as_u16())),
+        }
+    }
+
+    fn fetch_pack(
+        &mut self,
+        sha256: &[u8; 32],
+        offset: u32,
+        buf: &mut [u8],
+    ) -> Result<usize, TransportError> {
+        if buf.is_empty() {
+            return Ok(0);
+        }
+        let last = u64::from(offset) + buf.len() as u64 - 1;
+        let req = self
+            .get(&format!("/api/v1/device/packs/{}", hex(sha256)))
+            .header(RANGE, format!("bytes={offset}-{last}"));
+        let resp = send(req)?;
+        match resp.status() {
+            StatusCode::PARTIAL_CONTENT => {
+                let (n, more) = read_body(resp, buf)?;
+                if more {
+                    return Err(TransportError::Protocol(
+                        "206 body longer than the range asked",
+                    ));
+                }
+                Ok(n)
+            }
+            // A server that ignores Range sends the whole pack: usable only from its start.
+            StatusCode::OK if offset == 0 => Ok(read_body(resp, buf)?.0),
+            StatusCode::OK => Err(TransportError::Protocol("server ignored the Range header")),
+            StatusCode::RANGE_NOT_SATISFIABLE => Ok(0),
+            s => Err(TransportError::Status(s.as_u16())),
+        }
+    }
+
+    fn report(&mut self, report: &Report) -> Result<(), TransportError> {
+        let mut body = serde_json::json!({
+            "sequence": report.sequence,
+            "state": report.state.name(),
+        });
+        if let Some(p) = report.progress {
+            body["progress"] = p.into();
+        }
+        if let Some(reason) = report.reason {
+            body["reason"] = reason.to_string().into();
+        }
+        let resp = send(
+            self.client
+                .post(format!("{}/api/v1/device/status", self.base))
+                .header(AUTHORIZATION, &self.auth)
+                .header(CONTENT_TYPE, "application/json")
+                .body(body.to_string()),
+        )?;
+        if !resp.status().is_success() {
+            return Err(TransportError::Status(resp.status().as_u16()));
+        }
+        Ok(())
+    }
+}

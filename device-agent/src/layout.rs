@@ -1,0 +1,195 @@
+//! Where things live in the OSPI NOR: two journal banks and two pack slots.
+//!
+//! ```text
+//! flash offset                         size                    content
+//! ------------------------------------ ----------------------- ---------------------------------------
+//! start                                journal_bank_bytes      journal bank 0 (records, see journal.rs)
+//! start + journal_bank_bytes           journal_bank_bytes      journal bank 1
+//! start + 2·journal_bank_bytes         slot_bytes              slot A: one NPU1 pack, from its byte 0
+//! start + 2·journal_bank_bytes + slot  slot_bytes              slot B
+//! ```
+//!
+//! | rule                                             | why                                                      |
+//! |--------------------------------------------------|----------------------------------------------------------|
+//! | every area starts and ends on an erase boundary  | erasing one area must never touch another                |
+//! | a bank holds at least two records                | a bank swap writes the state as the new bank's first record and must still have room for the next |
+//! | `progress_bytes` is a multiple of the erase size | a resumed download restarts on a sector it can erase without losing durable bytes |
+//! | `xip_base` + a slot offset is 16-byte aligned    | the Ethos-U55 needs QBASE and every BASEPn 16-byte aligned, and a pack's stream and baked regions are 16-aligned within the pack |
+//!
+//! The layout is the integrator's configuration: breaking a rule is a bug in the firmware, so
+//! [`Layout::check`] asserts instead of returning an error. The flash geometry itself (`WRITE_SIZE`,
+//! `ERASE_SIZE`) is checked at compile time where it is used.
+use crate::journal::RECORD_BYTES;
+use embedded_storage::nor_flash::NorFlash;
+
+/// One of the two pack slots.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Slot {
+    /// The first slot.
+    A,
+    /// The second slot.
+    B,
+}
+
+impl Slot {
+    /// Both slots, in index order.
+    pub const ALL: [Slot; 2] = [Slot::A, Slot::B];
+
+    /// 0 for A, 1 for B: the index in the journal's slot table.
+    pub const fn index(self) -> usize {
+        match self {
+            Slot::A => 0,
+            Slot::B => 1,
+        }
+    }
+
+    /// The slot with index `i` (0 or 1).
+    pub const fn from_index(i: u8) -> Option<Slot> {
+        match i {
+            0 => Some(Slot::A),
+            1 => Some(Slot::B),
+            _ => None,
+        }
+    }
+
+    /// The other slot.
+    pub const fn other(self) -> Slot {
+        match self {
+            Slot::A => Slot::B,
+            Slot::B => Slot::A,
+        }
+    }
+
+    /// "A" or "B", for reports.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Slot::A => "A",
+            Slot::B => "B",
+        }
+    }
+}
+
+/// The flash map: offsets are from the start of the flash device as the `NorFlash` driver sees it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Layout {
+    /// Offset of journal bank 0; bank 1 follows it.
+    pub journal: u32,
+    /// Size of one journal bank.
+    pub journal_bank_bytes: u32,
+    /// Offsets of slot A and slot B.
+    pub slots: [u32; 2],
+    /// Size of one slot: the largest pack this device accepts.
+    pub slot_bytes: u32,
+    /// A journal progress record is written each time this many more pack bytes are durable.
+    pub progress_bytes: u32,
+    /// The bus address at which flash offset 0 is memory-mapped (XIP): what the NPU is given.
+    pub xip_base: u32,
+}
+
+impl Layout {
+    /// The usual map: the two journal banks at `start`, then slot A, then slot B, back to back.
+    pub const fn contiguous(
+        start: u32,
+        journal_bank_bytes: u32,
+        slot_bytes: u32,
+        progress_bytes: u32,
+        xip_base: u32,
+    ) -> Self {
+        let slot_a = start + 2 * journal_bank_bytes;
+        Self {
+            journal: start,
+            journal_bank_bytes,
+            slots: [slot_a, slot_a + slot_bytes],
+            slot_bytes,
+            progress_bytes,
+            xip_base,
+        }
+    }
+
+    /// Flash offset of journal bank `bank` (0 or 1).
+    pub const fn bank(&self, bank: usize) -> u32 {
+        self.journal + bank as u32 * self.journal_bank_bytes
+    }
+
+    /// Flash offset of `slot`'s first byte.
+    pub const fn slot(&self, slot: Slot) -> u32 {
+        self.slots[slot.index()]
+    }
+
+    /// Bus address of `slot`'s first byte in the XIP window.
+    pub const fn slot_xip(&self, slot: Slot) -> u32 {
+        self.xip_base + self.slot(slot)
+    }
+
+    /// Offset just past the last byte the layout uses.
+    pub const fn end(&self) -> u64 {
+        let mut end = self.journal as u64 + 2 * self.journal_bank_bytes as u64;
+        let mut i = 0;
+        while i < 2 {
+            let e = self.slots[i] as u64 + self.slot_bytes as u64;
+            if e > end {
+                end = e;
+            }
+            i += 1;
+        }
+        end
+    }
+
+    /// Asserts that the layout fits a flash of type `F` with `capacity` bytes (see the module's
+    /// table). A failure is a configuration bug, never a runtime condition.
+    pub fn check<F: NorFlash>(&self, capacity: usize) {
+        let erase = F::ERASE_SIZE as u64;
+        let areas = [
+            (
+                self.journal as u64,
+                2 * self.journal_bank_bytes as u64,
+                "journal",
+            ),
+            (self.slots[0] as u64, self.slot_bytes as u64, "slot A"),
+            (self.slots[1] as u64, self.slot_bytes as u64, "slot B"),
+        ];
+        for (i, &(start, len, name)) in areas.iter().enumerate() {
+            assert!(len > 0, "layout: {name} is empty");
+            assert!(
+                start % erase == 0 && len % erase == 0,
+                "layout: {name} [{start:#x}, +{len:#x}) is not aligned to the erase size {erase:#x}"
+            );
+            for &(s2, l2, n2) in &areas[i + 1..] {
+                assert!(
+                    start + len <= s2 || s2 + l2 <= start,
+                    "layout: {name} overlaps {n2}"
+                );
+            }
+        }
+        assert!(
+            self.journal_bank_bytes as u64 % erase == 0,
+            "layout: a journal bank must be whole erase sectors"
+        );
+        assert!(
+            self.journal_bank_bytes as usize >= 2 * RECORD_BYTES,
+            "layout: a journal bank must hold at least two records"
+        );
+        assert!(
+            self.progress_bytes > 0 && self.progress_bytes as u64 % erase == 0,
+            "layout: progress_bytes must be a non-zero multiple of the erase size"
+        );
+        assert!(
+            self.end() <= capacity as u64,
+            "layout: ends at {:#x}, past the flash capacity {capacity:#x}",
+            self.end()
+        );
+        for slot in Slot::ALL {
+            let xip = self.xip_base as u64 + self.slot(slot) as u64 + self.slot_bytes as u64;
+            assert!(
+                xip <= 1 << 32,
+                "layout: slot {} runs past the 32-bit bus",
+                slot.name()
+            );
+            assert!(
+                self.slot_xip(slot) % npub_core::format::ARENA_ALIGN == 0,
+                "layout: slot {} is not 16-byte aligned on the bus",
+                slot.name()
+            );
+        }
+    }
+}

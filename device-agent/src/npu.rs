@@ -1,0 +1,237 @@
+//! Binding a verified pack to the Ethos-U55, at register level.
+//!
+//! The NPU is started with a command stream address and length and eight base-pointer registers;
+//! every address in the command stream is an offset from one of the base pointers:
+//!
+//! | Register       | Value                                                                  |
+//! |----------------|------------------------------------------------------------------------|
+//! | `QBASE`        | bus address of the command stream: the slot's XIP address + `cmd_offset` |
+//! | `QSIZE`        | `cmd_bytes`                                                            |
+//! | `BASEP0..7`    | region *n*: BAKED → the slot's XIP address + `data_offset` (zero copy, the weights stay in flash); RUNTIME → inside the caller's arena, 16-byte aligned; unused → 0 |
+//!
+//! The Ethos-U55 needs QBASE and every BASEPn 16-byte aligned and has eight base pointers, so a
+//! pack with more than eight regions cannot be bound. The application's IO bindings (where the
+//! command stream expects each input and output: a region and an offset) resolve to bus addresses
+//! inside the bound regions, checked against the regions' sizes. The arena carving itself is npub-core's
+//! [`npub_core::bind`] (one authority on where runtime regions go); this module only turns its
+//! pointers into bus addresses and checks what the hardware needs.
+use npub_core::format::{ARENA_ALIGN, MAX_BASE_POINTERS};
+use npub_core::io_bindings::{IoBindings, IoKind};
+use npub_core::{Blob, BoundRegion};
+
+use crate::error::Error;
+
+/// A register the binding writes, for error messages.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Register {
+    /// The command-stream base.
+    Qbase,
+    /// A base pointer, BASEP0..BASEP7.
+    Basep(u8),
+}
+
+impl core::fmt::Display for Register {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            Register::Qbase => f.write_str("QBASE"),
+            Register::Basep(n) => write!(f, "BASEP{n}"),
+        }
+    }
+}
+
+/// Inputs and outputs an application binds at most: an Ethos-U55 model for a microcontroller has
+/// a handful, and the bound set is carried by value.
+pub const MAX_IO: usize = 8;
+
+/// Where one model input or output lives once bound.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct IoAddress {
+    /// Input or output.
+    pub kind: IoKind,
+    /// The model's input (or output) number.
+    pub index: u32,
+    /// Its bus address: BASEP*region* + offset.
+    pub address: u32,
+    /// Its size in bytes.
+    pub bytes: u32,
+}
+
+/// The register values that start a job, plus each region's extent so that a caller (and a test)
+/// can see what every base pointer covers, and the resolved IO bindings.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NpuRegisters {
+    /// Bus address of the command stream.
+    pub qbase: u32,
+    /// Command-stream length in bytes.
+    pub qsize: u32,
+    /// BASEP0..BASEP7; 0 for a slot the pack does not use.
+    pub basep: [u32; MAX_BASE_POINTERS],
+    /// Bytes each base pointer covers (the region's size).
+    pub region_bytes: [u32; MAX_BASE_POINTERS],
+    /// Which base pointers point into the slot (BAKED) rather than the arena.
+    pub baked: [bool; MAX_BASE_POINTERS],
+    /// How many base pointers the pack uses.
+    pub regions: u8,
+    /// The application's inputs and outputs, resolved (the first `io_count`).
+    pub io: [Option<IoAddress>; MAX_IO],
+    /// How many of `io` are set.
+    pub io_count: u8,
+}
+
+/// The caller's NPU-visible working memory for RUNTIME regions.
+#[derive(Debug)]
+pub struct Arena<'a> {
+    /// The memory itself.
+    pub bytes: &'a mut [u8],
+    /// Its bus address as the NPU sees it (on the device: its address; the emulation may place
+    /// it anywhere, 16-byte aligned).
+    pub bus_address: u32,
+}
+
+/// An NPU the agent can bind a pack to.
+pub trait Npu {
+    /// Writes QBASE, QSIZE and BASEP0..7.
+    fn program(&mut self, regs: &NpuRegisters);
+
+    /// Runs the device's self-test on the bound pack (say, one inference on a known input);
+    /// `Err(code)` refuses the pack, and the install or the trial boot reverts it.
+    fn self_test(&mut self, regs: &NpuRegisters) -> Result<(), u32>;
+}
+
+/// Computes the registers for `blob`, which lies in flash at bus address `slot_xip`, carving its
+/// runtime regions out of `arena`, and resolves the application's `io` bindings in them.
+pub fn registers(
+    blob: &Blob<'_>,
+    slot_xip: u32,
+    arena: &mut Arena<'_>,
+    io: Option<&[u8]>,
+) -> Result<NpuRegisters, Error> {
+    let header = blob.header();
+    let blob_start = blob.as_bytes().as_ptr() as usize;
+    let arena_start = arena.bytes.as_ptr() as usize;
+    let arena_bus = arena.bus_address;
+    let job = npub_core::bind(blob, arena.bytes).map_err(Error::Rejected)?;
+
+    let qbase = bus(slot_xip, u64::from(header.cmd_offset), Register::Qbase)?;
+    aligned(Register::Qbase, qbase)?;
+    let mut regs = NpuRegisters {
+        qbase,
+        qsize: header.cmd_bytes,
+        basep: [0; MAX_BASE_POINTERS],
+        region_bytes: [0; MAX_BASE_POINTERS],
+        baked: [false; MAX_BASE_POINTERS],
+        regions: job.region_count() as u8,
+        io: [None; MAX_IO],
+        io_count: 0,
+    };
+    for n in 0..job.region_count() {
+        let Some(region) = job.region(n) else {
+            continue;
+        };
+        let register = Register::Basep(n as u8);
+        let address = match region {
+            // Both pointers come from slices of the blob / the arena, so the subtraction is the
+            // offset inside them and cannot underflow.
+            BoundRegion::Baked(b) => bus(
+                slot_xip,
+                (b.as_ptr() as usize - blob_start) as u64,
+                register,
+            )?,
+            BoundRegion::Runtime(r) => bus(
+                arena_bus,
+                (r.as_ptr() as usize - arena_start) as u64,
+                register,
+            )?,
+        };
+        aligned(register, address)?;
+        ends_on_bus(address, region.len() as u64, register)?;
+        regs.basep[n] = address;
+        regs.region_bytes[n] = region.len() as u32;
+        regs.baked[n] = region.is_baked();
+    }
+    if let Some(io) = io {
+        resolve_io(blob, io, &mut regs)?;
+    }
+    Ok(regs)
+}
+
+/// Each binding's address: its region's base pointer + its offset, after npub-core checked that
+/// `[offset, offset + bytes)` lies inside that region.
+fn resolve_io(blob: &Blob<'_>, io: &[u8], regs: &mut NpuRegisters) -> Result<(), Error> {
+    let io = IoBindings::parse(io).map_err(Error::Rejected)?;
+    io.check_against(blob).map_err(Error::Rejected)?;
+    if io.len() > MAX_IO {
+        return Err(Error::TooManyIoBindings {
+            count: io.len(),
+            max: MAX_IO,
+        });
+    }
+    for (slot, b) in regs.io.iter_mut().zip(io.iter()) {
+        let register = Register::Basep(b.region);
+        // check_against proved the region exists and contains the tensor.
+        let address = bus(
+            regs.basep[usize::from(b.region)],
+            u64::from(b.offset),
+            register,
+        )?;
+        *slot = Some(IoAddress {
+            kind: b.kind,
+            index: b.index,
+            address,
+            bytes: b.bytes,
+        });
+    }
+    regs.io_count = io.len() as u8;
+    Ok(())
+}
+
+/// `base + offset` as a 32-bit bus address.
+fn bus(base: u32, offset: u64, register: Register) -> Result<u32, Error> {
+    u32::try_from(u64::from(base) + offset).map_err(|_| Error::AddressOverflow { register })
+}
+
+/// A region of `len` bytes at `address` must end on the bus (it may end exactly at 2³²).
+fn ends_on_bus(address: u32, len: u64, register: Register) -> Result<(), Error> {
+    if u64::from(address) + len > 1 << 32 {
+        return Err(Error::AddressOverflow { register });
+    }
+    Ok(())
+}
+
+fn aligned(register: Register, address: u32) -> Result<(), Error> {
+    if address % ARENA_ALIGN != 0 {
+        return Err(Error::Misaligned {
+            register,
+            address: u64::from(address),
+        });
+    }
+    Ok(())
+}
+
+/// An NPU that only remembers what it was given: the host simulator's, the tests' and the QEMU
+/// firmware's (QEMU has no Ethos-U55). Its self-test passes unless told to fail.
+#[derive(Debug, Clone, Default)]
+pub struct RecordingNpu {
+    /// The registers of the last `program`.
+    pub programmed: Option<NpuRegisters>,
+    /// How many times `program` was called.
+    pub programs: u32,
+    /// `Some(code)`: every self-test fails with `code`.
+    pub fail_self_test: Option<u32>,
+}
+
+impl Npu for RecordingNpu {
+    fn program(&mut self, regs: &NpuRegisters) {
+        self.programmed = Some(*regs);
+        self.programs += 1;
+    }
+
+    fn self_test(&mut self, regs: &NpuRegisters) -> Result<(), u32> {
+        match self.fail_self_test {
+            Some(code) => Err(code),
+            None if self.programmed.as_ref() == Some(regs) => Ok(()),
+            // Testing a pack that is not the one programmed is a bug in the caller.
+            None => Err(u32::MAX),
+        }
+    }
+}

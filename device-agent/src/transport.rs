@@ -1,0 +1,99 @@
+//! How the agent talks to the fleet server: three calls, blocking, no allocation.
+//!
+//! The device API (`GET /api/v1/device/manifest?seq=N`, `GET /api/v1/device/packs/{sha256}` with
+//! `Range`, `POST /api/v1/device/status`) maps onto them one to one; the host's HTTP implementation
+//! is `crate::http`, a device's would sit on its network stack. Nothing the transport returns is
+//! trusted: the manifest is verified by npub-core, the pack by its length, NPU1 structure and, in
+//! flash, its SHA-256.
+use core::fmt;
+
+use crate::error::Error;
+
+/// Why a transport call failed. Small and `Copy`: a device keeps no error strings.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TransportError {
+    /// No connection, a timeout, or a connection dropped mid-transfer.
+    Unreachable,
+    /// The server answered with this unexpected HTTP status.
+    Status(u16),
+    /// The server's answer broke the protocol (the text says how).
+    Protocol(&'static str),
+}
+
+impl fmt::Display for TransportError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            TransportError::Unreachable => f.write_str("server unreachable or connection dropped"),
+            TransportError::Status(s) => write!(f, "server answered HTTP {s}"),
+            TransportError::Protocol(what) => write!(f, "protocol: {what}"),
+        }
+    }
+}
+
+/// The install states the device API knows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReportState {
+    /// Pack bytes are arriving (`progress` = durable bytes).
+    Downloading,
+    /// The slot verified in flash (SHA-256, NPU1, command stream).
+    Verified,
+    /// The pack is confirmed: it passed its self-test and is the active pack.
+    Installed,
+    /// The pack was bound to the NPU (a boot, or the end of an install).
+    Bound,
+    /// The install was refused or failed (`reason` says why); the previous pack is still active.
+    Failed,
+    /// A pack on trial was given up and the previous one restored.
+    RolledBack,
+}
+
+impl ReportState {
+    /// The wire name (`"downloading"`, …).
+    pub const fn name(self) -> &'static str {
+        match self {
+            ReportState::Downloading => "downloading",
+            ReportState::Verified => "verified",
+            ReportState::Installed => "installed",
+            ReportState::Bound => "bound",
+            ReportState::Failed => "failed",
+            ReportState::RolledBack => "rolled_back",
+        }
+    }
+}
+
+/// One status report.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Report {
+    /// The manifest sequence the report is about.
+    pub sequence: u64,
+    /// What happened.
+    pub state: ReportState,
+    /// Durable bytes, while downloading.
+    pub progress: Option<u32>,
+    /// Why, for `Failed` and `RolledBack`.
+    pub reason: Option<Error>,
+}
+
+/// The fleet server, as the agent sees it.
+pub trait Transport {
+    /// Fetches the newest manifest assigned to this device if its sequence is greater than
+    /// `after`, into `buf`. `Ok(None)`: nothing newer. `Ok(Some(n))`: the manifest is `n` bytes;
+    /// if `n > buf.len()` only `buf.len()` were written and the agent refuses it.
+    fn fetch_manifest(
+        &mut self,
+        after: u64,
+        buf: &mut [u8],
+    ) -> Result<Option<usize>, TransportError>;
+
+    /// Fetches pack bytes starting at `offset`, at most `buf.len()` of them; returns how many it
+    /// wrote. `Ok(0)` means the server has no more bytes.
+    fn fetch_pack(
+        &mut self,
+        sha256: &[u8; 32],
+        offset: u32,
+        buf: &mut [u8],
+    ) -> Result<usize, TransportError>;
+
+    /// Sends a status report.
+    fn report(&mut self, report: &Report) -> Result<(), TransportError>;
+}

@@ -1,0 +1,310 @@
+//! What every device-agent test needs: real packs from the Vela fixtures, signed manifests, an
+//! in-memory server, and a small emulated flash.
+#![allow(dead_code)]
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::Mutex;
+
+use device_agent::nor_emu::NorEmu;
+use device_agent::{
+    Agent, Arena, Booted, Device, Error, Layout, RecordingNpu, Report, Transport, TransportError,
+};
+use npub_core::format::build::{RegionSpec, build_pack};
+use npub_core::keys::KeyPair;
+use npub_core::manifest::{
+    Keyring, MANIFEST_BYTES, ManifestFields, PackFacts, Policy, VerifiedManifest, sign_manifest,
+};
+use npub_core::{Accel, Role};
+
+/// Program unit and sector of the test flash: small, so that an install touches many sectors and
+/// the journal swaps banks often (both are where power cuts hurt).
+pub const WRITE: usize = 16;
+pub const ERASE: usize = 512;
+pub type Flash = NorEmu<WRITE, ERASE>;
+
+/// The hardware class the test devices claim.
+pub const HW_CLASS: u32 = 0x8A81;
+/// Where flash offset 0 appears on the bus (the RA8P1's OSPI0 XIP window).
+pub const XIP_BASE: u32 = 0x8000_0000;
+/// Where the test arena appears on the bus.
+pub const ARENA_BUS: u32 = 0x2200_0000;
+
+pub fn fixtures() -> PathBuf {
+    PathBuf::from(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../shared/fixtures/vela"
+    ))
+}
+
+/// A fixture case compiled into an NPU1 pack the way `npub pack` does: region 0 the baked
+/// weights, region 1 the runtime scratch arena (size from meta.json), region 2 scratch_fast
+/// (runtime, size 0).
+pub struct Case {
+    pub name: &'static str,
+    pub cmd: Vec<u8>,
+    pub weights: Vec<u8>,
+    pub scratch: u32,
+    pub pack: Vec<u8>,
+}
+
+pub fn case(name: &'static str) -> Case {
+    let dir = fixtures().join("cases").join(name);
+    let cmd = std::fs::read(dir.join("cmd.bin")).unwrap();
+    let weights = std::fs::read(dir.join("weights.bin")).unwrap();
+    let meta: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.join("meta.json")).unwrap()).unwrap();
+    let scratch = meta["regions"][1]["size"].as_u64().unwrap() as u32;
+    let pack = build_pack(
+        &cmd,
+        &[
+            RegionSpec::Baked {
+                role: Role::Weights,
+                bytes: &weights,
+            },
+            RegionSpec::Runtime {
+                role: Role::Scratch,
+                size: scratch,
+            },
+            RegionSpec::Runtime {
+                role: Role::Scratch,
+                size: 0,
+            },
+        ],
+        Accel::EthosU55_256,
+    )
+    .unwrap();
+    Case {
+        name,
+        cmd,
+        weights,
+        scratch,
+        pack,
+    }
+}
+
+/// The small pack the exhaustive loops use (conv1: 784 bytes).
+pub fn small() -> Case {
+    case("conv1_u55_256")
+}
+
+pub fn signing_key() -> KeyPair {
+    KeyPair::from_seed([7; 32])
+}
+
+pub fn keyring() -> Keyring<4> {
+    let mut k = Keyring::new();
+    k.add(&signing_key().public_key()).unwrap();
+    k
+}
+
+pub fn device() -> Device {
+    Device {
+        hw_class: HW_CLASS,
+        accel: Accel::EthosU55_256,
+        io_bindings: None,
+    }
+}
+
+/// A manifest for `pack` at `sequence`, signed with the test key. Signing and verifying cost
+/// ~0.2 s each in an unoptimised build, so both are done once per (pack, sequence) per test binary.
+pub fn manifest(pack: &[u8], sequence: u64) -> [u8; MANIFEST_BYTES] {
+    manifest_with_io(pack, sequence, [0; 32])
+}
+
+/// A manifest that also digests the pack's IO bindings.
+pub fn manifest_with_io(pack: &[u8], sequence: u64, io_digest: [u8; 32]) -> [u8; MANIFEST_BYTES] {
+    type Signed = ([u8; 32], u64, [u8; 32], [u8; MANIFEST_BYTES]);
+    static CACHE: Mutex<Vec<Signed>> = Mutex::new(Vec::new());
+    let key = sha256(pack);
+    let mut cache = CACHE.lock().unwrap();
+    let hit = cache
+        .iter()
+        .find(|(k, s, io, _)| *k == key && *s == sequence && *io == io_digest);
+    if let Some((_, _, _, m)) = hit {
+        return *m;
+    }
+    let m = sign(pack, sequence, io_digest);
+    cache.push((key, sequence, io_digest, m));
+    m
+}
+
+/// `manifest(pack, sequence)` as the device verifies it (with a slot of `slot_bytes`).
+pub fn verified(pack: &[u8], sequence: u64, slot_bytes: u32) -> VerifiedManifest {
+    type Verified = ([u8; MANIFEST_BYTES], u32, VerifiedManifest);
+    static CACHE: Mutex<Vec<Verified>> = Mutex::new(Vec::new());
+    let m = manifest(pack, sequence);
+    let mut cache = CACHE.lock().unwrap();
+    if let Some((_, _, v)) = cache.iter().find(|(k, s, _)| *k == m && *s == slot_bytes) {
+        return v.clone();
+    }
+    let policy = Policy {
+        hw_class: HW_CLASS,
+        accel: Accel::EthosU55_256,
+        slot_bytes,
+        last_sequence: 0,
+        now: None,
+    };
+    let v = npub_core::manifest::verify(&m, &keyring(), &policy).unwrap();
+    cache.push((m, slot_bytes, v.clone()));
+    v
+}
+
+fn sign(pack: &[u8], sequence: u64, io_digest: [u8; 32]) -> [u8; MANIFEST_BYTES] {
+    let facts = PackFacts::of(pack).unwrap();
+    let fields = ManifestFields {
+        sequence,
+        model_name: "conv1",
+        model_version: "1.0.0",
+        accel: Accel::EthosU55_256,
+        hw_class: HW_CLASS,
+        pack_len: facts.len,
+        pack_checksum: facts.checksum,
+        pack_sha256: facts.sha256,
+        io_digest,
+        issued_at: 1_700_000_000,
+        expires_at: 0,
+    };
+    sign_manifest(&fields, &signing_key()).unwrap()
+}
+
+pub fn sha256(bytes: &[u8]) -> [u8; 32] {
+    use sha2::Digest;
+    sha2::Sha256::digest(bytes).into()
+}
+
+/// A layout for packs up to `slot_bytes`: journal banks of two sectors (8 records), progress
+/// journalled every sector.
+pub fn layout(slot_bytes: u32) -> Layout {
+    Layout::contiguous(0, 2 * ERASE as u32, slot_bytes, ERASE as u32, XIP_BASE)
+}
+
+pub fn blank_flash(layout: &Layout) -> Flash {
+    Flash::new(layout.end() as usize)
+}
+
+/// The server, in memory: the manifest it offers and the packs it serves; counts what it sends.
+#[derive(Default)]
+pub struct Server {
+    pub offer: Option<(u64, Vec<u8>)>,
+    pub packs: HashMap<[u8; 32], Vec<u8>>,
+    pub reports: Vec<Report>,
+    /// Pack bytes served so far, and each request's offset.
+    pub served: usize,
+    pub requests: Vec<u32>,
+    /// Offer the manifest whatever sequence the device asks after (a replaying server).
+    pub offer_stale: bool,
+    /// Drop the connection once this many more pack bytes have been served.
+    pub drop_after: Option<usize>,
+}
+
+impl Server {
+    /// Offers `pack` at `sequence` (and serves it).
+    pub fn offer(&mut self, pack: &[u8], sequence: u64) {
+        self.offer_manifest(manifest(pack, sequence).to_vec(), sequence);
+        self.serve(pack);
+    }
+
+    /// Serves `pack` (without offering a manifest for it).
+    pub fn serve(&mut self, pack: &[u8]) {
+        self.packs.insert(sha256(pack), pack.to_vec());
+    }
+
+    pub fn offer_manifest(&mut self, manifest: Vec<u8>, sequence: u64) {
+        self.offer = Some((sequence, manifest));
+    }
+}
+
+impl Transport for Server {
+    fn fetch_manifest(
+        &mut self,
+        after: u64,
+        buf: &mut [u8],
+    ) -> Result<Option<usize>, TransportError> {
+        match &self.offer {
+            Some((seq, m)) if *seq > after || self.offer_stale => {
+                let n = m.len().min(buf.len());
+                buf[..n].copy_from_slice(&m[..n]);
+                Ok(Some(m.len()))
+            }
+            _ => Ok(None),
+        }
+    }
+
+    fn fetch_pack(
+        &mut self,
+        sha256: &[u8; 32],
+        offset: u32,
+        buf: &mut [u8],
+    ) -> Result<usize, TransportError> {
+        let pack = self.packs.get(sha256).ok_or(TransportError::Status(404))?;
+        let start = (offset as usize).min(pack.len());
+        let mut n = buf.len().min(pack.len() - start);
+        if let Some(left) = self.drop_after {
+            if left == 0 {
+                return Err(TransportError::Unreachable);
+            }
+            n = n.min(left);
+            self.drop_after = Some(left - n);
+        }
+        buf[..n].copy_from_slice(&pack[start..start + n]);
+        self.served += n;
+        self.requests.push(offset);
+        Ok(n)
+    }
+
+    fn report(&mut self, report: &Report) -> Result<(), TransportError> {
+        self.reports.push(*report);
+        Ok(())
+    }
+}
+
+/// 16-byte aligned working memory for the arena.
+#[repr(C, align(16))]
+pub struct ArenaMem(pub [u8; 32 * 1024]);
+
+impl ArenaMem {
+    pub fn new() -> Box<Self> {
+        Box::new(ArenaMem([0; 32 * 1024]))
+    }
+
+    pub fn arena(&mut self) -> Arena<'_> {
+        Arena {
+            bytes: &mut self.0,
+            bus_address: ARENA_BUS,
+        }
+    }
+}
+
+/// Opens an agent on `flash` (a power-on: the journal is mounted afresh).
+pub fn power_on(mut flash: Flash, layout: Layout) -> Agent<Flash> {
+    flash.power_on();
+    Agent::open(flash, layout, device()).unwrap()
+}
+
+/// Boots an agent with a fresh NPU; the booted pack's sequence, or the error.
+pub fn boot(agent: &mut Agent<Flash>, npu: &mut RecordingNpu) -> Result<Booted, Error> {
+    let mut mem = ArenaMem::new();
+    agent.boot(npu, &mut mem.arena())
+}
+
+/// Polls once with the test keyring.
+pub fn poll(
+    agent: &mut Agent<Flash>,
+    server: &mut Server,
+    npu: &mut RecordingNpu,
+) -> Result<device_agent::Poll, Error> {
+    let mut mem = ArenaMem::new();
+    agent.poll(server, &keyring(), npu, &mut mem.arena(), None)
+}
+
+/// Installs an already verified manifest (skips the slow signature check of `poll`).
+pub fn install(
+    agent: &mut Agent<Flash>,
+    manifest: &VerifiedManifest,
+    server: &mut Server,
+    npu: &mut RecordingNpu,
+) -> Result<device_agent::VerifiedSlot, Error> {
+    let mut mem = ArenaMem::new();
+    agent.install(manifest, server, npu, &mut mem.arena())
+}

@@ -1,0 +1,150 @@
+//! The HTTP transport against a minimal device-API server on loopback: manifest poll with the
+//! sequence, Range downloads, status reports, bearer token on every request.
+mod common;
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpListener;
+use std::sync::{Arc, Mutex};
+
+use common::*;
+use device_agent::http::HttpTransport;
+use device_agent::{Poll, RecordingNpu, Transport};
+
+const TOKEN: &str = "device-token-1";
+
+/// Serves the device API for one pack until the listener is dropped with the test; records every
+/// request line and status body.
+fn serve(pack: Vec<u8>, manifest: Vec<u8>, seen: Arc<Mutex<Vec<String>>>) -> String {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    let sha: String = sha256(&pack).iter().map(|b| format!("{b:02x}")).collect();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { return };
+            let mut reader = BufReader::new(stream.try_clone().unwrap());
+            loop {
+                let mut line = String::new();
+                if reader.read_line(&mut line).unwrap_or(0) == 0 {
+                    break;
+                }
+                let (mut range, mut len, mut auth) = (None, 0usize, String::new());
+                loop {
+                    let mut h = String::new();
+                    reader.read_line(&mut h).unwrap();
+                    let h = h.trim_end().to_ascii_lowercase();
+                    if h.is_empty() {
+                        break;
+                    }
+                    if let Some(v) = h.strip_prefix("range: bytes=") {
+                        let (a, b) = v.split_once('-').unwrap();
+                        range = Some((a.parse::<usize>().unwrap(), b.parse::<usize>().unwrap()));
+                    }
+                    if let Some(v) = h.strip_prefix("content-length: ") {
+                        len = v.parse().unwrap();
+                    }
+                    if let Some(v) = h.strip_prefix("authorization: ") {
+                        auth = v.to_owned();
+                    }
+                }
+                let mut body = vec![0; len];
+                reader.read_exact(&mut body).unwrap();
+                let path = line.split_whitespace().nth(1).unwrap_or("").to_owned();
+                seen.lock()
+                    .unwrap()
+                    .push(format!("{path} {}", String::from_utf8_lossy(&body)));
+                let (status, payload): (&str, Vec<u8>) = if auth != format!("bearer {TOKEN}") {
+                    ("401 Unauthorized", vec![])
+                } else if path == "/api/v1/device/manifest?seq=0" {
+                    ("200 OK", manifest.clone())
+                } else if path.starts_with("/api/v1/device/manifest") {
+                    ("204 No Content", vec![])
+                } else if path == format!("/api/v1/device/packs/{sha}") {
+                    let (a, b) = range.unwrap();
+                    if a >= pack.len() {
+                        ("416 Range Not Satisfiable", vec![])
+                    } else {
+                        (
+                            "206 Partial Content",
+                            pack[a..=b.min(pack.len() - 1)].to_vec(),
+                        )
+                    }
+                } else if path == "/api/v1/device/status" {
+                    ("204 No Content", vec![])
+                } else {
+                    ("404 Not Found", vec![])
+                };
+                let head = format!(
+                    "HTTP/1.1 {status}\r\ncontent-length: {}\r\n\r\n",
+                    payload.len()
+                );
+                if stream
+                    .write_all(head.as_bytes())
+                    .and_then(|()| stream.write_all(&payload))
+                    .is_err()
+                {
+                    break;
+                }
+            }
+        }
+    });
+    base
+}
+
+#[test]
+fn installs_over_http_with_range_requests_and_reports() {
+    let c = small();
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let base = serve(c.pack.clone(), manifest(&c.pack, 1).to_vec(), seen.clone());
+    let mut http = HttpTransport::new(&base, TOKEN).unwrap();
+    let layout = layout(4096);
+    let mut agent = power_on(blank_flash(&layout), layout);
+    let mut npu = RecordingNpu::default();
+    let mut mem = ArenaMem::new();
+    let polled = agent
+        .poll(&mut http, &keyring(), &mut npu, &mut mem.arena(), None)
+        .unwrap();
+    assert!(matches!(polled, Poll::Installed(_)));
+    assert_eq!(
+        agent
+            .poll(&mut http, &keyring(), &mut npu, &mut mem.arena(), None)
+            .unwrap(),
+        Poll::UpToDate
+    );
+
+    let seen = seen.lock().unwrap();
+    let packs = seen
+        .iter()
+        .filter(|l| l.starts_with("/api/v1/device/packs/"))
+        .count();
+    assert_eq!(
+        packs,
+        c.pack.len().div_ceil(device_agent::CHUNK_BYTES),
+        "one Range request per chunk"
+    );
+    let installed = seen
+        .iter()
+        .find(|l| l.contains(r#""state":"installed""#))
+        .unwrap();
+    assert!(installed.contains(r#""sequence":1"#), "{installed}");
+    assert!(
+        seen.last()
+            .unwrap()
+            .starts_with("/api/v1/device/manifest?seq=1")
+    );
+}
+
+#[test]
+fn a_wrong_token_is_an_http_error_not_a_pack() {
+    let c = small();
+    let base = serve(
+        c.pack.clone(),
+        manifest(&c.pack, 1).to_vec(),
+        Arc::default(),
+    );
+    let mut http = HttpTransport::new(&base, "stolen").unwrap();
+    let mut buf = [0u8; 512];
+    assert_eq!(
+        http.fetch_manifest(0, &mut buf),
+        Err(device_agent::TransportError::Status(401))
+    );
+}

@@ -1,0 +1,649 @@
+//! `/api/v1/deployments`: create (next sequence, signed manifests), list, progress, pause,
+//! resume, abort.
+//!
+//! A deployment's `state`: `active` (batches open as successes come in), `paused` (open batches
+//! are still offered, no new batch opens), `aborted` (no longer offered; final). Its `phase`
+//! adds `completed` for display: active or paused with every batch open and every target
+//! succeeded.
+use axum::Json as JsonResponse;
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use npub_core::Accel;
+use npub_core::manifest::{HW_CLASS_RA8P1, ManifestFields, sign_manifest};
+use serde::{Deserialize, Serialize};
+use utoipa::{IntoParams, ToSchema};
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+
+use super::poll_cache::{TargetRow, targets};
+use super::rollout::{self, Decision, DeviceState, Progress, Rollout};
+use crate::audit;
+use crate::auth::Operator;
+use crate::db::Conn;
+use crate::error::{ApiError, ErrorBody};
+use crate::extract::{Json, Query};
+use crate::state::AppState;
+use crate::time::{now_ms, rfc3339};
+
+/// `POST /api/v1/deployments` body.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct NewDeployment {
+    /// Model name.
+    pub model: String,
+    /// Version of that model.
+    pub version: String,
+    /// Target group (exactly one of `group` and `device`).
+    pub group: Option<String>,
+    /// Target device.
+    pub device: Option<String>,
+    /// Staged rollout; omitted: everyone at once.
+    pub rollout: Option<Rollout>,
+}
+
+/// Where a deployment goes.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct Target {
+    /// The group, for a group deployment.
+    pub group: Option<String>,
+    /// The device, for a single-device deployment.
+    pub device: Option<String>,
+}
+
+/// A signed manifest of a deployment.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ManifestInfo {
+    /// Hardware class it is signed for.
+    pub hw_class: u32,
+    /// Signing key id.
+    pub key_id: String,
+}
+
+/// A deployment with its progress.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Deployment {
+    /// Its id.
+    pub id: i64,
+    /// The fleet-wide sequence it took (what its manifests carry).
+    pub sequence: i64,
+    /// `deploy` or `rollback`.
+    pub kind: String,
+    /// Model name.
+    pub model: String,
+    /// Version.
+    pub version: String,
+    /// SHA-256 of the pack.
+    pub sha256: String,
+    /// Pack bytes.
+    pub size: i64,
+    /// Where it goes.
+    pub target: Target,
+    /// `active`, `paused` or `aborted`.
+    pub state: String,
+    /// `state`, or `completed` once every target succeeded.
+    pub phase: String,
+    /// Why it was aborted.
+    pub abort_reason: Option<String>,
+    /// Its rollout policy.
+    pub rollout: Rollout,
+    /// Batches offered so far.
+    pub open_batches: usize,
+    /// Counts per device state and per batch.
+    pub progress: Progress,
+    /// Its signed manifests.
+    pub manifests: Vec<ManifestInfo>,
+    /// RFC 3339.
+    pub created_at: String,
+    /// Token name that created it.
+    pub created_by: String,
+}
+
+/// `GET /api/v1/deployments` query.
+#[derive(Debug, Deserialize, IntoParams)]
+#[serde(deny_unknown_fields)]
+pub struct DeploymentQuery {
+    /// Only deployments to this group.
+    pub group: Option<String>,
+    /// Only this state (`active`, `paused`, `aborted`).
+    pub state: Option<String>,
+}
+
+/// `/api/v1/deployments…` routes.
+pub fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(create_deployment, list_deployments))
+        .routes(routes!(get_deployment))
+        .routes(routes!(pause))
+        .routes(routes!(resume))
+        .routes(routes!(abort))
+}
+
+/// Creates a deployment: takes the next sequence and signs a manifest for every hardware class
+/// among its targets (and class 1, RA8P1).
+#[utoipa::path(
+    post,
+    path = "/api/v1/deployments",
+    tag = "deployments",
+    request_body = NewDeployment,
+    security(("token" = [])),
+    responses(
+        (status = 201, body = Deployment),
+        (status = 401, body = ErrorBody), (status = 404, body = ErrorBody),
+        (status = 422, body = ErrorBody),
+    )
+)]
+async fn create_deployment(
+    State(state): State<AppState>,
+    op: Operator,
+    Json(body): Json<NewDeployment>,
+) -> Result<(StatusCode, JsonResponse<Deployment>), ApiError> {
+    let target = match (body.group, body.device) {
+        (Some(g), None) => Target {
+            group: Some(g),
+            device: None,
+        },
+        (None, Some(d)) => Target {
+            group: None,
+            device: Some(d),
+        },
+        _ => {
+            return Err(ApiError::invalid(
+                "exactly one of `group` and `device` is required",
+            ));
+        }
+    };
+    let rollout = body.rollout.unwrap_or_else(Rollout::immediate);
+    let d = create(
+        &state,
+        &op,
+        &body.model,
+        &body.version,
+        target,
+        rollout,
+        "deploy",
+    )
+    .await?;
+    Ok((StatusCode::CREATED, JsonResponse(d)))
+}
+
+#[derive(sqlx::FromRow)]
+struct VersionFacts {
+    id: i64,
+    sha256: String,
+    size: i64,
+    checksum: i64,
+    accel: i64,
+    io_digest: Option<String>,
+}
+
+/// Creates a deployment of `model`/`version` (shared with rollback); audited as `kind`.
+pub(crate) async fn create(
+    state: &AppState,
+    op: &Operator,
+    model: &str,
+    version: &str,
+    target: Target,
+    rollout: Rollout,
+    kind: &str,
+) -> Result<Deployment, ApiError> {
+    rollout.check()?;
+    if let Some(g) = &target.group {
+        super::devices::check_field("group", g)?;
+    }
+    let serial = state.write_lock.lock().await;
+    let mut tx = state.db.begin().await?;
+    let v: VersionFacts = sqlx::query_as(
+        "SELECT v.id, v.sha256, v.size, v.checksum, v.accel, v.io_digest FROM versions v \
+         JOIN models m ON m.id = v.model_id WHERE m.name = $1 AND v.version = $2",
+    )
+    .bind(model)
+    .bind(version)
+    .fetch_optional(&mut *tx)
+    .await?
+    .ok_or_else(|| ApiError::NotFound(format!("model {model:?} version {version:?}")))?;
+    if let Some(device) = &target.device {
+        let exists: Option<(String,)> =
+            sqlx::query_as("SELECT id FROM devices WHERE id = $1 AND revoked_at IS NULL")
+                .bind(device)
+                .fetch_optional(&mut *tx)
+                .await?;
+        exists.ok_or_else(|| ApiError::NotFound(format!("device {device:?}")))?;
+    }
+    let mut classes: Vec<(i64,)> = sqlx::query_as(
+        "SELECT DISTINCT hw_class FROM devices WHERE revoked_at IS NULL \
+         AND (grp = $1 OR id = $2)",
+    )
+    .bind(target.group.as_deref())
+    .bind(target.device.as_deref())
+    .fetch_all(&mut *tx)
+    .await?;
+    classes.push((i64::from(HW_CLASS_RA8P1),));
+    classes.sort_unstable();
+    classes.dedup();
+
+    let (sequence,): (i64,) =
+        sqlx::query_as("UPDATE fleet_sequence SET value = value + 1 WHERE id = 1 RETURNING value")
+            .fetch_one(&mut *tx)
+            .await?;
+    let now = now_ms();
+    let batches = serde_json::to_string(&rollout.batches).map_err(ApiError::internal)?;
+    let (id,): (i64,) = sqlx::query_as(
+        "INSERT INTO deployments (sequence, version_id, target_group, target_device, kind, batches, \
+         success_threshold, failure_threshold, open_batches, state, created_at, created_by) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 1, 'active', $9, $10) RETURNING id",
+    )
+    .bind(sequence)
+    .bind(v.id)
+    .bind(target.group.as_deref())
+    .bind(target.device.as_deref())
+    .bind(kind)
+    .bind(&batches)
+    .bind(rollout.success_threshold)
+    .bind(rollout.failure_threshold)
+    .bind(now)
+    .bind(op.token_id)
+    .fetch_one(&mut *tx)
+    .await?;
+
+    let key = state.keys.active();
+    let sha =
+        decode32(&v.sha256).ok_or_else(|| ApiError::internal("versions.sha256 is not hex"))?;
+    let io_digest = match &v.io_digest {
+        Some(hex) => {
+            decode32(hex).ok_or_else(|| ApiError::internal("versions.io_digest is not hex"))?
+        }
+        None => [0; 32],
+    };
+    for (hw_class,) in &classes {
+        let fields = ManifestFields {
+            sequence: sequence as u64,
+            model_name: model,
+            model_version: version,
+            accel: Accel::from_word(v.accel as u32),
+            hw_class: *hw_class as u32,
+            pack_len: v.size as u32,
+            pack_checksum: v.checksum as u32,
+            pack_sha256: sha,
+            io_digest,
+            issued_at: (now / 1000) as u64,
+            expires_at: 0,
+        };
+        let manifest = sign_manifest(&fields, &key).map_err(|e| {
+            ApiError::invalid(format!("cannot sign a manifest for this version: {e}"))
+        })?;
+        sqlx::query(
+            "INSERT INTO deployment_manifests (deployment_id, hw_class, key_id, manifest) \
+             VALUES ($1, $2, $3, $4)",
+        )
+        .bind(id)
+        .bind(hw_class)
+        .bind(key.key_id().to_string())
+        .bind(manifest.as_slice())
+        .execute(&mut *tx)
+        .await?;
+    }
+    audit::record(
+        &mut tx,
+        op,
+        if kind == "rollback" {
+            "deployment.rollback"
+        } else {
+            "deployment.create"
+        },
+        &format!("deployments/{id}"),
+        serde_json::json!({
+            "sequence": sequence, "model": model, "version": version, "sha256": v.sha256,
+            "group": target.group, "device": target.device, "rollout": rollout,
+        }),
+    )
+    .await?;
+    super::bump_generation(&mut tx).await?;
+    tx.commit().await?;
+    drop(serial);
+    super::refresh(state).await;
+    load(&mut *state.db.acquire().await?, id).await
+}
+
+fn decode32(hex: &str) -> Option<[u8; 32]> {
+    if hex.len() != 64 {
+        return None;
+    }
+    let mut out = [0u8; 32];
+    for (i, b) in out.iter_mut().enumerate() {
+        *b = u8::from_str_radix(hex.get(2 * i..2 * i + 2)?, 16).ok()?;
+    }
+    Some(out)
+}
+
+#[derive(sqlx::FromRow)]
+struct DeploymentRow {
+    id: i64,
+    sequence: i64,
+    kind: String,
+    model: String,
+    version: String,
+    sha256: String,
+    size: i64,
+    accel: i64,
+    target_group: Option<String>,
+    target_device: Option<String>,
+    state: String,
+    abort_reason: Option<String>,
+    batches: String,
+    success_threshold: f64,
+    failure_threshold: f64,
+    open_batches: i64,
+    created_at: i64,
+    created_by: String,
+}
+
+/// The columns of [`DeploymentRow`]; a macro so that `concat!` can finish the query.
+macro_rules! select_deployment {
+    () => {
+        "SELECT d.id, d.sequence, d.kind, m.name AS model, v.version, \
+     v.sha256, v.size, v.accel, d.target_group, d.target_device, d.state, d.abort_reason, d.batches, \
+     d.success_threshold, d.failure_threshold, d.open_batches, d.created_at, t.name AS created_by \
+     FROM deployments d JOIN versions v ON v.id = d.version_id JOIN models m ON m.id = v.model_id \
+     JOIN tokens t ON t.id = d.created_by"
+    };
+}
+
+impl DeploymentRow {
+    fn rollout(&self) -> Rollout {
+        Rollout {
+            batches: serde_json::from_str(&self.batches).unwrap_or_default(),
+            success_threshold: self.success_threshold,
+            failure_threshold: self.failure_threshold,
+        }
+    }
+}
+
+/// The ranked target states of a deployment, and how many devices were incompatible.
+async fn target_states(
+    conn: &mut Conn,
+    row: &DeploymentRow,
+) -> Result<(Vec<DeviceState>, u64), ApiError> {
+    let devices: Vec<TargetRow> =
+        sqlx::query_as("SELECT id, accel, grp FROM devices WHERE revoked_at IS NULL")
+            .fetch_all(&mut *conn)
+            .await?;
+    let (ranked, incompatible) = targets(
+        &devices,
+        row.target_group.as_deref(),
+        row.target_device.as_deref(),
+        row.accel,
+    );
+    let reports: Vec<(String, String)> =
+        sqlx::query_as("SELECT device_id, state FROM device_deployments WHERE deployment_id = $1")
+            .bind(row.id)
+            .fetch_all(&mut *conn)
+            .await?;
+    let reports: std::collections::HashMap<String, String> = reports.into_iter().collect();
+    Ok((
+        ranked
+            .iter()
+            .map(|id| {
+                reports
+                    .get(id)
+                    .map_or(DeviceState::Pending, |s| DeviceState::from_db(s))
+            })
+            .collect(),
+        incompatible,
+    ))
+}
+
+async fn load_row(conn: &mut Conn, id: i64) -> Result<DeploymentRow, ApiError> {
+    sqlx::query_as(concat!(select_deployment!(), " WHERE d.id = $1"))
+        .bind(id)
+        .fetch_optional(&mut *conn)
+        .await?
+        .ok_or_else(|| ApiError::NotFound(format!("deployment {id}")))
+}
+
+async fn render(conn: &mut Conn, row: DeploymentRow) -> Result<Deployment, ApiError> {
+    let (states, incompatible) = target_states(conn, &row).await?;
+    let rollout = row.rollout();
+    let open = usize::try_from(row.open_batches).unwrap_or(0);
+    let progress = rollout::progress(&rollout.batches, open, &states, incompatible);
+    let manifests: Vec<(i64, String)> = sqlx::query_as(
+        "SELECT hw_class, key_id FROM deployment_manifests WHERE deployment_id = $1 ORDER BY hw_class",
+    )
+    .bind(row.id)
+    .fetch_all(&mut *conn)
+    .await?;
+    let completed = row.state != "aborted"
+        && open == rollout.batches.len()
+        && progress.targets > 0
+        && progress.counts.successes() == progress.targets;
+    Ok(Deployment {
+        id: row.id,
+        sequence: row.sequence,
+        kind: row.kind,
+        model: row.model,
+        version: row.version,
+        sha256: row.sha256,
+        size: row.size,
+        target: Target {
+            group: row.target_group,
+            device: row.target_device,
+        },
+        phase: if completed {
+            "completed".into()
+        } else {
+            row.state.clone()
+        },
+        state: row.state,
+        abort_reason: row.abort_reason,
+        rollout,
+        open_batches: open,
+        progress,
+        manifests: manifests
+            .into_iter()
+            .map(|(hw_class, key_id)| ManifestInfo {
+                hw_class: hw_class as u32,
+                key_id,
+            })
+            .collect(),
+        created_at: rfc3339(row.created_at),
+        created_by: row.created_by,
+    })
+}
+
+/// One deployment with its progress.
+pub(crate) async fn load(conn: &mut Conn, id: i64) -> Result<Deployment, ApiError> {
+    let row = load_row(conn, id).await?;
+    render(conn, row).await
+}
+
+/// Deployments, newest first, with their progress.
+#[utoipa::path(
+    get,
+    path = "/api/v1/deployments",
+    tag = "deployments",
+    params(DeploymentQuery),
+    security(("token" = [])),
+    responses((status = 200, body = [Deployment]), (status = 401, body = ErrorBody))
+)]
+async fn list_deployments(
+    State(state): State<AppState>,
+    _op: Operator,
+    Query(q): Query<DeploymentQuery>,
+) -> Result<JsonResponse<Vec<Deployment>>, ApiError> {
+    let mut conn = state.db.acquire().await?;
+    let rows: Vec<DeploymentRow> = sqlx::query_as(concat!(
+        select_deployment!(),
+        " WHERE ($1 IS NULL OR d.target_group = $1) \
+         AND ($2 IS NULL OR d.state = $2) ORDER BY d.sequence DESC"
+    ))
+    .bind(q.group.as_deref())
+    .bind(q.state.as_deref())
+    .fetch_all(&mut *conn)
+    .await?;
+    let mut out = Vec::with_capacity(rows.len());
+    for row in rows {
+        out.push(render(&mut conn, row).await?);
+    }
+    Ok(JsonResponse(out))
+}
+
+/// One deployment: counts per device state and per batch.
+#[utoipa::path(
+    get,
+    path = "/api/v1/deployments/{id}",
+    tag = "deployments",
+    params(("id" = i64, Path, description = "deployment id")),
+    security(("token" = [])),
+    responses((status = 200, body = Deployment), (status = 401, body = ErrorBody), (status = 404, body = ErrorBody))
+)]
+async fn get_deployment(
+    State(state): State<AppState>,
+    _op: Operator,
+    Path(id): Path<i64>,
+) -> Result<JsonResponse<Deployment>, ApiError> {
+    Ok(JsonResponse(
+        load(&mut *state.db.acquire().await?, id).await?,
+    ))
+}
+
+/// Pauses a deployment: open batches stay offered, no new batch opens.
+#[utoipa::path(
+    post,
+    path = "/api/v1/deployments/{id}/pause",
+    tag = "deployments",
+    params(("id" = i64, Path, description = "deployment id")),
+    security(("token" = [])),
+    responses((status = 200, body = Deployment), (status = 401, body = ErrorBody), (status = 404, body = ErrorBody), (status = 409, body = ErrorBody))
+)]
+async fn pause(
+    State(state): State<AppState>,
+    op: Operator,
+    Path(id): Path<i64>,
+) -> Result<JsonResponse<Deployment>, ApiError> {
+    transition(&state, &op, id, "pause", &["active"], "paused").await
+}
+
+/// Resumes a paused deployment (and opens every batch its progress already allows).
+#[utoipa::path(
+    post,
+    path = "/api/v1/deployments/{id}/resume",
+    tag = "deployments",
+    params(("id" = i64, Path, description = "deployment id")),
+    security(("token" = [])),
+    responses((status = 200, body = Deployment), (status = 401, body = ErrorBody), (status = 404, body = ErrorBody), (status = 409, body = ErrorBody))
+)]
+async fn resume(
+    State(state): State<AppState>,
+    op: Operator,
+    Path(id): Path<i64>,
+) -> Result<JsonResponse<Deployment>, ApiError> {
+    transition(&state, &op, id, "resume", &["paused"], "active").await
+}
+
+/// Aborts a deployment: it is no longer offered; devices that installed it keep it.
+#[utoipa::path(
+    post,
+    path = "/api/v1/deployments/{id}/abort",
+    tag = "deployments",
+    params(("id" = i64, Path, description = "deployment id")),
+    security(("token" = [])),
+    responses((status = 200, body = Deployment), (status = 401, body = ErrorBody), (status = 404, body = ErrorBody), (status = 409, body = ErrorBody))
+)]
+async fn abort(
+    State(state): State<AppState>,
+    op: Operator,
+    Path(id): Path<i64>,
+) -> Result<JsonResponse<Deployment>, ApiError> {
+    transition(&state, &op, id, "abort", &["active", "paused"], "aborted").await
+}
+
+async fn transition(
+    state: &AppState,
+    op: &Operator,
+    id: i64,
+    verb: &str,
+    from: &[&str],
+    to: &str,
+) -> Result<JsonResponse<Deployment>, ApiError> {
+    let serial = state.write_lock.lock().await;
+    let mut tx = state.db.begin().await?;
+    let row = load_row(&mut tx, id).await?;
+    if !from.contains(&row.state.as_str()) {
+        return Err(ApiError::Conflict(format!(
+            "deployment {id} is {}; only a deployment that is {} can {verb}",
+            row.state,
+            from.join(" or ")
+        )));
+    }
+    sqlx::query("UPDATE deployments SET state = $1, abort_reason = $2 WHERE id = $3")
+        .bind(to)
+        .bind((to == "aborted").then(|| format!("aborted by {}", op.name)))
+        .bind(id)
+        .execute(&mut *tx)
+        .await?;
+    audit::record(
+        &mut tx,
+        op,
+        &format!("deployment.{verb}"),
+        &format!("deployments/{id}"),
+        serde_json::json!({"sequence": row.sequence}),
+    )
+    .await?;
+    if to == "active" {
+        evaluate_in(&mut tx, id).await?;
+    }
+    super::bump_generation(&mut tx).await?;
+    tx.commit().await?;
+    drop(serial);
+    super::refresh(state).await;
+    Ok(JsonResponse(
+        load(&mut *state.db.acquire().await?, id).await?,
+    ))
+}
+
+/// Applies the rollout rules to deployment `id` after a change (a report, a resume): opens
+/// batches or aborts. Returns whether anything changed (the caller bumps the generation).
+pub(crate) async fn evaluate_in(conn: &mut Conn, id: i64) -> Result<bool, ApiError> {
+    let row = load_row(conn, id).await?;
+    if row.state == "aborted" {
+        return Ok(false);
+    }
+    let (states, _) = target_states(conn, &row).await?;
+    let rollout = row.rollout();
+    let open = usize::try_from(row.open_batches).unwrap_or(0);
+    match rollout::decide(&rollout, open, row.state == "paused", &states) {
+        Decision::Stay => Ok(false),
+        Decision::Open(n) => {
+            sqlx::query("UPDATE deployments SET open_batches = $1 WHERE id = $2")
+                .bind(n as i64)
+                .bind(id)
+                .execute(&mut *conn)
+                .await?;
+            audit::record_system(
+                conn,
+                "deployment.batch_open",
+                &format!("deployments/{id}"),
+                serde_json::json!({"sequence": row.sequence, "open_batches": n}),
+            )
+            .await?;
+            Ok(true)
+        }
+        Decision::Abort(reason) => {
+            sqlx::query(
+                "UPDATE deployments SET state = 'aborted', abort_reason = $1 WHERE id = $2",
+            )
+            .bind(&reason)
+            .bind(id)
+            .execute(&mut *conn)
+            .await?;
+            tracing::warn!(deployment = id, %reason, "deployment auto-aborted");
+            audit::record_system(
+                conn,
+                "deployment.auto_abort",
+                &format!("deployments/{id}"),
+                serde_json::json!({"sequence": row.sequence, "reason": reason}),
+            )
+            .await?;
+            Ok(true)
+        }
+    }
+}

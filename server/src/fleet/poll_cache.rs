@@ -1,0 +1,388 @@
+//! The poll cache: everything the device API needs, in memory, so that a poll costs a hash, two
+//! map lookups and no database access.
+//!
+//! A [`Snapshot`] holds the unrevoked devices by token hash, each device's current assignment
+//! (deployment sequence and signed manifest for its hardware class) and the bytes of every
+//! assigned pack. It is immutable; a change builds a new one from the database and swaps the
+//! pointer ([`PollCache::rebuild`]), so readers never wait for a rebuild and never see half of
+//! one. Rebuilds are serialised, and every change that affects devices bumps
+//! `fleet_generation` in its own transaction.
+//!
+//! ## Several replicas
+//! Each replica keeps its own snapshot. A change made through one replica rebuilds that replica's
+//! snapshot at once; the others compare `fleet_generation` with the generation their snapshot was
+//! built from every [`super::FleetTimers::cache_check`] (one indexed single-row read per second
+//! per replica, whatever the fleet size) and rebuild when it moved. A device may therefore see a
+//! change up to one check interval late on another replica, which a polling device (minutes
+//! between polls) cannot tell from its own poll timing. With PostgreSQL, `LISTEN/NOTIFY` on the
+//! same bump would remove even that delay; the generation row stays as the fallback.
+use std::collections::HashMap;
+use std::sync::{Arc, PoisonError, RwLock};
+
+use axum::http::HeaderValue;
+use bytes::Bytes;
+use tokio::io::AsyncReadExt;
+
+use super::rollout;
+use crate::db::Db;
+use crate::store::{PackDigest, PackStore};
+
+/// A device that may call the device API.
+#[derive(Debug)]
+pub struct DeviceEntry {
+    /// Its id.
+    pub id: Arc<str>,
+    /// Hardware class (the manifest it is offered is signed for it).
+    pub hw_class: u32,
+    /// Its accelerator's NPU1 accel word.
+    pub accel: u32,
+    /// Its group.
+    pub group: String,
+}
+
+/// What a device is offered now.
+#[derive(Debug)]
+pub struct Assignment {
+    /// The deployment.
+    pub deployment_id: i64,
+    /// Its sequence.
+    pub sequence: u64,
+    /// The pack's SHA-256, hex.
+    pub sha256: String,
+    /// The signed manifest for the device's hardware class.
+    pub manifest: Bytes,
+    /// `ETag` of the manifest response.
+    pub etag: HeaderValue,
+}
+
+/// An assigned pack, in memory.
+#[derive(Debug, Clone)]
+pub struct PackEntry {
+    /// Its bytes.
+    pub bytes: Bytes,
+    /// Its canonical IO-bindings encoding, when it declares any.
+    pub io: Option<Bytes>,
+}
+
+/// One immutable view of the fleet.
+#[derive(Debug, Default)]
+pub struct Snapshot {
+    /// The `fleet_generation` it was built from.
+    pub generation: i64,
+    devices: HashMap<String, Arc<DeviceEntry>>,
+    assignments: HashMap<Arc<str>, Arc<Assignment>>,
+    packs: HashMap<String, PackEntry>,
+}
+
+impl Snapshot {
+    /// The device whose token hashes to `token_hash`, unless unknown or revoked.
+    pub fn device(&self, token_hash: &str) -> Option<&Arc<DeviceEntry>> {
+        self.devices.get(token_hash)
+    }
+
+    /// What `device` is offered now.
+    pub fn assignment(&self, device: &str) -> Option<&Arc<Assignment>> {
+        self.assignments.get(device)
+    }
+
+    /// An assigned pack's bytes.
+    pub fn pack(&self, sha256: &str) -> Option<&PackEntry> {
+        self.packs.get(sha256)
+    }
+}
+
+/// Why a snapshot could not be built.
+#[derive(Debug)]
+pub enum LoadError {
+    /// The database failed.
+    Db(sqlx::Error),
+    /// A pack could not be read, or differs from its row.
+    Pack(String),
+}
+
+impl std::fmt::Display for LoadError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Db(e) => write!(f, "database: {e}"),
+            Self::Pack(e) => write!(f, "pack store: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for LoadError {}
+
+impl From<sqlx::Error> for LoadError {
+    fn from(e: sqlx::Error) -> Self {
+        Self::Db(e)
+    }
+}
+
+/// The current snapshot and the lock that serialises rebuilds.
+#[derive(Debug)]
+pub struct PollCache {
+    current: RwLock<Arc<Snapshot>>,
+    rebuild: tokio::sync::Mutex<()>,
+}
+
+impl PollCache {
+    /// Builds the first snapshot.
+    pub async fn load(db: &Db, store: &Arc<dyn PackStore>) -> Result<Self, LoadError> {
+        let snapshot = build(db, store, &Snapshot::default()).await?;
+        Ok(Self {
+            current: RwLock::new(Arc::new(snapshot)),
+            rebuild: tokio::sync::Mutex::new(()),
+        })
+    }
+
+    /// The current snapshot.
+    pub fn get(&self) -> Arc<Snapshot> {
+        Arc::clone(&self.current.read().unwrap_or_else(PoisonError::into_inner))
+    }
+
+    /// Builds a new snapshot from the database and makes it current.
+    pub async fn rebuild(&self, db: &Db, store: &Arc<dyn PackStore>) -> Result<(), LoadError> {
+        let _one_at_a_time = self.rebuild.lock().await;
+        let next = build(db, store, &self.get()).await?;
+        *self.current.write().unwrap_or_else(PoisonError::into_inner) = Arc::new(next);
+        Ok(())
+    }
+
+    /// Rebuilds if `fleet_generation` differs from the current snapshot's.
+    pub async fn refresh_if_stale(
+        &self,
+        db: &Db,
+        store: &Arc<dyn PackStore>,
+    ) -> Result<bool, LoadError> {
+        let (generation,): (i64,) =
+            sqlx::query_as("SELECT value FROM fleet_generation WHERE id = 1")
+                .fetch_one(db)
+                .await?;
+        if generation == self.get().generation {
+            return Ok(false);
+        }
+        self.rebuild(db, store).await?;
+        Ok(true)
+    }
+}
+
+/// A device row as targeting needs it.
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct TargetRow {
+    /// `devices.id`.
+    pub id: String,
+    /// NPU1 accel word.
+    pub accel: i64,
+    /// Group.
+    pub grp: String,
+}
+
+/// The ranked targets of a deployment among `devices` (unrevoked), and how many of its group
+/// were skipped for another accelerator.
+pub fn targets(
+    devices: &[TargetRow],
+    group: Option<&str>,
+    device: Option<&str>,
+    pack_accel: i64,
+) -> (Vec<String>, u64) {
+    let mut ids = Vec::new();
+    let mut incompatible = 0;
+    for d in devices {
+        let member = match (group, device) {
+            (Some(g), _) => d.grp == g,
+            (None, Some(id)) => d.id == id,
+            (None, None) => false,
+        };
+        if !member {
+            continue;
+        }
+        if d.accel == pack_accel {
+            ids.push(d.id.clone());
+        } else {
+            incompatible += 1;
+        }
+    }
+    rollout::rank(&mut ids);
+    (ids, incompatible)
+}
+
+#[derive(sqlx::FromRow)]
+struct DeviceRow {
+    id: String,
+    hw_class: i64,
+    accel: i64,
+    grp: String,
+    token_hash: String,
+}
+
+#[derive(sqlx::FromRow)]
+struct OfferRow {
+    id: i64,
+    sequence: i64,
+    target_group: Option<String>,
+    target_device: Option<String>,
+    batches: String,
+    open_batches: i64,
+    sha256: String,
+    accel: i64,
+    io_bindings: Option<String>,
+}
+
+async fn build(
+    db: &Db,
+    store: &Arc<dyn PackStore>,
+    previous: &Snapshot,
+) -> Result<Snapshot, LoadError> {
+    // One read transaction: every query below sees the same committed state (WAL snapshot).
+    let mut conn = db.begin().await?;
+    // Read the generation first: a change committed during the build bumps it again, so the
+    // next check rebuilds rather than trusting a snapshot that may predate the change.
+    let (generation,): (i64,) = sqlx::query_as("SELECT value FROM fleet_generation WHERE id = 1")
+        .fetch_one(&mut *conn)
+        .await?;
+    let rows: Vec<DeviceRow> = sqlx::query_as(
+        "SELECT id, hw_class, accel, grp, token_hash FROM devices WHERE revoked_at IS NULL",
+    )
+    .fetch_all(&mut *conn)
+    .await?;
+    let offers: Vec<OfferRow> = sqlx::query_as(
+        "SELECT d.id, d.sequence, d.target_group, d.target_device, d.batches, d.open_batches, \
+         v.sha256, v.accel, v.io_bindings \
+         FROM deployments d JOIN versions v ON v.id = d.version_id \
+         WHERE d.state <> 'aborted' ORDER BY d.sequence DESC",
+    )
+    .fetch_all(&mut *conn)
+    .await?;
+    let manifests: Vec<(i64, i64, Vec<u8>)> = sqlx::query_as(
+        "SELECT m.deployment_id, m.hw_class, m.manifest FROM deployment_manifests m \
+         JOIN deployments d ON d.id = m.deployment_id WHERE d.state <> 'aborted'",
+    )
+    .fetch_all(&mut *conn)
+    .await?;
+    conn.rollback().await?;
+    let manifests: HashMap<(i64, u32), Bytes> = manifests
+        .into_iter()
+        .map(|(d, hw, m)| ((d, hw as u32), Bytes::from(m)))
+        .collect();
+
+    let target_rows: Vec<TargetRow> = rows
+        .iter()
+        .map(|d| TargetRow {
+            id: d.id.clone(),
+            accel: d.accel,
+            grp: d.grp.clone(),
+        })
+        .collect();
+    let mut devices = HashMap::with_capacity(rows.len());
+    let mut by_id = HashMap::with_capacity(rows.len());
+    for d in rows {
+        let entry = Arc::new(DeviceEntry {
+            id: Arc::from(d.id.as_str()),
+            hw_class: d.hw_class as u32,
+            accel: d.accel as u32,
+            group: d.grp,
+        });
+        by_id.insert(d.id, Arc::clone(&entry));
+        devices.insert(d.token_hash, entry);
+    }
+
+    // Highest sequence first: a device gets the newest deployment whose open batches hold it.
+    let mut assignments: HashMap<Arc<str>, Arc<Assignment>> = HashMap::new();
+    let mut wanted: HashMap<String, Option<String>> = HashMap::new();
+    for offer in &offers {
+        let batches: Vec<u8> = serde_json::from_str(&offer.batches).unwrap_or_default();
+        let (ranked, _) = targets(
+            &target_rows,
+            offer.target_group.as_deref(),
+            offer.target_device.as_deref(),
+            offer.accel,
+        );
+        let sizes = rollout::cumulative_sizes(&batches, ranked.len());
+        let open = usize::try_from(offer.open_batches).unwrap_or(0);
+        let offered = match open.checked_sub(1).and_then(|i| sizes.get(i)) {
+            Some(&n) => n,
+            None => continue,
+        };
+        for id in &ranked[..offered] {
+            let Some(device) = by_id.get(id) else {
+                continue;
+            };
+            if assignments.contains_key(&device.id) {
+                continue;
+            }
+            let Some(manifest) = manifests.get(&(offer.id, device.hw_class)) else {
+                continue;
+            };
+            let sequence = offer.sequence as u64;
+            let etag = HeaderValue::from_str(&format!("\"m{sequence}-{}\"", device.hw_class))
+                .map_err(|e| LoadError::Pack(e.to_string()))?;
+            assignments.insert(
+                Arc::clone(&device.id),
+                Arc::new(Assignment {
+                    deployment_id: offer.id,
+                    sequence,
+                    sha256: offer.sha256.clone(),
+                    manifest: manifest.clone(),
+                    etag,
+                }),
+            );
+            wanted
+                .entry(offer.sha256.clone())
+                .or_insert_with(|| offer.io_bindings.clone());
+        }
+    }
+
+    let mut packs = HashMap::with_capacity(wanted.len());
+    for (sha, io_json) in wanted {
+        let entry = match previous.packs.get(&sha) {
+            Some(entry) => entry.clone(),
+            None => load_pack(store.as_ref(), &sha, io_json.as_deref()).await?,
+        };
+        packs.insert(sha, entry);
+    }
+    Ok(Snapshot {
+        generation,
+        devices,
+        assignments,
+        packs,
+    })
+}
+
+/// Reads a pack into memory, checking it against its name: a store that returned other bytes
+/// must not be served under this digest.
+async fn load_pack(
+    store: &dyn PackStore,
+    sha: &str,
+    io_json: Option<&str>,
+) -> Result<PackEntry, LoadError> {
+    let digest: PackDigest = sha
+        .parse()
+        .map_err(|_| LoadError::Pack(format!("{sha:?} is not a digest")))?;
+    let mut reader = store
+        .open(digest)
+        .await
+        .map_err(|e| LoadError::Pack(format!("opening {sha}: {e}")))?
+        .ok_or_else(|| LoadError::Pack(format!("pack {sha} is missing")))?;
+    let mut bytes = Vec::with_capacity(usize::try_from(reader.len).unwrap_or(0));
+    reader
+        .reader
+        .read_to_end(&mut bytes)
+        .await
+        .map_err(|e| LoadError::Pack(format!("reading {sha}: {e}")))?;
+    if PackDigest::of(&bytes) != digest {
+        return Err(LoadError::Pack(format!(
+            "pack {sha} does not hash to its name"
+        )));
+    }
+    let io = match io_json {
+        None => None,
+        Some(json) => {
+            let (_, canonical) = npub_core::io_bindings::from_json(json)
+                .map_err(|e| LoadError::Pack(format!("io bindings of {sha}: {e}")))?;
+            Some(Bytes::from(canonical))
+        }
+    };
+    Ok(PackEntry {
+        bytes: Bytes::from(bytes),
+        io,
+    })
+}

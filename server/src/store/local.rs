@@ -1,0 +1,137 @@
+//! The embedded default store: files under `<data-dir>/packs/`.
+//!
+//! | Path                  | Content                                  |
+//! |-----------------------|------------------------------------------|
+//! | `packs/ab/ab12…ef`    | the pack whose SHA-256 is `ab12…ef`       |
+//!
+//! Two hex digits of fan-out keep directories small at any realistic fleet's model count.
+//!
+//! Durability: the staged file was fsynced before it got here; `put` renames it into place (atomic
+//! on one filesystem: a reader sees the whole pack or no pack) and fsyncs the directory so the new
+//! name survives a power cut. A pack file is never written in place, so there is never a partial
+//! pack under `packs/`.
+use std::fs::{self, File};
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use super::{PackDigest, PackReader, PackStore, Put, Sealed, StoreFuture};
+
+/// Packs as files under one directory.
+#[derive(Debug, Clone)]
+pub struct LocalStore {
+    root: Arc<PathBuf>,
+}
+
+impl LocalStore {
+    /// A store rooted at `root` (which must exist, on the same filesystem as staging).
+    pub fn new(root: PathBuf) -> Self {
+        Self {
+            root: Arc::new(root),
+        }
+    }
+
+    fn path_of(root: &Path, digest: PackDigest) -> (PathBuf, PathBuf) {
+        let hex = digest.hex();
+        let dir = root.join(&hex[..2]);
+        let file = dir.join(&hex);
+        (dir, file)
+    }
+}
+
+impl PackStore for LocalStore {
+    fn put(&self, staged: Sealed) -> StoreFuture<'_, Put> {
+        let root = Arc::clone(&self.root);
+        Box::pin(async move { blocking(move || put(&root, staged)).await })
+    }
+
+    fn open(&self, digest: PackDigest) -> StoreFuture<'_, Option<PackReader>> {
+        let (_, path) = Self::path_of(&self.root, digest);
+        Box::pin(async move {
+            let file = match tokio::fs::File::open(&path).await {
+                Ok(file) => file,
+                Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+                Err(e) => return Err(e),
+            };
+            let len = file.metadata().await?.len();
+            Ok(Some(PackReader {
+                len,
+                reader: Box::pin(file),
+            }))
+        })
+    }
+
+    fn remove(&self, digest: PackDigest) -> StoreFuture<'_, bool> {
+        let (dir, path) = Self::path_of(&self.root, digest);
+        Box::pin(async move {
+            blocking(move || match fs::remove_file(&path) {
+                Ok(()) => {
+                    File::open(&dir)?.sync_all()?;
+                    Ok(true)
+                }
+                Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(false),
+                Err(e) => Err(e),
+            })
+            .await
+        })
+    }
+
+    fn list(&self) -> StoreFuture<'_, Vec<PackDigest>> {
+        let root = Arc::clone(&self.root);
+        Box::pin(async move { blocking(move || list(&root)).await })
+    }
+}
+
+fn put(root: &Path, staged: Sealed) -> io::Result<Put> {
+    let (dir, target) = LocalStore::path_of(root, staged.digest());
+    if !dir.exists() {
+        match fs::create_dir(&dir) {
+            Ok(()) => File::open(root)?.sync_all()?,
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
+            Err(e) => return Err(e),
+        }
+    }
+    if target.exists() {
+        // Same name, same bytes: keep the stored copy; dropping `staged` deletes the new one.
+        return Ok(Put::AlreadyPresent);
+    }
+    fs::rename(staged.path(), &target)?;
+    staged.disarm();
+    if let Err(e) = File::open(&dir).and_then(|d| d.sync_all()) {
+        // The name may not be durable: undo, so that the caller's error means "nothing stored".
+        let _ = fs::remove_file(&target);
+        return Err(e);
+    }
+    Ok(Put::Created)
+}
+
+fn list(root: &Path) -> io::Result<Vec<PackDigest>> {
+    let mut out = Vec::new();
+    for fan in fs::read_dir(root)? {
+        let fan = fan?;
+        if !fan.file_type()?.is_dir() {
+            continue;
+        }
+        for entry in fs::read_dir(fan.path())? {
+            let entry = entry?;
+            let name = entry.file_name();
+            match name.to_str().and_then(|n| n.parse::<PackDigest>().ok()) {
+                Some(digest) => out.push(digest),
+                None => tracing::warn!(
+                    path = %entry.path().display(),
+                    "not a pack name; left alone"
+                ),
+            }
+        }
+    }
+    out.sort();
+    Ok(out)
+}
+
+async fn blocking<T: Send + 'static>(
+    f: impl FnOnce() -> io::Result<T> + Send + 'static,
+) -> io::Result<T> {
+    tokio::task::spawn_blocking(f)
+        .await
+        .map_err(|e| io::Error::other(format!("pack store task failed: {e}")))?
+}

@@ -1,0 +1,151 @@
+//! Receiving an upload: the body goes straight to a staged file under `<data-dir>/tmp/`, chunk by
+//! chunk, hashed on the way, so a large pack is never held whole in memory while it arrives.
+//!
+//! Two body shapes are accepted:
+//!
+//! | `Content-Type`          | Body                                                             |
+//! |-------------------------|------------------------------------------------------------------|
+//! | `multipart/form-data`   | part `pack` (required): the file; part `io` (optional): IO-bindings JSON, `.npub` only |
+//! | anything else           | the file itself                                                  |
+use axum::body::Body;
+use axum::extract::Request;
+use axum::http::header::{CONTENT_LENGTH, CONTENT_TYPE};
+use futures_util::StreamExt;
+
+use crate::error::ApiError;
+use crate::state::AppState;
+use crate::store::{Sealed, StagedFile};
+
+/// Largest `io` part: 64 bindings of JSON are a few tens of KiB.
+pub const IO_JSON_MAX_BYTES: u64 = 256 * 1024;
+/// Allowance for multipart framing (boundaries, part headers) on top of the pack and `io` parts.
+const MULTIPART_OVERHEAD_BYTES: u64 = 64 * 1024;
+
+/// A received upload, fsynced in staging.
+#[derive(Debug)]
+pub struct Received {
+    /// The uploaded file.
+    pub staged: Sealed,
+    /// The `io` part, if one was sent.
+    pub io_json: Option<String>,
+}
+
+/// Streams the request body into staging. `what` names the upload in the log.
+pub async fn receive(state: &AppState, request: Request, what: &str) -> Result<Received, ApiError> {
+    let limit = state.limits.max_upload_bytes;
+    let content_type = request
+        .headers()
+        .get(CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
+        .to_owned();
+    let declared_len = request
+        .headers()
+        .get(CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    let multipart = content_type
+        .to_ascii_lowercase()
+        .starts_with("multipart/form-data");
+    let allowed = if multipart {
+        limit + IO_JSON_MAX_BYTES + MULTIPART_OVERHEAD_BYTES
+    } else {
+        limit
+    };
+    if declared_len.is_some_and(|n| n > allowed) {
+        return Err(ApiError::PayloadTooLarge { limit });
+    }
+    let mut staged = state.staging.create("upload").await?;
+    tracing::info!(upload = what, "receiving upload");
+    let body = request.into_body();
+    let io_json = if multipart {
+        receive_multipart(body, &content_type, &mut staged, limit).await?
+    } else {
+        receive_raw(body, &mut staged, limit).await?;
+        None
+    };
+    if staged.is_empty() {
+        return Err(ApiError::bad_request("the upload is empty"));
+    }
+    Ok(Received {
+        staged: staged.finish().await?,
+        io_json,
+    })
+}
+
+async fn receive_raw(body: Body, staged: &mut StagedFile, limit: u64) -> Result<(), ApiError> {
+    let mut stream = body.into_data_stream();
+    while let Some(chunk) = stream.next().await {
+        let chunk = chunk.map_err(|e| ApiError::bad_request(format!("reading the body: {e}")))?;
+        write_limited(staged, &chunk, limit).await?;
+    }
+    Ok(())
+}
+
+async fn receive_multipart(
+    body: Body,
+    content_type: &str,
+    staged: &mut StagedFile,
+    limit: u64,
+) -> Result<Option<String>, ApiError> {
+    let boundary = multer::parse_boundary(content_type)
+        .map_err(|e| ApiError::bad_request(format!("multipart: {e}")))?;
+    let constraints = multer::Constraints::new()
+        .allowed_fields(vec!["pack", "io"])
+        .size_limit(
+            multer::SizeLimit::new()
+                .whole_stream(limit + IO_JSON_MAX_BYTES + MULTIPART_OVERHEAD_BYTES)
+                .for_field("pack", limit)
+                .for_field("io", IO_JSON_MAX_BYTES),
+        );
+    let mut form =
+        multer::Multipart::with_constraints(body.into_data_stream(), boundary, constraints);
+    let mut io_json = None;
+    let mut seen_pack = false;
+    while let Some(mut field) = form
+        .next_field()
+        .await
+        .map_err(|e| multipart_error(e, limit))?
+    {
+        match field.name() {
+            Some("pack") if !seen_pack => {
+                seen_pack = true;
+                while let Some(chunk) =
+                    field.chunk().await.map_err(|e| multipart_error(e, limit))?
+                {
+                    write_limited(staged, &chunk, limit).await?;
+                }
+            }
+            Some("io") if io_json.is_none() => {
+                io_json = Some(field.text().await.map_err(|e| multipart_error(e, limit))?);
+            }
+            name => {
+                return Err(ApiError::bad_request(format!(
+                    "multipart: unexpected or repeated part {name:?}; expected one `pack` and at \
+                     most one `io`"
+                )));
+            }
+        }
+    }
+    if !seen_pack {
+        return Err(ApiError::bad_request("multipart: no `pack` part"));
+    }
+    Ok(io_json)
+}
+
+fn multipart_error(e: multer::Error, limit: u64) -> ApiError {
+    match e {
+        multer::Error::StreamSizeExceeded { .. } | multer::Error::FieldSizeExceeded { .. } => {
+            ApiError::PayloadTooLarge { limit }
+        }
+        other => ApiError::bad_request(format!("multipart: {other}")),
+    }
+}
+
+async fn write_limited(staged: &mut StagedFile, chunk: &[u8], limit: u64) -> Result<(), ApiError> {
+    if staged.len() + chunk.len() as u64 > limit {
+        return Err(ApiError::PayloadTooLarge { limit });
+    }
+    staged.write(chunk).await?;
+    Ok(())
+}

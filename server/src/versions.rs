@@ -1,0 +1,585 @@
+//! `/api/v1/models/{name}/versions…`: upload, list, inspect, download and delete packs.
+//!
+//! An upload is stored only if every check passes, and then atomically: the pack is moved into
+//! the store and its row committed under [`AppState::write_lock`]; if the commit fails, a pack
+//! file this upload created is removed again. Until the commit, the only trace of an upload is
+//! its staged file, which is deleted on every error path and swept at the next start after a
+//! crash. A pack file without a row (a crash between the rename and the commit) is removed by the
+//! start-up sweep (`server.rs`).
+use axum::Json as JsonResponse;
+use axum::body::Body;
+use axum::extract::{Path, Request, State};
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use futures_util::StreamExt;
+use npub_core::Accel;
+use serde::Serialize;
+use utoipa::ToSchema;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+
+use crate::audit;
+use crate::auth::Operator;
+use crate::error::{ApiError, ErrorBody};
+use crate::models;
+use crate::names;
+use crate::state::AppState;
+use crate::store::{PackDigest, Put, Sealed};
+use crate::time::{now_ms, rfc3339};
+use crate::upload;
+use crate::validate::{self, Accepted, SourceKind};
+
+/// A version, as listed.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Version {
+    /// The model's name.
+    pub model: String,
+    /// The version.
+    pub version: String,
+    /// SHA-256 of the pack (64 hex digits): its name in the store and its download `ETag`.
+    pub sha256: String,
+    /// Pack bytes (NPU1 `total_bytes`).
+    pub size: i64,
+    /// NPU1 header checksum (FNV-1a of the payload), as `0x…`.
+    pub checksum: String,
+    /// Vela accelerator config the stream was compiled for (`ethos-u55-256`, …).
+    pub accelerator: String,
+    /// The NPU1 `accel` word.
+    pub accel_word: i64,
+    /// Region descriptors.
+    pub region_count: i64,
+    /// Arena bytes a device must provide (`npub_core::arena_bytes_required`).
+    pub arena_bytes: i64,
+    /// What was uploaded: `npub`, `tflite` or `npz`.
+    pub source: String,
+    /// SHA-256 of the uploaded file (the pack's own for a `.npub`).
+    pub source_sha256: String,
+    /// Bytes uploaded.
+    pub source_size: i64,
+    /// Digest of the canonical IO bindings (what a signed manifest carries); absent when none.
+    pub io_digest: Option<String>,
+    /// RFC 3339.
+    pub created_at: String,
+    /// Name of the token that uploaded it.
+    pub uploaded_by: String,
+}
+
+/// A version with everything known about its pack.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct VersionDetail {
+    /// The listing fields.
+    #[serde(flatten)]
+    pub version: Version,
+    /// IO bindings, in npub-core's JSON form (`docs/io-bindings.md`); absent when none.
+    #[schema(value_type = Option<Object>)]
+    pub io_bindings: Option<serde_json::Value>,
+    /// What `npub inspect --json` shows: annotated header, regions, arena bytes, checksum.
+    #[schema(value_type = Object)]
+    pub report: serde_json::Value,
+    /// The command-stream verifier's summary: commands, operations, per-region accessed spans.
+    #[schema(value_type = Object)]
+    pub stream: serde_json::Value,
+}
+
+/// `/api/v1/models/{name}/versions…` routes.
+pub fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(list_versions))
+        .routes(routes!(upload_version, get_version, delete_version))
+        .routes(routes!(download_pack))
+}
+
+/// Uploads a version: a `.npub`, a Vela `*_vela.tflite` or a Vela `.npz`, recognised by content.
+/// Either the raw file as the body, or `multipart/form-data` with the file as part `pack` and,
+/// for a `.npub`, optional IO-bindings JSON as part `io`.
+#[utoipa::path(
+    post,
+    path = "/api/v1/models/{name}/versions/{version}",
+    tag = "versions",
+    params(
+        ("name" = String, Path, description = "model name"),
+        ("version" = String, Path, description = "version, e.g. 1.2.0"),
+    ),
+    request_body(
+        description = "the file, or a multipart form with parts `pack` and optional `io`",
+        content(
+            (PackFile = "application/octet-stream"),
+            (UploadForm = "multipart/form-data"),
+        ),
+    ),
+    security(("token" = [])),
+    responses(
+        (status = 201, body = VersionDetail),
+        (status = 400, body = ErrorBody, description = "unreadable body or form"),
+        (status = 401, body = ErrorBody),
+        (status = 404, body = ErrorBody, description = "no such model"),
+        (status = 409, body = ErrorBody, description = "the version exists"),
+        (status = 413, body = ErrorBody),
+        (status = 422, body = ErrorBody, description = "rejected by npub-core: the detail is its message"),
+    )
+)]
+async fn upload_version(
+    State(state): State<AppState>,
+    op: Operator,
+    Path((name, version)): Path<(String, String)>,
+    request: Request,
+) -> Result<(StatusCode, JsonResponse<VersionDetail>), ApiError> {
+    let mut source = "unknown";
+    let result = upload_inner(&state, &op, &name, &version, request, &mut source).await;
+    let (outcome, bytes) = match &result {
+        Ok((_, detail)) => ("stored", detail.version.source_size as u64),
+        Err(ApiError::InvalidPack(_)) => ("rejected", 0),
+        Err(ApiError::Conflict(_)) => ("conflict", 0),
+        Err(ApiError::PayloadTooLarge { .. }) => ("too_large", 0),
+        Err(ApiError::InvalidRequest { .. } | ApiError::NotFound(_)) => ("invalid", 0),
+        Err(_) => ("failed", 0),
+    };
+    state.metrics.observe_upload(source, outcome, bytes);
+    if let Err(ApiError::InvalidPack(reason)) = &result {
+        tracing::info!(model = %name, version = %version, %reason, "upload rejected");
+    }
+    result.map(|(status, detail)| (status, JsonResponse(detail)))
+}
+
+/// Documents a file body: bytes, not JSON.
+#[derive(ToSchema)]
+#[schema(value_type = String, format = Binary)]
+#[allow(dead_code)]
+struct PackFile(Vec<u8>);
+
+/// Documents the multipart shape of an upload.
+#[derive(ToSchema)]
+#[allow(dead_code)]
+struct UploadForm {
+    /// The `.npub`, `*_vela.tflite` or `.npz`.
+    #[schema(format = Binary, value_type = String)]
+    pack: Vec<u8>,
+    /// IO-bindings JSON (`.npub` only).
+    #[schema(value_type = Option<String>)]
+    io: Option<String>,
+}
+
+async fn upload_inner(
+    state: &AppState,
+    op: &Operator,
+    name: &str,
+    version: &str,
+    request: Request,
+    source: &mut &'static str,
+) -> Result<(StatusCode, VersionDetail), ApiError> {
+    names::model(name)?;
+    names::version(version)?;
+    let object = format!("models/{name}/versions/{version}");
+    // Cheap refusals before a possibly large body is received.
+    let model = models::find(&mut *state.db.acquire().await?, name).await?;
+    if version_id(state, model.id, version).await?.is_some() {
+        return Err(conflict(name, version));
+    }
+    let received = upload::receive(state, request, &object).await?;
+    let source_digest = received.staged.digest();
+    let source_size = received.staged.len();
+    let (kind, judged) = judge(
+        received.staged.path().to_owned(),
+        received.io_json,
+        model.accelerator,
+    )
+    .await?;
+    *source = kind.as_str();
+    let mut accepted = judged?;
+    let pack_file: Sealed = match accepted.built_pack.take() {
+        None => received.staged,
+        Some(pack) => {
+            drop(received.staged);
+            let mut staged = state.staging.create("pack").await?;
+            staged.write(&pack).await?;
+            staged.finish().await?
+        }
+    };
+    let digest = pack_file.digest();
+    let now = now_ms();
+
+    let _serial = state.write_lock.lock().await;
+    let mut tx = state.db.begin().await?;
+    sqlx::query(
+        "INSERT INTO versions (model_id, version, sha256, size, checksum, accel, region_count, \
+         arena_bytes, source, source_sha256, source_size, io_bindings, io_digest, report, stream, \
+         created_at, created_by) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)",
+    )
+    .bind(model.id)
+    .bind(version)
+    .bind(digest.hex())
+    .bind(accepted.size as i64)
+    .bind(i64::from(accepted.checksum))
+    .bind(i64::from(accepted.accel.word()))
+    .bind(i64::from(accepted.region_count))
+    .bind(accepted.arena_bytes as i64)
+    .bind(accepted.kind.as_str())
+    .bind(source_digest.hex())
+    .bind(source_size as i64)
+    .bind(accepted.io.as_ref().map(|(json, _)| json.as_str()))
+    .bind(accepted.io.as_ref().map(|(_, digest)| digest.as_str()))
+    .bind(accepted.report.to_string())
+    .bind(accepted.stream.to_string())
+    .bind(now)
+    .bind(op.token_id)
+    .execute(&mut *tx)
+    .await
+    .map_err(|e| {
+        ApiError::on_unique(e, || {
+            format!("model {name:?} already has version {version:?}")
+        })
+    })?;
+    audit::record(
+        &mut tx,
+        op,
+        "version.upload",
+        &object,
+        serde_json::json!({
+            "sha256": digest.hex(),
+            "size": accepted.size,
+            "source": accepted.kind.as_str(),
+            "source_sha256": source_digest.hex(),
+        }),
+    )
+    .await?;
+    let put = state.store.put(pack_file).await?;
+    if let Err(e) = tx.commit().await {
+        if put == Put::Created
+            && let Err(rm) = state.store.remove(digest).await
+        {
+            tracing::error!(%digest, error = %rm, "cannot remove the pack of a failed upload");
+        }
+        return Err(e.into());
+    }
+    tracing::info!(object, %digest, source = accepted.kind.as_str(), "version stored");
+    Ok((
+        StatusCode::CREATED,
+        detail_of(
+            name,
+            version,
+            digest,
+            source_digest,
+            source_size,
+            now,
+            op,
+            accepted,
+        ),
+    ))
+}
+
+fn conflict(name: &str, version: &str) -> ApiError {
+    ApiError::Conflict(format!("model {name:?} already has version {version:?}"))
+}
+
+/// Reads the staged upload (once) and judges it on a blocking thread.
+async fn judge(
+    path: std::path::PathBuf,
+    io_json: Option<String>,
+    accel: Option<Accel>,
+) -> Result<(SourceKind, Result<Accepted, ApiError>), ApiError> {
+    tokio::task::spawn_blocking(move || {
+        let bytes = std::fs::read(&path)?;
+        let kind = validate::recognise(&bytes);
+        Ok((kind, validate::judge(&bytes, io_json.as_deref(), accel)))
+    })
+    .await
+    .map_err(ApiError::internal)?
+}
+
+#[allow(clippy::too_many_arguments)]
+fn detail_of(
+    name: &str,
+    version: &str,
+    digest: PackDigest,
+    source_digest: PackDigest,
+    source_size: u64,
+    now: i64,
+    op: &Operator,
+    accepted: Accepted,
+) -> VersionDetail {
+    VersionDetail {
+        version: Version {
+            model: name.to_owned(),
+            version: version.to_owned(),
+            sha256: digest.hex(),
+            size: accepted.size as i64,
+            checksum: format!("{:#010x}", accepted.checksum),
+            accelerator: accepted.accel.name().to_owned(),
+            accel_word: i64::from(accepted.accel.word()),
+            region_count: i64::from(accepted.region_count),
+            arena_bytes: accepted.arena_bytes as i64,
+            source: accepted.kind.as_str().to_owned(),
+            source_sha256: source_digest.hex(),
+            source_size: source_size as i64,
+            io_digest: accepted.io.as_ref().map(|(_, d)| d.clone()),
+            created_at: rfc3339(now),
+            uploaded_by: op.name.clone(),
+        },
+        io_bindings: accepted
+            .io
+            .as_ref()
+            .and_then(|(json, _)| serde_json::from_str(json).ok()),
+        report: accepted.report,
+        stream: accepted.stream,
+    }
+}
+
+async fn version_id(
+    state: &AppState,
+    model_id: i64,
+    version: &str,
+) -> Result<Option<i64>, ApiError> {
+    let row: Option<(i64,)> =
+        sqlx::query_as("SELECT id FROM versions WHERE model_id = $1 AND version = $2")
+            .bind(model_id)
+            .bind(version)
+            .fetch_optional(&state.db)
+            .await?;
+    Ok(row.map(|(id,)| id))
+}
+
+/// The columns of [`VersionRow`], by name; a macro so that `concat!` can finish the query.
+macro_rules! select_version {
+    () => {
+        "SELECT m.name AS model, v.version, v.sha256, v.size, v.checksum, \
+     v.accel, v.region_count, v.arena_bytes, v.source, v.source_sha256, v.source_size, \
+     v.io_digest, v.created_at, t.name AS uploaded_by, v.io_bindings, v.report, v.stream \
+     FROM versions v JOIN models m ON m.id = v.model_id JOIN tokens t ON t.id = v.created_by"
+    };
+}
+
+#[derive(sqlx::FromRow)]
+struct VersionRow {
+    model: String,
+    version: String,
+    sha256: String,
+    size: i64,
+    checksum: i64,
+    accel: i64,
+    region_count: i64,
+    arena_bytes: i64,
+    source: String,
+    source_sha256: String,
+    source_size: i64,
+    io_digest: Option<String>,
+    created_at: i64,
+    uploaded_by: String,
+    io_bindings: Option<String>,
+    report: String,
+    stream: String,
+}
+
+impl VersionRow {
+    fn summary(&self) -> Version {
+        Version {
+            model: self.model.clone(),
+            version: self.version.clone(),
+            sha256: self.sha256.clone(),
+            size: self.size,
+            checksum: format!("{:#010x}", self.checksum),
+            accelerator: Accel::from_word(self.accel as u32).name().to_owned(),
+            accel_word: self.accel,
+            region_count: self.region_count,
+            arena_bytes: self.arena_bytes,
+            source: self.source.clone(),
+            source_sha256: self.source_sha256.clone(),
+            source_size: self.source_size,
+            io_digest: self.io_digest.clone(),
+            created_at: rfc3339(self.created_at),
+            uploaded_by: self.uploaded_by.clone(),
+        }
+    }
+
+    fn detail(self) -> VersionDetail {
+        let parse = |s: &str| serde_json::from_str(s).unwrap_or(serde_json::Value::Null);
+        VersionDetail {
+            version: self.summary(),
+            io_bindings: self.io_bindings.as_deref().map(parse),
+            report: parse(&self.report),
+            stream: parse(&self.stream),
+        }
+    }
+}
+
+async fn find_version(state: &AppState, name: &str, version: &str) -> Result<VersionRow, ApiError> {
+    sqlx::query_as::<_, VersionRow>(concat!(
+        select_version!(),
+        " WHERE m.name = $1 AND v.version = $2"
+    ))
+    .bind(name)
+    .bind(version)
+    .fetch_optional(&state.db)
+    .await?
+    .ok_or_else(|| ApiError::NotFound(format!("model {name:?} version {version:?}")))
+}
+
+/// Every version of a model, oldest first.
+#[utoipa::path(
+    get,
+    path = "/api/v1/models/{name}/versions",
+    tag = "versions",
+    params(("name" = String, Path, description = "model name")),
+    security(("token" = [])),
+    responses((status = 200, body = [Version]), (status = 401, body = ErrorBody), (status = 404, body = ErrorBody))
+)]
+async fn list_versions(
+    State(state): State<AppState>,
+    _op: Operator,
+    Path(name): Path<String>,
+) -> Result<JsonResponse<Vec<Version>>, ApiError> {
+    let model = models::find(&mut *state.db.acquire().await?, &name).await?;
+    let rows = sqlx::query_as::<_, VersionRow>(concat!(
+        select_version!(),
+        " WHERE v.model_id = $1 ORDER BY v.id"
+    ))
+    .bind(model.id)
+    .fetch_all(&state.db)
+    .await?;
+    Ok(JsonResponse(rows.iter().map(VersionRow::summary).collect()))
+}
+
+/// A version's metadata and everything `npub inspect --json` shows about its pack.
+#[utoipa::path(
+    get,
+    path = "/api/v1/models/{name}/versions/{version}",
+    tag = "versions",
+    params(
+        ("name" = String, Path, description = "model name"),
+        ("version" = String, Path, description = "version"),
+    ),
+    security(("token" = [])),
+    responses((status = 200, body = VersionDetail), (status = 401, body = ErrorBody), (status = 404, body = ErrorBody))
+)]
+async fn get_version(
+    State(state): State<AppState>,
+    _op: Operator,
+    Path((name, version)): Path<(String, String)>,
+) -> Result<JsonResponse<VersionDetail>, ApiError> {
+    Ok(JsonResponse(
+        find_version(&state, &name, &version).await?.detail(),
+    ))
+}
+
+/// The pack itself (`application/octet-stream`), byte-identical to what was stored; `ETag` is
+/// its SHA-256.
+#[utoipa::path(
+    get,
+    path = "/api/v1/models/{name}/versions/{version}/npub",
+    tag = "versions",
+    params(
+        ("name" = String, Path, description = "model name"),
+        ("version" = String, Path, description = "version"),
+    ),
+    security(("token" = [])),
+    responses(
+        (status = 200, description = "the pack", content_type = "application/octet-stream", body = PackFile),
+        (status = 401, body = ErrorBody),
+        (status = 404, body = ErrorBody),
+    )
+)]
+async fn download_pack(
+    State(state): State<AppState>,
+    _op: Operator,
+    Path((name, version)): Path<(String, String)>,
+) -> Result<Response, ApiError> {
+    let row = find_version(&state, &name, &version).await?;
+    let digest: PackDigest = row.sha256.parse().map_err(ApiError::internal)?;
+    let pack = state.store.open(digest).await?.ok_or_else(|| {
+        ApiError::internal(format!(
+            "pack {digest} of {name} {version} is missing from the store"
+        ))
+    })?;
+    let metrics = state.metrics.clone();
+    let body = tokio_util::io::ReaderStream::new(pack.reader).map(move |chunk| {
+        if let Ok(bytes) = &chunk {
+            metrics.add_pack_bytes_served(bytes.len() as u64);
+        }
+        chunk
+    });
+    let disposition = format!("attachment; filename=\"{name}-{version}.npub\"");
+    let mut response = Body::from_stream(body).into_response();
+    let headers = response.headers_mut();
+    headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/octet-stream"),
+    );
+    headers.insert(header::CONTENT_LENGTH, HeaderValue::from(pack.len));
+    // Names are restricted to header-safe characters (names.rs), so these cannot fail.
+    if let Ok(v) = HeaderValue::from_str(&disposition) {
+        headers.insert(header::CONTENT_DISPOSITION, v);
+    }
+    if let Ok(v) = HeaderValue::from_str(&format!("\"{digest}\"")) {
+        headers.insert(header::ETAG, v);
+    }
+    Ok(response)
+}
+
+/// Deletes a version. 409 while a deployment refers to it. The pack file goes when no other
+/// version shares it.
+#[utoipa::path(
+    delete,
+    path = "/api/v1/models/{name}/versions/{version}",
+    tag = "versions",
+    params(
+        ("name" = String, Path, description = "model name"),
+        ("version" = String, Path, description = "version"),
+    ),
+    security(("token" = [])),
+    responses(
+        (status = 204, description = "deleted"),
+        (status = 401, body = ErrorBody),
+        (status = 404, body = ErrorBody),
+        (status = 409, body = ErrorBody, description = "a deployment refers to this version"),
+    )
+)]
+async fn delete_version(
+    State(state): State<AppState>,
+    op: Operator,
+    Path((name, version)): Path<(String, String)>,
+) -> Result<StatusCode, ApiError> {
+    let object = format!("models/{name}/versions/{version}");
+    let _serial = state.write_lock.lock().await;
+    let mut tx = state.db.begin().await?;
+    let row: Option<(i64, String)> = sqlx::query_as(
+        "SELECT v.id, v.sha256 FROM versions v JOIN models m ON m.id = v.model_id \
+         WHERE m.name = $1 AND v.version = $2",
+    )
+    .bind(&name)
+    .bind(&version)
+    .fetch_optional(&mut *tx)
+    .await?;
+    let (id, sha256) =
+        row.ok_or_else(|| ApiError::NotFound(format!("model {name:?} version {version:?}")))?;
+    // A deployment's foreign key (ON DELETE RESTRICT) refuses this while it refers to the version.
+    sqlx::query("DELETE FROM versions WHERE id = $1")
+        .bind(id)
+        .execute(&mut *tx)
+        .await
+        .map_err(|e| {
+            ApiError::on_foreign_key(e, || {
+                format!("model {name:?} version {version:?} is referenced by a deployment")
+            })
+        })?;
+    let (sharing,): (i64,) = sqlx::query_as("SELECT COUNT(*) FROM versions WHERE sha256 = $1")
+        .bind(&sha256)
+        .fetch_one(&mut *tx)
+        .await?;
+    audit::record(
+        &mut tx,
+        &op,
+        "version.delete",
+        &object,
+        serde_json::json!({"sha256": sha256}),
+    )
+    .await?;
+    tx.commit().await?;
+    if sharing == 0 {
+        let digest: PackDigest = sha256.parse().map_err(ApiError::internal)?;
+        // Committed already: if this fails, the start-up sweep removes the orphan.
+        if let Err(e) = state.store.remove(digest).await {
+            tracing::warn!(%digest, error = %e, "cannot remove an unreferenced pack");
+        }
+    }
+    Ok(StatusCode::NO_CONTENT)
+}

@@ -1,0 +1,88 @@
+//! Signing in with an API token, being refused with a bad one, signing out.
+use crate::common::{ADMIN, TestServer};
+use crate::harness::{Screen, run};
+
+#[tokio::test]
+async fn signs_in_with_a_token_refuses_a_bad_one_and_signs_out() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = TestServer::start(dir.path()).await;
+    run("signin", &s.url, ADMIN, Screen::Desktop, |ui| async move {
+        ui.open("").await;
+        ui.wait_text("h1", "Sign in").await;
+        // The navigation is hidden until the token is accepted.
+        assert_eq!(
+            ui.js("return document.getElementById('nav').hidden", vec![])
+                .await,
+            true
+        );
+
+        ui.fill("input[name=token]", "npub_op_not-a-real-token")
+            .await;
+        ui.click("form.signin button[type=submit]").await;
+        ui.wait_text("[role=alert]", "The server did not accept this token")
+            .await;
+        assert_eq!(
+            ui.js("return sessionStorage.getItem('npub.token')", vec![])
+                .await,
+            serde_json::Value::Null,
+            "a refused token is not kept"
+        );
+
+        ui.sign_in().await;
+        ui.wait_text("#who", "admin").await;
+        assert_eq!(
+            ui.js("return sessionStorage.getItem('npub.token')", vec![])
+                .await,
+            ui.token.as_str()
+        );
+        // A reload keeps the session (sessionStorage), and lands on the same view.
+        ui.open("audit").await;
+        ui.wait_text("h1", "Audit log").await;
+
+        ui.click("#sign-out").await;
+        ui.wait_text("h1", "Sign in").await;
+        assert_eq!(
+            ui.js("return sessionStorage.getItem('npub.token')", vec![])
+                .await,
+            serde_json::Value::Null
+        );
+    })
+    .await;
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn a_revoked_token_ends_the_session() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = TestServer::start(dir.path()).await;
+    let created: serde_json::Value = s
+        .req(reqwest::Method::POST, "/api/v1/tokens")
+        .json(&serde_json::json!({"name": "short-lived"}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let secret = created["token"].as_str().unwrap().to_owned();
+    let id = created["id"].as_i64().unwrap();
+    let http = s.http.clone();
+    let revoke = format!("{}/api/v1/tokens/{id}", s.url);
+    run(
+        "revoked",
+        &s.url,
+        &secret,
+        Screen::Desktop,
+        |ui| async move {
+            ui.sign_in().await;
+            ui.wait_text("#who", "operator").await;
+            let r = http.delete(revoke).bearer_auth(ADMIN).send().await.unwrap();
+            assert_eq!(r.status(), 204);
+            ui.open("audit").await;
+            ui.wait_text("h1", "Sign in").await;
+            ui.wait_text(".notice", "Signed out").await;
+        },
+    )
+    .await;
+    s.stop().await;
+}

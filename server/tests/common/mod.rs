@@ -1,0 +1,209 @@
+//! Shared by the test binaries: a server on 127.0.0.1:0 over a temp data dir, fixtures, and
+//! counting what is stored.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+
+use npub_core::format::build::{RegionSpec, build_pack};
+use npub_core::{Accel, Role};
+use npub_server::{AppState, Config, Server};
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+
+/// The bootstrap admin token every test server starts with.
+pub const ADMIN: &str = "npub_op_test-admin-0123456789abcdef0123456789abcdef";
+
+/// `shared/fixtures/vela`.
+pub fn fixtures() -> PathBuf {
+    PathBuf::from(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../shared/fixtures/vela"
+    ))
+}
+
+/// Every Vela output fixture: `vela_out/*/{tflite/*.tflite, raw/*.npz}`, sorted.
+pub fn vela_outputs() -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for accel in std::fs::read_dir(fixtures().join("vela_out")).unwrap() {
+        let accel = accel.unwrap().path();
+        for (sub, ext) in [("tflite", "tflite"), ("raw", "npz")] {
+            for f in std::fs::read_dir(accel.join(sub)).unwrap() {
+                let f = f.unwrap().path();
+                if f.extension().is_some_and(|e| e == ext) {
+                    out.push(f);
+                }
+            }
+        }
+    }
+    out.sort();
+    assert!(out.len() >= 8, "fixtures missing: {out:?}");
+    out
+}
+
+/// A valid `.npub` built from the `conv1_u55_256` case (command stream + baked weights + the
+/// two scratch regions of `meta.json`), as `npub pack` would build it.
+pub fn conv1_npub() -> Vec<u8> {
+    let case = fixtures().join("cases/conv1_u55_256");
+    let cmd = std::fs::read(case.join("cmd.bin")).unwrap();
+    let weights = std::fs::read(case.join("weights.bin")).unwrap();
+    build_pack(
+        &cmd,
+        &[
+            RegionSpec::Baked {
+                role: Role::Weights,
+                bytes: &weights,
+            },
+            RegionSpec::Runtime {
+                role: Role::Scratch,
+                size: 704,
+            },
+            RegionSpec::Runtime {
+                role: Role::Scratch,
+                size: 0,
+            },
+        ],
+        Accel::EthosU55_256,
+    )
+    .unwrap()
+}
+
+/// A server running in this process.
+pub struct TestServer {
+    /// `http://127.0.0.1:PORT`.
+    pub url: String,
+    /// Its state (database pool, store), for looking behind the API.
+    pub state: AppState,
+    /// What it printed at start.
+    pub banner: String,
+    /// A client.
+    pub http: reqwest::Client,
+    shutdown: Option<oneshot::Sender<()>>,
+    task: Option<JoinHandle<std::io::Result<()>>>,
+}
+
+impl TestServer {
+    /// Starts a server over `dir` with the [`ADMIN`] bootstrap token.
+    pub async fn start(dir: &Path) -> Self {
+        Self::start_with(dir, |_| {}).await
+    }
+
+    /// Starts a server over `dir` after `tweak` has adjusted the configuration.
+    pub async fn start_with(dir: &Path, tweak: impl FnOnce(&mut Config)) -> Self {
+        let mut config = Config::new(dir, "127.0.0.1:0".parse().unwrap());
+        config.admin_token = Some(ADMIN.into());
+        tweak(&mut config);
+        let server = Server::start(config).await.expect("server starts");
+        let url = format!("http://{}", server.local_addr());
+        let state = server.state().clone();
+        let banner = server.banner();
+        let (tx, rx) = oneshot::channel();
+        let task = tokio::spawn(server.run(async move {
+            let _ = rx.await;
+        }));
+        Self {
+            url,
+            state,
+            banner,
+            http: reqwest::Client::new(),
+            shutdown: Some(tx),
+            task: Some(task),
+        }
+    }
+
+    /// Shuts down gracefully and waits until the data dir is released.
+    pub async fn stop(mut self) {
+        let _ = self.shutdown.take().unwrap().send(());
+        self.task.take().unwrap().await.unwrap().unwrap();
+    }
+
+    /// A request to `path` with `token`.
+    pub fn req_as(
+        &self,
+        token: &str,
+        method: reqwest::Method,
+        path: &str,
+    ) -> reqwest::RequestBuilder {
+        self.http
+            .request(method, format!("{}{path}", self.url))
+            .bearer_auth(token)
+    }
+
+    /// A request to `path` as the bootstrap admin.
+    pub fn req(&self, method: reqwest::Method, path: &str) -> reqwest::RequestBuilder {
+        self.req_as(ADMIN, method, path)
+    }
+
+    /// Creates model `name` (any accelerator); panics unless 201.
+    pub async fn create_model(&self, name: &str) {
+        let r = self
+            .req(reqwest::Method::POST, "/api/v1/models")
+            .json(&serde_json::json!({"name": name}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 201, "{}", r.text().await.unwrap());
+    }
+
+    /// Uploads `body` raw as `model`/`version`.
+    pub async fn upload(&self, model: &str, version: &str, body: Vec<u8>) -> reqwest::Response {
+        self.req(
+            reqwest::Method::POST,
+            &format!("/api/v1/models/{model}/versions/{version}"),
+        )
+        .body(body)
+        .send()
+        .await
+        .unwrap()
+    }
+
+    /// Downloads a version's pack; panics unless 200.
+    pub async fn download(&self, model: &str, version: &str) -> Vec<u8> {
+        let r = self
+            .req(
+                reqwest::Method::GET,
+                &format!("/api/v1/models/{model}/versions/{version}/npub"),
+            )
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 200);
+        r.bytes().await.unwrap().to_vec()
+    }
+
+    /// Rows in `table` (a fixed table name from the test).
+    pub async fn rows(&self, table: &'static str) -> i64 {
+        let sql = format!("SELECT COUNT(*) FROM {table}");
+        let (n,): (i64,) = sqlx::query_as(sqlx::AssertSqlSafe(sql))
+            .fetch_one(&self.state.db)
+            .await
+            .unwrap();
+        n
+    }
+}
+
+/// Regular files under `dir`, recursively, sorted.
+pub fn files_under(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return out;
+    };
+    for e in entries {
+        let p = e.unwrap().path();
+        if p.is_dir() {
+            out.extend(files_under(&p));
+        } else {
+            out.push(p);
+        }
+    }
+    out.sort();
+    out
+}
+
+/// SHA-256 hex of `bytes`.
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    use sha2::Digest;
+    sha2::Sha256::digest(bytes)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}

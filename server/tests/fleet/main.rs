@@ -1,0 +1,11 @@
+//! End-to-end tests of the fleet: devices, deployments, staged rollouts, rollback by version and
+//! the device API, over real HTTP against a server on 127.0.0.1:0 with a fresh data dir and real
+//! Vela fixture packs. Timers are never waited for: the tests drive the batched work explicitly.
+#[path = "../common/mod.rs"]
+mod common;
+mod support;
+
+mod access;
+mod delivery;
+mod rollback;
+mod rollout;

@@ -1,0 +1,105 @@
+//! Rollback by version: a higher sequence pointing at the older pack; the old manifest replayed
+//! to the verifier is refused.
+use npub_core::Error;
+use npub_core::manifest::verify;
+use reqwest::Method;
+use serde_json::json;
+
+use crate::common::TestServer;
+use crate::support::{Sim, deploy, fleet, provision};
+
+#[tokio::test]
+async fn rollback_is_a_newer_deployment_of_the_older_pack() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = TestServer::start(dir.path()).await;
+    fleet(&s).await;
+    let tokens = provision(&s, "lab", &["dev-1"]).await;
+    let mut sim = Sim::new(&s, &tokens[0]).await;
+
+    let v1 = deploy(
+        &s,
+        json!({"model": "kws", "version": "1.0.0", "group": "lab"}),
+    )
+    .await;
+    let (m1, m1_bytes) = sim.poll_verified().await.unwrap();
+    sim.download(m1, 8192).await;
+    sim.report(v1["sequence"].as_u64().unwrap(), "installed")
+        .await;
+    sim.last_sequence = v1["sequence"].as_u64().unwrap();
+
+    let v2 = deploy(
+        &s,
+        json!({"model": "kws", "version": "2.0.0", "group": "lab"}),
+    )
+    .await;
+    let s2 = sim.install().await;
+    assert_eq!(s2, v2["sequence"].as_u64().unwrap());
+
+    let r = s
+        .req(Method::POST, "/api/v1/groups/lab/rollback")
+        .json(&json!({"model": "kws", "version": "previous"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 201, "{}", r.text().await.unwrap());
+    let rb: serde_json::Value = r.json().await.unwrap();
+    assert_eq!(rb["kind"], "rollback");
+    assert_eq!(rb["version"], "1.0.0");
+    assert_eq!(rb["sha256"], v1["sha256"]);
+    assert!(rb["sequence"].as_u64().unwrap() > s2);
+
+    // The device gets it through the normal poll: the older pack under a newer sequence.
+    let (m3, _) = sim.poll_verified().await.expect("the rollback is offered");
+    assert_eq!(m3.sequence(), rb["sequence"].as_u64().unwrap());
+    assert_eq!(m3.model_version(), "1.0.0");
+    let pack = sim.download(m3, 4096).await;
+    assert_eq!(
+        crate::common::sha256_hex(&pack),
+        v1["sha256"].as_str().unwrap()
+    );
+    sim.report(rb["sequence"].as_u64().unwrap(), "installed")
+        .await;
+    sim.last_sequence = rb["sequence"].as_u64().unwrap();
+
+    // The first manifest of 1.0.0, replayed, is refused: its sequence is not newer.
+    assert!(matches!(
+        verify(&m1_bytes, &sim.keyring, &sim.policy()),
+        Err(Error::ManifestReplayed { .. })
+    ));
+
+    let audit: Vec<serde_json::Value> = s
+        .req(Method::GET, "/api/v1/audit?limit=5")
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert!(audit.iter().any(|e| e["action"] == "deployment.rollback"));
+    let dev: serde_json::Value = s
+        .req(Method::GET, "/api/v1/devices/dev-1")
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(dev["current_version"], "1.0.0");
+
+    // An explicit version works too; "previous" with no history is a 404.
+    let r = s
+        .req(Method::POST, "/api/v1/groups/lab/rollback")
+        .json(&json!({"model": "kws", "version": "2.0.0"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 201);
+    let r = s
+        .req(Method::POST, "/api/v1/groups/empty/rollback")
+        .json(&json!({"model": "kws", "version": "previous"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 404);
+    s.stop().await;
+}

@@ -1,0 +1,180 @@
+//! Staged rollouts: batches open on success, pause holds them, resume opens them, failures
+//! abort the deployment, and an operator can abort it.
+use reqwest::{Method, StatusCode};
+use serde_json::json;
+
+use crate::common::TestServer;
+use crate::support::{Sim, deploy, deployment, fleet, provision};
+
+const IDS: [&str; 10] = [
+    "d00", "d01", "d02", "d03", "d04", "d05", "d06", "d07", "d08", "d09",
+];
+
+/// The simulated devices currently offered a manifest.
+async fn offered<'a>(sims: &mut [Sim<'a>]) -> Vec<usize> {
+    let mut out = Vec::new();
+    for (i, sim) in sims.iter().enumerate() {
+        let r = sim.poll().await;
+        if r.status() == StatusCode::OK {
+            out.push(i);
+        } else {
+            assert_eq!(r.status(), StatusCode::NO_CONTENT);
+        }
+    }
+    out
+}
+
+async fn sims<'a>(s: &'a TestServer) -> Vec<Sim<'a>> {
+    let tokens = provision(s, "field", &IDS).await;
+    let mut out = Vec::new();
+    for t in &tokens {
+        out.push(Sim::new(s, t).await);
+    }
+    out
+}
+
+async fn post(s: &TestServer, path: &str) -> reqwest::Response {
+    s.req(Method::POST, path).send().await.unwrap()
+}
+
+#[tokio::test]
+async fn a_staged_rollout_advances_batch_by_batch_and_pauses() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = TestServer::start(dir.path()).await;
+    fleet(&s).await;
+    let mut sims = sims(&s).await;
+    let d = deploy(
+        &s,
+        json!({"model": "kws", "version": "1.0.0", "group": "field",
+               "rollout": {"batches": [10, 50, 100]}}),
+    )
+    .await;
+    let id = d["id"].as_i64().unwrap();
+    assert_eq!(d["rollout"]["success_threshold"], 0.9);
+    assert_eq!(d["progress"]["batches"][0]["devices"], 1);
+    assert_eq!(d["progress"]["batches"][1]["devices"], 4);
+    assert_eq!(d["progress"]["batches"][2]["devices"], 5);
+
+    // Batch 0: one canary, the same one on every evaluation.
+    let first = offered(&mut sims).await;
+    assert_eq!(first.len(), 1);
+    sims[first[0]].install().await;
+    let d = deployment(&s, id).await;
+    assert_eq!(d["open_batches"], 2);
+    assert_eq!(d["progress"]["batches"][0]["counts"]["installed"], 1);
+
+    // Batch 1 open: five devices offered (the canary has installed: 204 for it).
+    let second = offered(&mut sims).await;
+    assert_eq!(second.len(), 4);
+    assert!(!second.contains(&first[0]));
+
+    // Paused: every device of batch 1 succeeds, yet batch 2 stays closed.
+    let r = post(&s, &format!("/api/v1/deployments/{id}/pause")).await;
+    assert_eq!(r.status(), 200);
+    for &i in &second {
+        sims[i].install().await;
+    }
+    let d = deployment(&s, id).await;
+    assert_eq!(d["state"], "paused");
+    assert_eq!(d["open_batches"], 2);
+    assert!(offered(&mut sims).await.is_empty());
+
+    // Resumed: batch 2 opens at once.
+    let r = post(&s, &format!("/api/v1/deployments/{id}/resume")).await;
+    assert_eq!(r.status(), 200);
+    let third = offered(&mut sims).await;
+    assert_eq!(third.len(), 5);
+    for &i in &third {
+        sims[i].install().await;
+    }
+    let d = deployment(&s, id).await;
+    assert_eq!(d["phase"], "completed");
+    assert_eq!(d["progress"]["counts"]["installed"], 10);
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn a_rollout_aborts_itself_when_failures_exceed_the_threshold() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = TestServer::start(dir.path()).await;
+    fleet(&s).await;
+    let mut sims = sims(&s).await;
+    let d = deploy(
+        &s,
+        json!({"model": "kws", "version": "2.0.0", "group": "field",
+               "rollout": {"batches": [20, 100], "failure_threshold": 0.4}}),
+    )
+    .await;
+    let id = d["id"].as_i64().unwrap();
+    let canaries = offered(&mut sims).await;
+    assert_eq!(canaries.len(), 2);
+    let sequence = d["sequence"].as_u64().unwrap();
+    // One success, one failure: 0.5 > 0.4.
+    sims[canaries[0]].install().await;
+    sims[canaries[1]].report(sequence, "failed").await;
+    let d = deployment(&s, id).await;
+    assert_eq!(d["state"], "aborted");
+    assert!(
+        d["abort_reason"]
+            .as_str()
+            .unwrap()
+            .starts_with("auto-abort"),
+        "{d}"
+    );
+    assert_eq!(d["progress"]["counts"]["failed"], 1);
+    // No longer offered to anyone; the device that installed it keeps it.
+    assert!(offered(&mut sims).await.is_empty());
+    let dev: serde_json::Value = s
+        .req(
+            Method::GET,
+            &format!("/api/v1/devices/{}", IDS[canaries[0]]),
+        )
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(dev["current_version"], "2.0.0");
+    // An aborted deployment cannot be resumed or aborted again.
+    assert_eq!(
+        post(&s, &format!("/api/v1/deployments/{id}/resume"))
+            .await
+            .status(),
+        409
+    );
+    assert_eq!(
+        post(&s, &format!("/api/v1/deployments/{id}/abort"))
+            .await
+            .status(),
+        409
+    );
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn an_operator_abort_stops_the_offer() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = TestServer::start(dir.path()).await;
+    fleet(&s).await;
+    let mut sims = sims(&s).await;
+    let d = deploy(
+        &s,
+        json!({"model": "kws", "version": "1.0.0", "group": "field"}),
+    )
+    .await;
+    assert_eq!(offered(&mut sims).await.len(), 10);
+    let r = post(&s, &format!("/api/v1/deployments/{}/abort", d["id"])).await;
+    assert_eq!(r.status(), 200);
+    assert!(offered(&mut sims).await.is_empty());
+    let audit: Vec<serde_json::Value> = s
+        .req(Method::GET, "/api/v1/audit")
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(audit[0]["action"], "deployment.abort");
+    s.stop().await;
+}

@@ -1,0 +1,178 @@
+// The REST API, as the UI uses it: the operator token, JSON requests, uploads with progress.
+//
+// The token lives in sessionStorage: it survives a reload but not closing the tab, and no other
+// site can read it. It is sent only as `Authorization: Bearer` to this origin (relative URLs).
+
+const TOKEN_KEY = 'npub.token';
+const API = '/api/v1';
+
+/** An API failure: HTTP status, the server's stable `error` code and its `detail` for people. */
+export class ApiError extends Error {
+  constructor(status, code, detail) {
+    super(detail);
+    this.status = status;
+    this.code = code;
+    this.detail = detail;
+  }
+}
+
+export function token() {
+  return sessionStorage.getItem(TOKEN_KEY);
+}
+
+export function setToken(value) {
+  sessionStorage.setItem(TOKEN_KEY, value);
+}
+
+export function clearToken() {
+  sessionStorage.removeItem(TOKEN_KEY);
+}
+
+/** Called with the error when any request is answered 401 (the token was revoked or is wrong). */
+let onUnauthorized = () => {};
+export function whenUnauthorized(handler) {
+  onUnauthorized = handler;
+}
+
+async function errorOf(response) {
+  let code = `http_${response.status}`;
+  let detail = response.statusText || `HTTP ${response.status}`;
+  try {
+    const body = await response.json();
+    if (body && typeof body.detail === 'string') detail = body.detail;
+    if (body && typeof body.error === 'string') code = body.error;
+  } catch {
+    // Not JSON (a proxy's page): keep the status line.
+  }
+  return new ApiError(response.status, code, detail);
+}
+
+/**
+ * `method` `path` (under /api/v1) with an optional JSON `body`; resolves to the parsed JSON (or
+ * null for 204), rejects with an ApiError. `opts.token` overrides the stored token (sign-in).
+ */
+export async function request(method, path, body, opts = {}) {
+  const headers = { Accept: 'application/json' };
+  const secret = opts.token ?? token();
+  if (secret) headers.Authorization = `Bearer ${secret}`;
+  if (body !== undefined) headers['Content-Type'] = 'application/json';
+  let response;
+  try {
+    response = await fetch(API + path, {
+      method,
+      headers,
+      body: body === undefined ? undefined : JSON.stringify(body),
+      cache: 'no-store',
+      signal: opts.signal,
+    });
+  } catch (e) {
+    if (e.name === 'AbortError') throw e;
+    throw new ApiError(0, 'network', `the server did not answer (${e.message})`);
+  }
+  if (!response.ok) {
+    const err = await errorOf(response);
+    if (response.status === 401 && !opts.token) onUnauthorized(err);
+    throw err;
+  }
+  if (response.status === 204) return null;
+  const type = response.headers.get('Content-Type') ?? '';
+  return type.includes('json') ? response.json() : response.blob();
+}
+
+export const get = (path, opts) => request('GET', path, undefined, opts);
+export const post = (path, body, opts) => request('POST', path, body, opts);
+export const del = (path, opts) => request('DELETE', path, undefined, opts);
+
+/** `/a/b` from segments, each URI-encoded. */
+export function path(...parts) {
+  return '/' + parts.map((p) => encodeURIComponent(String(p))).join('/');
+}
+
+/** `?k=v&…` from the defined, non-empty entries of `params`. */
+export function query(params) {
+  const q = new URLSearchParams();
+  for (const [k, v] of Object.entries(params)) {
+    if (v !== undefined && v !== null && v !== '') q.set(k, String(v));
+  }
+  const s = q.toString();
+  return s ? `?${s}` : '';
+}
+
+/**
+ * Uploads `file` as version `version` of `model`, reporting progress as `onProgress(loaded,
+ * total)`. The raw file is the body, or, when `io` (an IO-bindings JSON file) is given, a
+ * multipart form with parts `pack` and `io`. XMLHttpRequest because fetch cannot report upload
+ * progress. Returns `{ promise, abort }`.
+ */
+export function upload(model, version, file, io, onProgress) {
+  const xhr = new XMLHttpRequest();
+  const promise = new Promise((resolve, reject) => {
+    xhr.open('POST', API + path('models', model, 'versions', version));
+    xhr.setRequestHeader('Authorization', `Bearer ${token()}`);
+    xhr.setRequestHeader('Accept', 'application/json');
+    xhr.responseType = 'text';
+    xhr.upload.addEventListener('progress', (e) => {
+      if (e.lengthComputable) onProgress(e.loaded, e.total);
+    });
+    xhr.addEventListener('load', () => {
+      let body = null;
+      try {
+        body = JSON.parse(xhr.responseText);
+      } catch {
+        body = null;
+      }
+      if (xhr.status >= 200 && xhr.status < 300) {
+        resolve(body);
+        return;
+      }
+      const err = new ApiError(
+        xhr.status,
+        body?.error ?? `http_${xhr.status}`,
+        body?.detail ?? (xhr.statusText || `HTTP ${xhr.status}`),
+      );
+      if (xhr.status === 401) onUnauthorized(err);
+      reject(err);
+    });
+    xhr.addEventListener('error', () =>
+      reject(new ApiError(0, 'network', 'the upload was interrupted (the connection failed)')),
+    );
+    xhr.addEventListener('abort', () => reject(new ApiError(0, 'aborted', 'the upload was cancelled')));
+    if (io) {
+      const form = new FormData();
+      form.append('pack', file, file.name);
+      form.append('io', io, io.name);
+      xhr.send(form);
+    } else {
+      xhr.setRequestHeader('Content-Type', 'application/octet-stream');
+      xhr.send(file);
+    }
+  });
+  return { promise, abort: () => xhr.abort() };
+}
+
+/** Fetches a version's pack with the token and hands it to the browser as a download. */
+export async function downloadPack(model, version) {
+  const blob = await get(path('models', model, 'versions', version, 'npub'));
+  const url = URL.createObjectURL(blob);
+  const a = document.createElement('a');
+  a.href = url;
+  a.download = `${model}-${version}.npub`;
+  document.body.append(a);
+  a.click();
+  a.remove();
+  setTimeout(() => URL.revokeObjectURL(url), 10_000);
+}
+
+/**
+ * Who the token belongs to, as far as the API tells: `admin` when it may list tokens,
+ * `operator` when that is forbidden.
+ */
+export async function role() {
+  try {
+    await get('/tokens');
+    return 'admin';
+  } catch (e) {
+    if (e instanceof ApiError && e.status === 403) return 'operator';
+    throw e;
+  }
+}

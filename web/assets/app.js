@@ -1,0 +1,139 @@
+// The shell: sign-in state, the hash router, focus on navigation.
+//
+// Routes are URL fragments (`#/models/kws`), so the server serves one page and every view has a
+// link that can be bookmarked, opened in a new tab and reached with the Back button.
+
+import * as api from './api.js';
+import { h, replace, errorBox } from './dom.js';
+import { renderSignIn } from './signin.js';
+import { renderModels, renderModel } from './models.js';
+import { renderVersion } from './version.js';
+import { renderDeploy } from './deploy.js';
+import { renderDeployments, renderDeployment } from './deployments.js';
+import { renderFleet } from './fleet.js';
+import { renderAudit } from './audit.js';
+import { renderAdmin } from './admin.js';
+
+const ROUTES = [
+  [/^models$/, renderModels, 'Models'],
+  [/^models\/([^/]+)$/, renderModel, 'Model'],
+  [/^models\/([^/]+)\/versions\/([^/]+)$/, renderVersion, 'Version'],
+  [/^deploy$/, renderDeploy, 'Deploy'],
+  [/^deployments$/, renderDeployments, 'Deployments'],
+  [/^deployments\/([^/]+)$/, renderDeployment, 'Deployment'],
+  [/^fleet$/, renderFleet, 'Fleet'],
+  [/^audit$/, renderAudit, 'Audit log'],
+  [/^admin$/, renderAdmin, 'Tokens and keys'],
+];
+
+/** What every view gets: who is signed in, and a way to register cleanup (timers). */
+const session = { role: null, name: null };
+let cleanup = [];
+let renderCount = 0;
+
+function stopView() {
+  for (const fn of cleanup) fn();
+  cleanup = [];
+}
+
+function splitHash() {
+  const raw = location.hash.replace(/^#\/?/, '');
+  const [pathPart, queryPart = ''] = raw.split('?');
+  return { path: pathPart, params: new URLSearchParams(queryPart) };
+}
+
+function showChrome(signedIn) {
+  document.getElementById('nav').hidden = !signedIn;
+  document.getElementById('who').hidden = !signedIn;
+  document.getElementById('who-name').textContent = signedIn
+    ? `Signed in${session.role ? ` (${session.role})` : ''}`
+    : '';
+}
+
+function markCurrent(path) {
+  for (const a of document.querySelectorAll('#nav a')) {
+    const target = a.getAttribute('href').slice(2);
+    if (path === target || path.startsWith(`${target}/`)) a.setAttribute('aria-current', 'page');
+    else a.removeAttribute('aria-current');
+  }
+}
+
+async function render() {
+  stopView();
+  const main = document.getElementById('main');
+  const mine = ++renderCount;
+  if (!api.token()) {
+    showChrome(false);
+    renderSignIn(main, { onSignedIn });
+    return;
+  }
+  if (!session.role) {
+    try {
+      session.role = await api.role();
+    } catch (e) {
+      if (e.status === 401) return; // whenUnauthorized has taken over
+      session.role = 'operator';
+    }
+  }
+  showChrome(true);
+  const { path, params } = splitHash();
+  const found = ROUTES.map(([re, view, title]) => [path.match(re), view, title]).find(([m]) => m);
+  if (!found) {
+    location.replace('#/models');
+    return;
+  }
+  const [match, view, title] = found;
+  markCurrent(path);
+  document.title = `${title} · npub`;
+  const args = match.slice(1).map(decodeURIComponent);
+  const ctx = {
+    role: session.role,
+    params,
+    onCleanup: (fn) => cleanup.push(fn),
+    /** True while this view is still the one shown (async work checks before touching the page). */
+    current: () => mine === renderCount,
+  };
+  replace(main, h('p', { class: 'loading' }, 'Loading…'));
+  try {
+    await view(main, args, ctx);
+  } catch (e) {
+    if (!ctx.current() || e.status === 401) return;
+    replace(main, h('h1', { tabindex: '-1' }, title), errorBox(e));
+  }
+  if (ctx.current()) focusHeading(main);
+}
+
+/** After navigation, keyboard and screen-reader focus goes to the new view's heading. */
+let firstRender = true;
+function focusHeading(main) {
+  if (firstRender) {
+    firstRender = false;
+    return;
+  }
+  const heading = main.querySelector('h1');
+  if (heading) {
+    heading.setAttribute('tabindex', '-1');
+    heading.focus({ preventScroll: false });
+  }
+}
+
+function onSignedIn(role) {
+  session.role = role;
+  firstRender = false;
+  if (!location.hash || location.hash === '#' || location.hash === '#/') location.hash = '#/models';
+  else render();
+}
+
+function signOut(message) {
+  stopView();
+  api.clearToken();
+  session.role = null;
+  showChrome(false);
+  renderSignIn(document.getElementById('main'), { onSignedIn, message });
+  document.title = 'Sign in · npub';
+}
+
+api.whenUnauthorized((err) => signOut(`Signed out: ${err.detail}`));
+document.getElementById('sign-out').addEventListener('click', () => signOut('Signed out.'));
+window.addEventListener('hashchange', render);
+render();

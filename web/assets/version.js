@@ -1,0 +1,171 @@
+// One version: what `npub inspect` shows (annotated header, region table, arena, checksum), the
+// IO bindings, the command-stream verifier's summary, digests and the signing key.
+
+import * as api from './api.js';
+import { h, replace, link, facts, wideTable, errorBox, toast, route } from './dom.js';
+import { bytes, time, digest, hex32 } from './format.js';
+import { confirmAction } from './dialog.js';
+
+export async function renderVersion(main, [model, version], ctx) {
+  const [v, keys] = await Promise.all([
+    api.get(api.path('models', model, 'versions', version)),
+    api.get('/keys').catch(() => null),
+  ]);
+  if (!ctx.current()) return;
+  const report = v.report ?? {};
+  const actionsStatus = h('div', { 'aria-live': 'polite' });
+  const download = h('button', { type: 'button' }, 'Download .npub');
+  download.addEventListener('click', async () => {
+    try {
+      await api.downloadPack(v.model, v.version);
+    } catch (err) {
+      replace(actionsStatus, errorBox(err));
+    }
+  });
+  const remove = h('button', { type: 'button', class: 'danger' }, 'Delete version…');
+  remove.addEventListener('click', async () => {
+    const ok = await confirmAction({
+      title: `Delete ${v.model} ${v.version}?`,
+      body: h('p', {}, 'The pack is removed from the store unless another version shares it. A version that a deployment uses cannot be deleted.'),
+      confirm: 'Delete version',
+      danger: true,
+    });
+    if (!ok) return;
+    try {
+      await api.del(api.path('models', v.model, 'versions', v.version));
+      toast(`Deleted ${v.model} ${v.version}.`);
+      location.hash = route('models', v.model);
+    } catch (err) {
+      replace(actionsStatus, errorBox(err));
+    }
+  });
+  const deployHref = `#/deploy?model=${encodeURIComponent(v.model)}&version=${encodeURIComponent(v.version)}`;
+
+  replace(
+    main,
+    h('p', { class: 'crumbs' }, link('Models', ['models']), ' / ', link(v.model, ['models', v.model]), ' / '),
+    h('h1', {}, `${v.model} ${v.version}`),
+    h(
+      'div',
+      { class: 'actions left' },
+      h('a', { class: 'button primary', href: deployHref }, 'Deploy this version'),
+      download,
+      remove,
+    ),
+    actionsStatus,
+    h('section', { 'aria-labelledby': 'summary-title' }, h('h2', { id: 'summary-title' }, 'Summary'), summary(v, keys)),
+    h('section', { 'aria-labelledby': 'header-title' }, h('h2', { id: 'header-title' }, 'Header'), headerTable(report)),
+    h('section', { 'aria-labelledby': 'regions-title' }, h('h2', { id: 'regions-title' }, 'Regions'), regionTable(report), inspectFooter(report)),
+    h('section', { 'aria-labelledby': 'io-title' }, h('h2', { id: 'io-title' }, 'IO bindings'), ioTable(v)),
+    h('section', { 'aria-labelledby': 'stream-title' }, h('h2', { id: 'stream-title' }, 'Command stream'), streamSummary(v.stream)),
+  );
+}
+
+function summary(v, keys) {
+  const active = keys?.active;
+  return facts([
+    ['Size', bytes(v.size)],
+    ['Arena', bytes(v.arena_bytes)],
+    ['Accelerator', `${v.accelerator} (accel word ${v.accel_word})`],
+    ['Regions', String(v.region_count)],
+    ['Checksum', v.checksum],
+    ['SHA-256', digest(v.sha256)],
+    ['Uploaded', [time(v.created_at), ` by ${v.uploaded_by}`]],
+    ['Source', `${v.source}, ${bytes(v.source_size)}`],
+    ['Source SHA-256', digest(v.source_sha256)],
+    ['IO digest', v.io_digest ? digest(v.io_digest) : 'no IO bindings'],
+    [
+      'Signing key',
+      active
+        ? [h('code', { class: 'key-id' }, active.key_id), ' — manifests for deployments of this version are signed with it']
+        : 'not visible to this token',
+    ],
+  ]);
+}
+
+/** The header as `npub inspect` prints it: Bytes | Hex | Field | Decoded. */
+function headerTable(report) {
+  const rows = (report.header ?? []).map((f) => [f.bytes, h('code', {}, f.hex), f.field, f.decoded]);
+  if (rows.length === 0) return h('p', { class: 'empty' }, 'No header report.');
+  return wideTable(['Bytes', 'Hex', 'Field', 'Decoded'], rows, { caption: 'NPU1 header (32 bytes, little-endian)', className: 'header-table' });
+}
+
+/** Regions as `npub inspect` prints them: # | Role | Flags | Kind | Size | Data offset. */
+function regionTable(report) {
+  const regions = report.regions ?? [];
+  if (regions.length === 0) return h('p', { class: 'empty' }, 'No regions.');
+  const rows = regions.map((r) => {
+    const baked = (r.flags & 1) === 1;
+    return [
+      String(r.index),
+      r.role,
+      h('code', {}, hex32(r.flags)),
+      baked ? 'BAKED' : 'RUNTIME',
+      h('span', { class: 'num' }, String(r.size)),
+      baked ? String(r.data_offset) : '-',
+    ];
+  });
+  return wideTable(['#', 'Role', 'Flags', 'Kind', 'Size', 'Data offset'], rows, {
+    caption: 'Region table (index = BASEPn; role is informational)',
+    className: 'region-table',
+  });
+}
+
+function inspectFooter(report) {
+  const lines = [];
+  if (report.arena_bytes !== undefined) {
+    lines.push(
+      `Arena: ${report.arena_bytes} bytes for any start address` +
+        (report.arena_bytes_aligned !== undefined ? ` (${report.arena_bytes_aligned} if the arena is 16-byte aligned)` : ''),
+    );
+  }
+  if (report.checksum) {
+    const c = report.checksum;
+    lines.push(`Checksum: stored ${hex32(c.stored)}, computed ${hex32(c.computed)}: ${c.ok ? 'ok' : 'MISMATCH'}`);
+  }
+  lines.push(report.valid ? 'Verdict: valid NPU1 pack' : `Verdict: invalid${report.error ? ` — ${report.error}` : ''}`);
+  return h('ul', { class: 'inspect-footer' }, lines.map((l) => h('li', {}, l)));
+}
+
+function ioTable(v) {
+  const bindings = v.io_bindings?.bindings ?? [];
+  if (bindings.length === 0) return h('p', { class: 'empty' }, 'This version declares no IO bindings.');
+  const rows = bindings.map((b) => [
+    b.kind,
+    String(b.index),
+    b.name ?? '—',
+    String(b.region),
+    String(b.offset),
+    String(b.bytes),
+    b.dtype,
+    `[${(b.shape ?? []).join(', ')}]`,
+    b.scale === undefined ? '—' : String(b.scale),
+    b.zero_point === undefined ? '—' : String(b.zero_point),
+  ]);
+  return wideTable(['Kind', 'Index', 'Name', 'Region', 'Offset', 'Bytes', 'Type', 'Shape', 'Scale', 'Zero point'], rows, {
+    caption: 'Tensors the application reads and writes in the arena',
+  });
+}
+
+function streamSummary(stream) {
+  if (!stream || typeof stream !== 'object') return h('p', { class: 'empty' }, 'No command-stream summary.');
+  const ops = Object.entries(stream.ops ?? {})
+    .map(([k, n]) => `${k} ${n}`)
+    .join(', ');
+  const spans = (stream.spans ?? [])
+    .map((s, i) => (s ? [`BASEP${i}`, `[${s.start}, ${s.end})`, String(s.end - s.start)] : null))
+    .filter(Boolean);
+  return h(
+    'div',
+    {},
+    facts([
+      ['Commands', String(stream.commands ?? '—')],
+      ['Operations', ops || '—'],
+      ['Regions used', String(stream.regions_used ?? '—')],
+      ['SHRAM', stream.shram === null || stream.shram === undefined ? 'not configured by the stream' : JSON.stringify(stream.shram)],
+    ]),
+    spans.length
+      ? wideTable(['Region', 'Accessed span', 'Bytes'], spans, { caption: 'Bytes the stream reads or writes, per region' })
+      : null,
+  );
+}

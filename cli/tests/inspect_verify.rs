@@ -80,7 +80,10 @@ fn verify_checks_the_arena_when_asked() {
     // 4096 + 15: enough wherever the arena starts.
     let out = npub(&["verify", "--format-only", p, "--arena", "4111", "--json"]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
-    assert_eq!(text(&out.stdout).trim(), r#"{"valid":true}"#);
+    assert_eq!(
+        text(&out.stdout).trim(),
+        r#"{"command_stream":"not checked","valid":true}"#
+    );
 }
 
 #[test]
@@ -211,4 +214,34 @@ fn inspect_shows_io_bindings_and_the_command_stream_summary_of_a_real_pack() {
     assert_eq!(v["io"]["bindings"][0]["offset"], 8192);
     assert_eq!(v["command_stream"]["regions_used"], 3);
     assert_eq!(v["sha256"].as_str().unwrap().len(), 64);
+}
+
+#[test]
+fn verify_checks_only_the_container_when_accel_names_no_ethos_u_configuration() {
+    // accel 0xBEEF: informational, names nothing; the stream is arbitrary bytes.
+    let p = data("accept_accel_unknown.npub");
+    let p = p.to_str().unwrap();
+    let out = npub(&["verify", p, "--json"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("not verified"),
+        "{}",
+        text(&out.stderr)
+    );
+    assert!(text(&out.stdout).contains(r#""command_stream":"not checked""#));
+    // --commands forces the verifier, which refuses a stream that is not an Ethos-U stream.
+    let out = npub(&["verify", p, "--commands"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stderr).contains("command stream @0x"),
+        "{}",
+        text(&out.stderr)
+    );
+    // The two flags contradict each other.
+    assert_eq!(
+        npub(&["verify", p, "--commands", "--format-only"])
+            .status
+            .code(),
+        Some(2)
+    );
 }

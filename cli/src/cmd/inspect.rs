@@ -3,6 +3,7 @@
 use std::fmt::Write as _;
 use std::path::PathBuf;
 
+use npub_core::Accel;
 use npub_core::inspect::{Report, report};
 
 use super::pack_io::io_json_path;
@@ -41,7 +42,11 @@ pub fn run(args: Args) -> Result<(), Failure> {
     } else {
         print!("{}", render(&args.file.display().to_string(), &r));
     }
-    match r.error.or(r.command_stream_error) {
+    // As in `npub verify`: a stream is held to the Ethos-U verifier's verdict only when the header
+    // names an Ethos-U configuration (the report still shows the verdict either way).
+    let named = !matches!(r.accel, None | Some(Accel::Unspecified | Accel::Unknown(_)));
+    let stream_error = r.command_stream_error.filter(|_| named);
+    match r.error.or(stream_error) {
         None => Ok(()),
         Some(e) => Err(Failure::Rejected(e)),
     }

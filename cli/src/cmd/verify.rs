@@ -1,10 +1,17 @@
-//! `npub verify FILE [--arena BYTES] [--format-only] [--json]`: exit 0 when the pack is valid — NPU1
-//! checks, then the Ethos-U55 command-stream verifier (every operation inside its regions) unless
-//! `--format-only`, and, with `--arena`, binding into an arena of that many bytes — exit 1 with the
-//! first reason it is not.
+//! `npub verify FILE [--arena BYTES] [--format-only | --commands] [--json]`: exit 0 when the pack is
+//! valid — the NPU1 checks, then the Ethos-U command-stream verifier (every operation inside its
+//! regions), and, with `--arena`, binding into an arena of that many bytes — exit 1 with the first
+//! reason it is not.
+//!
+//! Which streams are verified: NPU1's `accel` word is informational and the spec's own example
+//! leaves it 0, so a pack whose header names no Ethos-U configuration (unspecified or an unassigned
+//! value) carries a stream nothing says is an Ethos-U stream. For those the container is checked
+//! and a note on stderr says the stream was not; `--commands` checks it anyway, `--format-only`
+//! never does. Every pack `npub pack` makes names its configuration, so it is always verified, and
+//! the server and the device agent run the verifier on every pack whatever its `accel` says.
 use std::path::PathBuf;
 
-use npub_core::{Blob, bind, cmdstream};
+use npub_core::{Accel, Blob, bind, cmdstream};
 
 use super::{Failure, read_file};
 
@@ -20,6 +27,9 @@ pub struct Args {
     /// Ethos-U stream).
     #[arg(long)]
     format_only: bool,
+    /// Verify the command stream even when the header names no Ethos-U configuration.
+    #[arg(long, conflicts_with = "format_only")]
+    commands: bool,
     /// Print the verdict as JSON on stdout.
     #[arg(long)]
     json: bool,
@@ -28,22 +38,55 @@ pub struct Args {
 /// Runs `npub verify`.
 pub fn run(args: Args) -> Result<(), Failure> {
     let bytes = read_file(&args.file)?;
-    let verdict = check(&bytes, args.arena, !args.format_only);
+    let verdict = check(&bytes, &args);
     if args.json {
         let value = match &verdict {
-            Ok(()) => serde_json::json!({ "valid": true }),
+            Ok(stream) => serde_json::json!({ "valid": true, "command_stream": stream.name() }),
             Err(e) => serde_json::json!({ "valid": false, "error": e }),
         };
         println!("{value}");
     }
-    verdict.map_err(Failure::Rejected)
+    match verdict {
+        Ok(Stream::Unnamed(accel)) if !args.format_only => {
+            eprintln!(
+                "npub: note: the header's accel ({accel}) names no Ethos-U configuration, so the \
+                 command stream was not verified; --commands verifies it anyway"
+            );
+            Ok(())
+        }
+        Ok(_) => Ok(()),
+        Err(e) => Err(Failure::Rejected(e)),
+    }
 }
 
-fn check(bytes: &[u8], arena: Option<u64>, commands: bool) -> Result<(), String> {
-    let blob = Blob::parse(bytes).map_err(|e| e.to_string())?;
-    if commands {
-        cmdstream::verify_blob(&blob).map_err(|e| e.to_string())?;
+/// What became of the command stream.
+enum Stream {
+    /// Verified: every operation stays inside its regions.
+    Checked,
+    /// Not verified: `--format-only`, or the header names no Ethos-U configuration.
+    Unnamed(Accel),
+}
+
+impl Stream {
+    fn name(&self) -> &'static str {
+        match self {
+            Stream::Checked => "checked",
+            Stream::Unnamed(_) => "not checked",
+        }
     }
+}
+
+fn check(bytes: &[u8], args: &Args) -> Result<Stream, String> {
+    let blob = Blob::parse(bytes).map_err(|e| e.to_string())?;
+    let accel = blob.accel();
+    let named = !matches!(accel, Accel::Unspecified | Accel::Unknown(_));
+    let stream = if !args.format_only && (args.commands || named) {
+        cmdstream::verify_blob(&blob).map_err(|e| e.to_string())?;
+        Stream::Checked
+    } else {
+        Stream::Unnamed(accel)
+    };
+    let arena = args.arena;
     if let Some(len) = arena {
         let len = usize::try_from(len).map_err(|_| format!("--arena {len} is too large"))?;
         // Bind at a deliberately misaligned start, so that "fits" means "fits wherever the device's
@@ -52,7 +95,7 @@ fn check(bytes: &[u8], arena: Option<u64>, commands: bool) -> Result<(), String>
         let start = misaligned_start(&buffer);
         bind(&blob, &mut buffer[start..start + len]).map_err(|e| e.to_string())?;
     }
-    Ok(())
+    Ok(stream)
 }
 
 /// An offset into `buffer` whose address is one byte past a 16-byte boundary: the worst case for

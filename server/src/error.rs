@@ -132,7 +132,7 @@ impl ApiError {
     fn detail(&self) -> String {
         match self {
             Self::Unauthorized => {
-                "a valid operator token is required: `Authorization: Bearer <token>`".into()
+                "a valid token is required: `Authorization: Bearer <token>` (an operator token for /api/v1, a device token for /api/v1/device)".into()
             }
             Self::Forbidden(what) => format!("this token's role may not {what}"),
             Self::NotFound(what) => format!("{what} not found"),

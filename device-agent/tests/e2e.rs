@@ -1,0 +1,318 @@
+//! End to end: the `device-agent` simulator binary against a real npub server on loopback. The
+//! operator uploads two Vela fixtures, provisions a device and deploys version 2; the agent polls,
+//! installs and reports. A rollback by version is a newer sequence that the agent installs; the
+//! earlier manifest, replayed to the same agent core over its flash, is refused.
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use device_agent::nor_emu::NorEmu;
+use device_agent::{
+    Agent, Arena, Device, Error, Layout, RecordingNpu, Report, Transport, TransportError,
+};
+use npub_core::Accel;
+use npub_core::manifest::Keyring;
+use npub_server::{Config, Server};
+use serde_json::{Value, json};
+
+/// The bootstrap admin token of the test server.
+const ADMIN: &str = "npub_op_e2e-admin-0123456789abcdef0123456789abcdef";
+/// Slot size passed to the binary; the test reopens the flash file with the same layout.
+const SLOT_KIB: u32 = 256;
+/// The binary's flash: 16-byte program unit, 4 KiB sectors, journal at 0 (two 8 KiB banks),
+/// then the two slots, mapped at the OSPI0 XIP window (mirrors `src/bin/device-agent.rs`).
+type Flash = NorEmu<16, 4096>;
+fn layout() -> Layout {
+    Layout::contiguous(0, 8 * 1024, SLOT_KIB * 1024, 16 * 1024, 0x8000_0000)
+}
+
+fn fixture(name: &str) -> Vec<u8> {
+    let dir = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../shared/fixtures/vela/vela_out/u55_256/tflite"
+    );
+    std::fs::read(Path::new(dir).join(name)).unwrap()
+}
+
+/// A real npub server running on its own runtime, and a blocking client for the test thread.
+struct Fleet {
+    url: String,
+    http: reqwest::blocking::Client,
+    rt: tokio::runtime::Runtime,
+    shutdown: Option<tokio::sync::oneshot::Sender<()>>,
+    task: Option<tokio::task::JoinHandle<std::io::Result<()>>>,
+}
+
+impl Fleet {
+    fn start(dir: &Path) -> Self {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .unwrap();
+        let mut config = Config::new(dir, "127.0.0.1:0".parse().unwrap());
+        config.admin_token = Some(ADMIN.into());
+        let server = rt.block_on(Server::start(config)).expect("server starts");
+        let url = format!("http://{}", server.local_addr());
+        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+        let task = rt.spawn(server.run(async move {
+            let _ = rx.await;
+        }));
+        Self {
+            url,
+            http: reqwest::blocking::Client::new(),
+            rt,
+            shutdown: Some(tx),
+            task: Some(task),
+        }
+    }
+
+    /// `method path` as `token`, with an optional JSON or raw body; returns status and body.
+    fn call(&self, token: &str, method: &str, path: &str, body: Body) -> (u16, Vec<u8>) {
+        let method = reqwest::Method::from_bytes(method.as_bytes()).unwrap();
+        let mut req = self
+            .http
+            .request(method, format!("{}{path}", self.url))
+            .bearer_auth(token);
+        req = match body {
+            Body::None => req,
+            Body::Json(v) => req
+                .header("content-type", "application/json")
+                .body(serde_json::to_vec(&v).unwrap()),
+            Body::Raw(b) => req.body(b),
+        };
+        let r = req.send().unwrap();
+        let status = r.status().as_u16();
+        (status, r.bytes().unwrap().to_vec())
+    }
+
+    /// As the admin; panics unless `want`; returns the body as JSON (`null` if empty).
+    fn admin(&self, method: &str, path: &str, body: Body, want: u16) -> Value {
+        let (status, bytes) = self.call(ADMIN, method, path, body);
+        assert_eq!(
+            status,
+            want,
+            "{method} {path}: {}",
+            String::from_utf8_lossy(&bytes)
+        );
+        serde_json::from_slice(&bytes).unwrap_or(Value::Null)
+    }
+
+    fn stop(mut self) {
+        let _ = self.shutdown.take().unwrap().send(());
+        let task = self.task.take().unwrap();
+        self.rt.block_on(task).unwrap().unwrap();
+    }
+}
+
+enum Body {
+    None,
+    Json(Value),
+    Raw(Vec<u8>),
+}
+
+/// Runs the simulator binary once (boot, one poll, report); asserts it succeeded.
+fn run_agent(url: &str, token: &str, flash: &Path, trust: &Path) -> String {
+    let out = Command::new(env!("CARGO_BIN_EXE_device-agent"))
+        .args(["--server", url, "--token", token, "--once", "--slot-kib"])
+        .arg(SLOT_KIB.to_string())
+        .arg("--flash")
+        .arg(flash)
+        .arg("--trust")
+        .arg(trust)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "device-agent failed: {stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stdout
+}
+
+/// The agent core over the binary's flash file, with the device the binary simulates.
+fn open_agent(flash: &Path) -> Agent<Flash> {
+    let layout = layout();
+    let flash = Flash::with_file(flash, layout.end() as usize).unwrap();
+    let device = Device {
+        hw_class: 1,
+        accel: Accel::EthosU55_256,
+        io_bindings: None,
+    };
+    Agent::open(flash, layout, device).unwrap()
+}
+
+/// The active slot's first `len` bytes, as they sit in the flash file.
+fn active_slot_bytes(flash: &Path, len: usize) -> (u64, Vec<u8>) {
+    let agent = open_agent(flash);
+    let state = *agent.state();
+    let slot = state.active.expect("a slot is active");
+    let start = agent.layout().slot(slot) as usize;
+    let image = std::fs::read(flash).unwrap();
+    (state.last_sequence, image[start..start + len].to_vec())
+}
+
+/// Hands the agent one fixed manifest, whatever sequence it asks after.
+struct Replay(Vec<u8>);
+
+impl Transport for Replay {
+    fn fetch_manifest(
+        &mut self,
+        _after: u64,
+        buf: &mut [u8],
+    ) -> Result<Option<usize>, TransportError> {
+        let n = self.0.len().min(buf.len());
+        buf[..n].copy_from_slice(&self.0[..n]);
+        Ok(Some(self.0.len()))
+    }
+
+    fn fetch_pack(
+        &mut self,
+        _sha256: &[u8; 32],
+        _offset: u32,
+        _buf: &mut [u8],
+    ) -> Result<usize, TransportError> {
+        panic!("a replayed manifest must be refused before any download");
+    }
+
+    fn report(&mut self, _report: &Report) -> Result<(), TransportError> {
+        Ok(())
+    }
+}
+
+fn hex_key(hex: &str) -> [u8; 32] {
+    let mut out = [0u8; 32];
+    for (i, b) in out.iter_mut().enumerate() {
+        *b = u8::from_str_radix(&hex[2 * i..2 * i + 2], 16).unwrap();
+    }
+    out
+}
+
+#[test]
+fn deploy_install_rollback_by_version_and_replay_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let fleet = Fleet::start(&dir.path().join("server"));
+
+    // Operator: model, two versions from the Vela fixtures, one device in group "lab".
+    fleet.admin(
+        "POST",
+        "/api/v1/models",
+        Body::Json(json!({"name": "kws"})),
+        201,
+    );
+    for (version, file) in [
+        ("1.0.0", "conv1_vela.tflite"),
+        ("2.0.0", "small_net_vela.tflite"),
+    ] {
+        fleet.admin(
+            "POST",
+            &format!("/api/v1/models/kws/versions/{version}"),
+            Body::Raw(fixture(file)),
+            201,
+        );
+    }
+    let packs: Vec<Vec<u8>> = ["1.0.0", "2.0.0"]
+        .iter()
+        .map(|v| {
+            let (status, bytes) = fleet.call(
+                ADMIN,
+                "GET",
+                &format!("/api/v1/models/kws/versions/{v}/npub"),
+                Body::None,
+            );
+            assert_eq!(status, 200);
+            bytes
+        })
+        .collect();
+    let devices = fleet.admin(
+        "POST",
+        "/api/v1/devices",
+        Body::Json(json!({"devices": [
+            {"id": "dev-1", "accelerator": "ethos-u55-256", "group": "lab"}
+        ]})),
+        201,
+    );
+    let token = devices[0]["token"].as_str().unwrap().to_owned();
+
+    // The device trusts the server's signing key, as a `.pub` key file.
+    let keys = fleet.admin("GET", "/api/v1/keys", Body::None, 200);
+    let public = hex_key(keys["active"]["public_key"].as_str().unwrap());
+    let trust: PathBuf = dir.path().join("server-key.pub");
+    let hex: String = public.iter().map(|b| format!("{b:02x}")).collect();
+    std::fs::write(&trust, format!("npub-ed25519-public-v1 {hex}\n")).unwrap();
+    let flash = dir.path().join("flash.bin");
+
+    // Deploy 2.0.0: the agent installs it into flash and the server sees it bound.
+    let d2 = fleet.admin(
+        "POST",
+        "/api/v1/deployments",
+        Body::Json(json!({"model": "kws", "version": "2.0.0", "group": "lab"})),
+        201,
+    );
+    let seq2 = d2["sequence"].as_u64().unwrap();
+    let (status, manifest2) =
+        fleet.call(&token, "GET", "/api/v1/device/manifest?seq=0", Body::None);
+    assert_eq!(status, 200);
+    let out = run_agent(&fleet.url, &token, &flash, &trust);
+    assert!(out.contains(&format!("installed sequence {seq2}")), "{out}");
+    let (last, in_flash) = active_slot_bytes(&flash, packs[1].len());
+    assert_eq!(last, seq2);
+    assert!(in_flash == packs[1], "the active slot holds the 2.0.0 pack");
+    let dev = fleet.admin("GET", "/api/v1/devices/dev-1", Body::None, 200);
+    assert_eq!(dev["current_version"], "2.0.0", "{dev}");
+    assert_eq!(dev["current_sequence"], seq2, "{dev}");
+    assert_eq!(dev["last_state"], "bound", "{dev}");
+
+    // Polling again: nothing newer, the same slot stays active.
+    let out = run_agent(&fleet.url, &token, &flash, &trust);
+    assert!(
+        out.contains(&format!("up to date (sequence {seq2})")),
+        "{out}"
+    );
+
+    // Roll back by version: a newer sequence for the older pack, installed like any update.
+    let rb = fleet.admin(
+        "POST",
+        "/api/v1/groups/lab/rollback",
+        Body::Json(json!({"model": "kws", "version": "1.0.0"})),
+        201,
+    );
+    let seq3 = rb["sequence"].as_u64().unwrap();
+    assert!(seq3 > seq2, "rollback sequence {seq3} after {seq2}");
+    let out = run_agent(&fleet.url, &token, &flash, &trust);
+    assert!(out.contains(&format!("installed sequence {seq3}")), "{out}");
+    let (last, in_flash) = active_slot_bytes(&flash, packs[0].len());
+    assert_eq!(last, seq3);
+    assert!(in_flash == packs[0], "the active slot holds the 1.0.0 pack");
+    let dev = fleet.admin("GET", "/api/v1/devices/dev-1", Body::None, 200);
+    assert_eq!(dev["current_version"], "1.0.0", "{dev}");
+    assert_eq!(dev["current_sequence"], seq3, "{dev}");
+
+    // The 2.0.0 manifest, replayed to the agent core over the same flash, is refused before
+    // anything is fetched or written; the rollback stays active.
+    let mut agent = open_agent(&flash);
+    let mut keyring = Keyring::<4>::new();
+    keyring.add(&public).unwrap();
+    let mut npu = RecordingNpu::default();
+    let mut arena_mem = vec![0u8; 1 << 20];
+    let mut arena = Arena {
+        bytes: &mut arena_mem,
+        bus_address: 0x2200_0000,
+    };
+    let before = *agent.state();
+    let result = agent.poll(&mut Replay(manifest2), &keyring, &mut npu, &mut arena, None);
+    assert!(
+        matches!(
+            result,
+            Err(Error::Rejected(npub_core::Error::ManifestReplayed { sequence, last }))
+                if sequence == seq2 && last == seq3
+        ),
+        "{result:?}"
+    );
+    assert_eq!(*agent.state(), before);
+    drop(agent);
+    let (_, in_flash) = active_slot_bytes(&flash, packs[0].len());
+    assert!(in_flash == packs[0], "the active slot still holds 1.0.0");
+
+    fleet.stop();
+}

@@ -4,7 +4,7 @@
 //! |------|----------------------------------------------------------------------------------------------|------------------|
 //! | 1    | ([`Agent::poll`]) fetch the manifest newer than the last sequence; npub-core verifies it (keyring, sequence, hardware, NPU, slot size, expiry); [`Agent::install`] takes it from here | — |
 //! | 2    | the inactive slot becomes the target, the sequence is consumed                              | target *receiving*, `written` 0 |
-//! | 3    | fetch pack pieces (never past the manifest's length), erase each sector as it is entered, program; as soon as the header and region table are in flash, check the NPU1 structure and the header checksum against the manifest | every `progress_bytes`: `written` |
+//! | 3    | fetch pack pieces (never past the manifest's length); npub-core's `StreamValidator` checks each piece before it is programmed (header and region table, checks 1–8: a bad one is abandoned at once) and the header checksum is cross-checked against the manifest; erase each sector as it is entered, program | every `progress_bytes`: `written` |
 //! | 4    | one pass over the slot as mapped: SHA-256 = manifest, NPU1 + FNV-1a, command stream, binding (verify.rs) | — |
 //! | 5    | the slot goes on trial                                                                       | target *pending* |
 //! | 6    | program the NPU, run the self-test                                                           | — |
@@ -18,10 +18,12 @@
 //! since the cut may have left it half-written.
 //!
 //! Each pack byte is hashed once, in step 4, from flash: hashing it while it streams in as well
-//! would double the cost and prove less (the bytes that matter are the ones in flash).
+//! would double the cost and prove less (the bytes that matter are the ones in flash), so the
+//! download's validator is `StreamValidator::structure_only`, and step 4 hands its FNV-1a to
+//! `Blob::parse_prehashed`. A resumed download first passes the bytes already in flash through a
+//! new validator (no network, no hashing).
 use embedded_storage::nor_flash::NorFlash;
-use npub_core::Blob;
-use npub_core::format::HEADER_BYTES;
+use npub_core::StreamValidator;
 use npub_core::manifest::{self, Keyring, MANIFEST_BYTES, ManifestView, Policy, VerifiedManifest};
 
 use crate::agent::Agent;
@@ -215,7 +217,7 @@ impl<F: NorFlash + Mapped> Agent<F> {
         let sha256 = manifest.pack_sha256();
         let progress = self.layout.progress_bytes;
         let base = self.layout.slot(target);
-        let mut structure_checked = self.check_structure(target, manifest, written)?;
+        let mut structure = self.resume_validator(target, manifest, written)?;
         let mut buf = [0u8; CHUNK_BYTES];
         while written < len {
             let mark = (written / progress + 1).saturating_mul(progress).min(len);
@@ -236,11 +238,10 @@ impl<F: NorFlash + Mapped> Agent<F> {
                 }
                 have += got;
             }
+            structure.feed(&buf[..want]).map_err(Error::Rejected)?;
+            cross_check_header(&structure, manifest)?;
             self.program(base + written, &mut buf, want)?;
             written += want as u32;
-            if !structure_checked {
-                structure_checked = self.check_structure(target, manifest, written)?;
-            }
             if written == mark {
                 self.commit(self.state().progress(target, written))?;
                 report(
@@ -271,36 +272,35 @@ impl<F: NorFlash + Mapped> Agent<F> {
         Ok(())
     }
 
-    /// Once the header and the region table are in flash (`written` bytes of the slot), checks
-    /// the NPU1 structure on them and the header checksum against the manifest; `Ok(false)` while
-    /// they have not all arrived. A hostile header is refused at the first chunk, not after the
-    /// whole pack.
-    fn check_structure(
+    /// A structure-only validator that has seen the `written` bytes already in the target slot (a
+    /// resumed download), or none.
+    fn resume_validator(
         &self,
         target: Slot,
         manifest: &VerifiedManifest,
         written: u32,
-    ) -> Result<bool, Error> {
-        if written < HEADER_BYTES {
-            return Ok(false);
+    ) -> Result<StreamValidator, Error> {
+        let mut v = StreamValidator::structure_only(manifest.pack_len());
+        if written > 0 {
+            let start = self.layout.slot(target) as usize;
+            let done = &self.flash.mapped()[start..start + written as usize];
+            v.feed(done).map_err(Error::Rejected)?;
+            cross_check_header(&v, manifest)?;
         }
-        let start = self.layout.slot(target) as usize;
-        let bytes = &self.flash.mapped()[start..start + manifest.pack_len() as usize];
-        let Some(header) = npub_core::Header::read(bytes) else {
-            return Ok(false);
-        };
-        let table_end = header.region_table_end();
-        if table_end > u64::from(written) && table_end <= bytes.len() as u64 {
-            return Ok(false);
-        }
-        let header = Blob::parse_structure(bytes).map_err(Error::Rejected)?;
-        if header.checksum != manifest.pack_checksum() {
-            return Err(Error::Rejected(npub_core::Error::PackChecksumMismatch {
+        Ok(v)
+    }
+}
+
+/// Once the validator has the whole header: its checksum word must be the one the manifest signed.
+fn cross_check_header(v: &StreamValidator, manifest: &VerifiedManifest) -> Result<(), Error> {
+    match v.header() {
+        Some(h) if h.checksum != manifest.pack_checksum() => {
+            Err(Error::Rejected(npub_core::Error::PackChecksumMismatch {
                 manifest: manifest.pack_checksum(),
-                pack: header.checksum,
-            }));
+                pack: h.checksum,
+            }))
         }
-        Ok(true)
+        _ => Ok(()),
     }
 }
 

@@ -719,3 +719,20 @@ fn parse_prehashed_agrees_with_parse() {
         Err(Error::EmptyCommandStream)
     ));
 }
+
+#[test]
+fn structure_only_stream_agrees_with_parse_structure() {
+    let good = small_pack();
+    let mut rotten = good.clone();
+    *rotten.last_mut().unwrap() ^= 1;
+    let mut hostile = good.clone();
+    set(&mut hostile, desc(0, 2), 0xFFFF_0000);
+    for b in [&good, &rotten, &hostile] {
+        let mut v = StreamValidator::structure_only(b.len() as u32);
+        let verdict = b
+            .chunks(7)
+            .try_for_each(|c| v.feed(c))
+            .and_then(|()| v.finish());
+        assert_eq!(verdict, Blob::parse_structure(b));
+    }
+}

@@ -22,6 +22,8 @@ pub struct StreamValidator {
     desc: [u8; REGION_DESC_BYTES as usize],
     next_region: u32,
     fnv: Fnv1a,
+    /// False for [`StreamValidator::structure_only`]: the caller hashes the payload itself.
+    hash_payload: bool,
     failed: Option<Error>,
 }
 
@@ -37,7 +39,22 @@ impl StreamValidator {
             desc: [0; REGION_DESC_BYTES as usize],
             next_region: 0,
             fnv: Fnv1a::new(),
+            hash_payload: true,
             failed,
+        }
+    }
+
+    /// A validator that runs checks 1–8 as the bytes arrive, exactly as [`StreamValidator::new`]
+    /// does, but does not hash the payload: [`finish`](Self::finish) then skips check 9.
+    ///
+    /// For a caller that hashes every byte once in a later pass of its own (a device re-reading
+    /// flash computes SHA-256 and FNV-1a together, then calls
+    /// [`super::Blob::parse_prehashed`]): the download is still abandoned at the first bad header
+    /// or table byte, without paying for FNV-1a twice.
+    pub fn structure_only(expected_len: u32) -> Self {
+        Self {
+            hash_payload: false,
+            ..Self::new(expected_len)
         }
     }
 
@@ -91,7 +108,9 @@ impl StreamValidator {
             checks::total_bytes(h.total_bytes, self.received)?;
         }
         let h = Header::read(&self.header).ok_or(Error::TooShort { len: self.received })?;
-        checks::checksum(h.checksum, self.fnv.finish())?;
+        if self.hash_payload {
+            checks::checksum(h.checksum, self.fnv.finish())?;
+        }
         Ok(h)
     }
 
@@ -109,7 +128,9 @@ impl StreamValidator {
         if bytes.is_empty() {
             return Ok(());
         }
-        self.fnv.update(bytes);
+        if self.hash_payload {
+            self.fnv.update(bytes);
+        }
         self.consume_table(bytes)?;
         self.received += bytes.len() as u64;
         Ok(())

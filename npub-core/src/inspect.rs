@@ -10,7 +10,7 @@ use serde::Serialize;
 use crate::cmdstream::{self, StreamSummary};
 use crate::format::{HEADER_BYTES, Header, REGION_DESC_BYTES, RegionDesc};
 use crate::io_bindings::IoBindingsJson;
-use crate::{Accel, Blob, Error, arena_bytes_required, arena_bytes_required_aligned, fnv};
+use crate::{Accel, Blob, arena_bytes_required, arena_bytes_required_aligned, fnv};
 
 /// One annotated header word, in the spec's table style.
 #[derive(Debug, Clone, Serialize)]
@@ -68,13 +68,6 @@ pub struct Report {
     pub command_stream_error: Option<String>,
     /// The IO bindings that travel beside the pack, when the caller has them.
     pub io: Option<IoBindingsJson>,
-}
-
-impl Report {
-    /// The first failed check, as the crate's error value.
-    pub fn check(bytes: &[u8]) -> Result<(), Error> {
-        Blob::parse(bytes).map(|_| ())
-    }
 }
 
 /// Builds the report for `bytes`.
@@ -186,7 +179,7 @@ fn readable_regions(bytes: &[u8], h: &Header) -> Vec<RegionDesc> {
     (0..n)
         .filter_map(|i| {
             let at = HEADER_BYTES as usize + i as usize * REGION_DESC_BYTES as usize;
-            RegionDesc::read_public(i, &bytes[at..])
+            RegionDesc::read(i, &bytes[at..])
         })
         .collect()
 }

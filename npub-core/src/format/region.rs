@@ -99,8 +99,9 @@ pub struct RegionDesc {
 }
 
 impl RegionDesc {
-    /// Decodes descriptor `index` from its 16 bytes, or `None` if `bytes` is shorter.
-    pub(crate) fn read(index: u32, bytes: &[u8]) -> Option<Self> {
+    /// Decodes descriptor `index` from the first 16 bytes of `bytes` without judging it (the loader
+    /// judges; reports and tools read), or `None` if `bytes` is shorter.
+    pub fn read(index: u32, bytes: &[u8]) -> Option<Self> {
         if bytes.len() < REGION_DESC_BYTES as usize {
             return None;
         }
@@ -111,12 +112,6 @@ impl RegionDesc {
             size: word(bytes, 8)?,
             data_offset: word(bytes, 12)?,
         })
-    }
-
-    /// Decodes descriptor `index` from the first 16 bytes of `bytes` without judging it (reports,
-    /// tools); `None` if `bytes` is shorter.
-    pub fn read_public(index: u32, bytes: &[u8]) -> Option<Self> {
-        Self::read(index, bytes)
     }
 
     /// The descriptor as its 16 on-the-wire bytes.

@@ -770,6 +770,24 @@ pub enum Error {
         /// The array.
         array: &'static str,
     },
+    /// A member of the `.npz` claims more bytes than the caller's limit or the archive holds.
+    NpzMemberTooLarge {
+        /// The array (member `<array>.npy`).
+        array: &'static str,
+        /// The size its zip entry claims.
+        claimed: u64,
+        /// The most it may hold.
+        limit: u64,
+    },
+    /// A stored member's claimed size disagrees with the bytes stored for it.
+    NpzMemberSizeMismatch {
+        /// The array (member `<array>.npy`).
+        array: &'static str,
+        /// The uncompressed size its zip entry claims.
+        claimed: u64,
+        /// The bytes actually stored.
+        stored: u64,
+    },
     /// An array's `.npy` header or contents are not what Vela writes.
     NpzBadArray {
         /// The array.
@@ -1582,6 +1600,24 @@ impl fmt::Display for Error {
                 f,
                 "Vela raw output (.npz): array `{array}` is compressed; Vela writes stored entries \
                  (np.savez): repack without compression or use Vela's file"
+            ),
+            Error::NpzMemberTooLarge {
+                array,
+                claimed,
+                limit,
+            } => write!(
+                f,
+                "Vela raw output (.npz): member `{array}.npy` claims {claimed} bytes, more than \
+                 the {limit} it may hold; use the *_vela.npz exactly as Vela wrote it"
+            ),
+            Error::NpzMemberSizeMismatch {
+                array,
+                claimed,
+                stored,
+            } => write!(
+                f,
+                "Vela raw output (.npz): member `{array}.npy` claims {claimed} bytes but {stored} \
+                 are stored; use the *_vela.npz exactly as Vela wrote it"
             ),
             Error::NpzBadArray { array, problem } => write!(
                 f,

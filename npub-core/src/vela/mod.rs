@@ -83,12 +83,18 @@ struct Extracted<'b> {
 /// Local file header signature of a zip archive ("PK\x03\x04"), what an `.npz` starts with.
 const ZIP_MAGIC: [u8; 4] = *b"PK\x03\x04";
 
-/// Imports Vela output, recognised by content.
+/// Imports Vela output, recognised by content. No `.npz` member may hold more than the input.
 pub fn import(bytes: &[u8]) -> Result<VelaImport, Error> {
+    import_limited(bytes, u64::MAX)
+}
+
+/// [`import`], refusing any `.npz` member that claims more than `member_limit` bytes (e.g. a
+/// server's upload limit). Nothing is allocated from a size the file claims.
+pub fn import_limited(bytes: &[u8], member_limit: u64) -> Result<VelaImport, Error> {
     let (source, parts) = if fb::Fb::is_tflite(bytes) {
         (SourceKind::Tflite, tflite::extract(bytes)?)
     } else if bytes.starts_with(&ZIP_MAGIC) {
-        (SourceKind::Npz, npz::extract(bytes)?)
+        (SourceKind::Npz, npz::extract(bytes, member_limit)?)
     } else {
         let mut magic = [0u8; 4];
         let n = bytes.len().min(4);

@@ -32,9 +32,9 @@ const WEIGHT_REGION: u32 = 0;
 const SCRATCH_REGION: u32 = 1;
 const SCRATCH_FAST_REGION: u32 = 2;
 
-/// Reads a Vela raw `.npz`.
-pub fn extract(bytes: &[u8]) -> Result<Extracted<'static>, Error> {
-    let mut npz = Npz::open(bytes)?;
+/// Reads a Vela raw `.npz`, refusing any member that claims more than `member_limit` bytes.
+pub fn extract(bytes: &[u8], member_limit: u64) -> Result<Extracted<'static>, Error> {
+    let mut npz = Npz::open(bytes, member_limit)?;
     let payload = byte_string("cmd_data", &npz.required("cmd_data")?)?;
     let weights = byte_string("weight_data", &npz.required("weight_data")?)?;
     region(&mut npz, "weight_region", WEIGHT_REGION)?;
@@ -203,29 +203,69 @@ fn bad(array: &'static str, problem: &'static str) -> Error {
 /// The zip archive.
 struct Npz<'b> {
     archive: ZipArchive<Cursor<&'b [u8]>>,
+    /// The most bytes any member may hold: the caller's limit, and never more than the archive
+    /// itself (a stored member's bytes are inside it).
+    member_limit: u64,
 }
 
 impl<'b> Npz<'b> {
-    fn open(bytes: &'b [u8]) -> Result<Self, Error> {
+    fn open(bytes: &'b [u8], member_limit: u64) -> Result<Self, Error> {
         let archive = ZipArchive::new(Cursor::new(bytes)).map_err(zip_error)?;
-        Ok(Npz { archive })
+        let member_limit = member_limit.min(bytes.len() as u64);
+        Ok(Npz {
+            archive,
+            member_limit,
+        })
     }
 
     /// The `.npy` file of `array`, if the archive has it. The zip crate checks its CRC-32.
+    ///
+    /// Nothing is allocated from a size the archive claims: a member is refused unless its
+    /// claimed size fits the limit and equals its stored length, and the read itself is capped.
     fn optional(&mut self, array: &'static str) -> Result<Option<Vec<u8>>, Error> {
-        let mut file = match self.archive.by_name(&format!("{array}.npy")) {
+        let limit = self.member_limit;
+        let file = match self.archive.by_name(&format!("{array}.npy")) {
             Ok(f) => f,
             Err(ZipError::FileNotFound) => return Ok(None),
+            // The zip crate is built without decompressors: it refuses the method before any
+            // size is used. Name the member.
+            Err(ZipError::UnsupportedArchive(m)) if m.contains("Compression method") => {
+                return Err(Error::NpzCompressedArray { array });
+            }
             Err(e) => return Err(zip_error(e)),
         };
+        let claimed = file.size();
+        if claimed > limit || file.compressed_size() > limit {
+            return Err(Error::NpzMemberTooLarge {
+                array,
+                claimed: claimed.max(file.compressed_size()),
+                limit,
+            });
+        }
         if file.compression() != CompressionMethod::Stored {
             return Err(Error::NpzCompressedArray { array });
         }
-        let mut data = Vec::with_capacity(usize::try_from(file.size()).unwrap_or(0));
-        file.read_to_end(&mut data)
+        if claimed != file.compressed_size() {
+            return Err(Error::NpzMemberSizeMismatch {
+                array,
+                claimed,
+                stored: file.compressed_size(),
+            });
+        }
+        // `claimed <= limit <= bytes.len()`, so this capacity is backed by real input.
+        let mut data = Vec::with_capacity(usize::try_from(claimed).unwrap_or(0));
+        file.take(limit.saturating_add(1))
+            .read_to_end(&mut data)
             .map_err(|_| Error::NpzMalformed {
                 problem: "an entry is truncated or its CRC-32 does not match",
             })?;
+        if data.len() as u64 != claimed {
+            return Err(Error::NpzMemberSizeMismatch {
+                array,
+                claimed,
+                stored: data.len() as u64,
+            });
+        }
         Ok(Some(data))
     }
 

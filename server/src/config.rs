@@ -11,6 +11,8 @@
 //! | `--log`              | `NPUB_LOG`              | `info`           | log filter, e.g. `info,sqlx=warn`         |
 //! | `--poll-interval`    | `NPUB_POLL_INTERVAL`    | 60               | seconds devices are told to wait between manifest polls (`Npub-Poll-Interval`) |
 //! | `--last-seen-flush`  | `NPUB_LAST_SEEN_FLUSH`  | 10               | seconds between batched writes of devices' last-seen times |
+//! | `--header-timeout`   | `NPUB_HEADER_TIMEOUT`   | 30               | seconds a connection may take to send a request's headers, and may sit idle between keep-alive requests |
+//! | `--max-connections`  | `NPUB_MAX_CONNECTIONS`  | 512              | connections served at once; more get 503 and are closed |
 //! | `--cache-check`      | `NPUB_CACHE_CHECK`      | 1                | seconds between checks for fleet changes made by another replica |
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -63,7 +65,26 @@ pub struct Config {
     /// changes made through another replica sharing the database.
     #[arg(long, env = "NPUB_CACHE_CHECK", default_value_t = crate::fleet::DEFAULT_CACHE_CHECK_SECS)]
     pub cache_check: u64,
+
+    /// Seconds a client may take to send a request's headers; the same clock runs while a
+    /// keep-alive connection sits idle waiting for its next request. Past it the connection is
+    /// closed. Bodies are not covered: a 2G modem downloading a 1 MB pack is never cut off.
+    #[arg(long, env = "NPUB_HEADER_TIMEOUT", default_value_t = DEFAULT_HEADER_TIMEOUT_SECS)]
+    pub header_timeout: u64,
+
+    /// Connections served at once. A connection beyond it is answered 503 and closed instead of
+    /// exhausting file descriptors (keep it well below `LimitNOFILE=`).
+    #[arg(long, env = "NPUB_MAX_CONNECTIONS", default_value_t = DEFAULT_MAX_CONNECTIONS)]
+    pub max_connections: usize,
 }
+
+/// Default for `--header-timeout`: generous for a slow link, short enough that idle sockets do not
+/// pile up.
+pub const DEFAULT_HEADER_TIMEOUT_SECS: u64 = 30;
+
+/// Default for `--max-connections`: half of the service's `LimitNOFILE=1024` floor, leaving room for
+/// the database, pack files and staging.
+pub const DEFAULT_MAX_CONNECTIONS: usize = 512;
 
 impl Config {
     /// The defaults, with `data_dir` and `listen` given: what tests and embedders start from.
@@ -77,6 +98,8 @@ impl Config {
             poll_interval: crate::fleet::DEFAULT_POLL_INTERVAL_SECS,
             last_seen_flush: crate::fleet::DEFAULT_LAST_SEEN_FLUSH_SECS,
             cache_check: crate::fleet::DEFAULT_CACHE_CHECK_SECS,
+            header_timeout: DEFAULT_HEADER_TIMEOUT_SECS,
+            max_connections: DEFAULT_MAX_CONNECTIONS,
         }
     }
 }

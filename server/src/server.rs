@@ -38,6 +38,7 @@ fn fail(what: &str) -> impl FnOnce(String) -> StartError + '_ {
 pub struct Server {
     state: AppState,
     listener: TcpListener,
+    conn_limits: ConnLimits,
     data_dir: DataDir,
     bootstrap: Bootstrap,
     generated_key: bool,
@@ -88,6 +89,10 @@ impl Server {
         Ok(Self {
             state,
             listener,
+            conn_limits: ConnLimits {
+                header_timeout: std::time::Duration::from_secs(config.header_timeout.max(1)),
+                max_connections: config.max_connections.max(1),
+            },
             data_dir,
             bootstrap,
             generated_key,
@@ -164,6 +169,7 @@ impl Server {
         let Server {
             state,
             listener,
+            conn_limits,
             data_dir,
             ..
         } = self;
@@ -177,9 +183,7 @@ impl Server {
                 let _ = stopped.await;
             },
         ));
-        let result = axum::serve(listener, app(state))
-            .with_graceful_shutdown(shutdown)
-            .await;
+        let result = serve(listener, app(state), conn_limits, shutdown).await;
         let _ = stop_background.send(());
         let _ = background.await;
         if let Err(e) = fleet.flush_last_seen(&db).await {
@@ -190,6 +194,80 @@ impl Server {
         tracing::info!("stopped");
         result
     }
+}
+
+/// Per-connection limits of the accept loop (`--header-timeout`, `--max-connections`).
+#[derive(Debug, Clone, Copy)]
+struct ConnLimits {
+    header_timeout: std::time::Duration,
+    max_connections: usize,
+}
+
+/// What a connection beyond `--max-connections` is told before it is closed.
+const BUSY_RESPONSE: &[u8] = b"HTTP/1.1 503 Service Unavailable\r\n\
+content-type: application/json\r\nretry-after: 1\r\nconnection: close\r\ncontent-length: 71\r\n\r\n\
+{\"error\":\"unavailable\",\"detail\":\"too many connections; retry shortly\"}\n";
+
+/// The accept loop: every connection gets the header-read timeout (which also bounds how long a
+/// keep-alive connection may sit idle) and holds one of `max_connections` permits; a connection
+/// that finds none is answered 503 and closed, so the process never runs out of descriptors
+/// while it can still accept. Accept errors (e.g. `EMFILE`) are logged and retried after a pause
+/// instead of spinning. On `shutdown`, stops accepting and lets requests in flight finish.
+async fn serve(
+    listener: TcpListener,
+    router: axum::Router,
+    limits: ConnLimits,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    let permits = Arc::new(tokio::sync::Semaphore::new(limits.max_connections));
+    let graceful = hyper_util::server::graceful::GracefulShutdown::new();
+    let mut builder = hyper::server::conn::http1::Builder::new();
+    builder
+        .timer(hyper_util::rt::TokioTimer::new())
+        .header_read_timeout(limits.header_timeout)
+        .keep_alive(true);
+    let mut shutdown = std::pin::pin!(shutdown);
+    loop {
+        let (stream, peer) = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok(accepted) => accepted,
+                Err(e) => {
+                    tracing::error!(error = %e, "accept error");
+                    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+            () = &mut shutdown => break,
+        };
+        let Ok(permit) = Arc::clone(&permits).try_acquire_owned() else {
+            tracing::warn!(%peer, max = limits.max_connections, "connection refused: too many in flight");
+            tokio::spawn(refuse_busy(stream));
+            continue;
+        };
+        let service = hyper_util::service::TowerToHyperService::new(router.clone());
+        let conn = builder.serve_connection(hyper_util::rt::TokioIo::new(stream), service);
+        let conn = graceful.watch(conn);
+        tokio::spawn(async move {
+            if let Err(e) = conn.await {
+                tracing::debug!(%peer, error = %e, "connection ended with an error");
+            }
+            drop(permit);
+        });
+    }
+    drop(listener);
+    graceful.shutdown().await;
+    Ok(())
+}
+
+/// Writes [`BUSY_RESPONSE`] (bounded by a second, so a client that does not read cannot hold the
+/// socket) and closes.
+async fn refuse_busy(mut stream: tokio::net::TcpStream) {
+    use tokio::io::AsyncWriteExt as _;
+    let write = async {
+        stream.write_all(BUSY_RESPONSE).await?;
+        stream.shutdown().await
+    };
+    let _ = tokio::time::timeout(std::time::Duration::from_secs(1), write).await;
 }
 
 /// Resolves on SIGINT (Ctrl-C) or SIGTERM (systemd stop).

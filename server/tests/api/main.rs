@@ -4,6 +4,7 @@
 mod common;
 
 mod auth;
+mod connections;
 mod keys;
 mod malformed;
 mod operations;

@@ -32,6 +32,15 @@ const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
 /// been applied anywhere is never edited; changes are new files).
 pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("../migrations");
 
+/// Begins a write transaction with `BEGIN IMMEDIATE`, so it takes SQLite's write lock up front
+/// and waits out [`BUSY_TIMEOUT`] for it. A deferred transaction that reads and then writes
+/// gets `SQLITE_BUSY` at once when another writer committed in between (WAL cannot upgrade a
+/// stale read snapshot), which surfaced as a 500 `database is locked`. Every write path uses
+/// this; read-only transactions keep `begin()`.
+pub async fn begin_write(db: &Db) -> Result<sqlx::Transaction<'static, sqlx::Sqlite>, sqlx::Error> {
+    db.begin_with("BEGIN IMMEDIATE").await
+}
+
 /// Opens (creating if missing) the database at `path` and applies pending migrations.
 pub async fn open(path: &Path) -> Result<Db, sqlx::Error> {
     let options = SqliteConnectOptions::from_str("sqlite://")?

@@ -84,7 +84,9 @@ impl Keys {
         let pair = KeyPair::generate().map_err(|e| format!("generating a signing key: {e}"))?;
         let path = Self::path(&dir, pair.key_id());
         write_key_files(&path, &pair).map_err(|e| format!("writing {}: {e}", path.display()))?;
-        let mut tx = db.begin().await.map_err(|e| e.to_string())?;
+        let mut tx = crate::db::begin_write(db)
+            .await
+            .map_err(|e| e.to_string())?;
         insert_key(&mut tx, &pair, "generated")
             .await
             .map_err(|e| format!("recording the signing key: {e}"))?;
@@ -296,7 +298,7 @@ async fn import_key(
         .map_err(ApiError::internal)??;
 
     let now = now_ms();
-    let mut tx = state.db.begin().await?;
+    let mut tx = crate::db::begin_write(&state.db).await?;
     sqlx::query("UPDATE signing_keys SET retired_at = $1 WHERE retired_at IS NULL")
         .bind(now)
         .execute(&mut *tx)

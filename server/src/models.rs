@@ -126,7 +126,7 @@ async fn create_model(
         ),
     };
     let now = now_ms();
-    let mut tx = state.db.begin().await?;
+    let mut tx = crate::db::begin_write(&state.db).await?;
     sqlx::query(
         "INSERT INTO models (name, description, accelerator, created_at, created_by) \
          VALUES ($1, $2, $3, $4, $5)",

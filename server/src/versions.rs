@@ -199,7 +199,7 @@ async fn upload_inner(
     let now = now_ms();
 
     let _serial = state.write_lock.lock().await;
-    let mut tx = state.db.begin().await?;
+    let mut tx = crate::db::begin_write(&state.db).await?;
     sqlx::query(
         "INSERT INTO versions (model_id, version, sha256, size, checksum, accel, region_count, \
          arena_bytes, source, source_sha256, source_size, io_bindings, io_digest, report, stream, \
@@ -540,7 +540,7 @@ async fn delete_version(
 ) -> Result<StatusCode, ApiError> {
     let object = format!("models/{name}/versions/{version}");
     let _serial = state.write_lock.lock().await;
-    let mut tx = state.db.begin().await?;
+    let mut tx = crate::db::begin_write(&state.db).await?;
     let row: Option<(i64, String)> = sqlx::query_as(
         "SELECT v.id, v.sha256 FROM versions v JOIN models m ON m.id = v.model_id \
          WHERE m.name = $1 AND v.version = $2",

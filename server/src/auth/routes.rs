@@ -86,7 +86,7 @@ async fn create_token(
     names::token(&new.name)?;
     let secret = token::generate()?;
     let now = now_ms();
-    let mut tx = state.db.begin().await?;
+    let mut tx = crate::db::begin_write(&state.db).await?;
     let (id,): (i64,) = sqlx::query_as(
         "INSERT INTO tokens (name, role, hash, created_at, created_by) VALUES ($1, $2, $3, $4, $5) \
          RETURNING id",
@@ -189,7 +189,7 @@ async fn revoke_token(
     let not_found = || ApiError::NotFound(format!("token {id:?}"));
     let id: i64 = id.parse().map_err(|_| not_found())?;
     let _serial = state.write_lock.lock().await;
-    let mut tx = state.db.begin().await?;
+    let mut tx = crate::db::begin_write(&state.db).await?;
     let row: Option<(String, String, Option<i64>)> =
         sqlx::query_as("SELECT name, role, revoked_at FROM tokens WHERE id = $1")
             .bind(id)

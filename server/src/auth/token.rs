@@ -41,7 +41,7 @@ pub enum Bootstrap {
 /// On an empty `tokens` table, creates the admin token named `bootstrap` (from `supplied` if
 /// given, else generated) and audits it.
 pub async fn bootstrap(db: &Db, supplied: Option<&str>) -> Result<Bootstrap, BootstrapError> {
-    let mut tx = db.begin().await?;
+    let mut tx = crate::db::begin_write(db).await?;
     let (count,): (i64,) = sqlx::query_as("SELECT COUNT(*) FROM tokens")
         .fetch_one(&mut *tx)
         .await?;

@@ -191,7 +191,7 @@ pub(crate) async fn create(
         super::devices::check_field("group", g)?;
     }
     let serial = state.write_lock.lock().await;
-    let mut tx = state.db.begin().await?;
+    let mut tx = crate::db::begin_write(&state.db).await?;
     let v: VersionFacts = sqlx::query_as(
         "SELECT v.id, v.sha256, v.size, v.checksum, v.accel, v.io_digest FROM versions v \
          JOIN models m ON m.id = v.model_id WHERE m.name = $1 AND v.version = $2",
@@ -565,7 +565,7 @@ async fn transition(
     to: &str,
 ) -> Result<JsonResponse<Deployment>, ApiError> {
     let serial = state.write_lock.lock().await;
-    let mut tx = state.db.begin().await?;
+    let mut tx = crate::db::begin_write(&state.db).await?;
     let row = load_row(&mut tx, id).await?;
     if !from.contains(&row.state.as_str()) {
         return Err(ApiError::Conflict(format!(

@@ -305,7 +305,7 @@ async fn status(
     let id: &str = &device.entry.id;
     let now = now_ms();
     let serial = state.write_lock.lock().await;
-    let mut tx = state.db.begin().await?;
+    let mut tx = crate::db::begin_write(&state.db).await?;
     let found: Option<(i64, i64)> = sqlx::query_as(
         "SELECT d.id, d.version_id FROM deployments d WHERE d.sequence = $1 \
          AND (d.target_device = $2 OR d.target_group = $3)",

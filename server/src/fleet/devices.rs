@@ -173,7 +173,7 @@ async fn provision(
     }
     let now = now_ms();
     let mut out = Vec::with_capacity(devices.len());
-    let mut tx = state.db.begin().await?;
+    let mut tx = crate::db::begin_write(&state.db).await?;
     for d in devices {
         check_field("id", &d.id)?;
         let group = d.group.unwrap_or_else(|| DEFAULT_GROUP.to_owned());
@@ -398,7 +398,7 @@ async fn revoke_device(
 
 async fn revoke(state: &AppState, op: &Operator, id: &str) -> Result<StatusCode, ApiError> {
     let serial = state.write_lock.lock().await;
-    let mut tx = state.db.begin().await?;
+    let mut tx = crate::db::begin_write(&state.db).await?;
     let row: Option<(Option<i64>,)> =
         sqlx::query_as("SELECT revoked_at FROM devices WHERE id = $1")
             .bind(id)

@@ -47,7 +47,7 @@ impl LastSeen {
 }
 
 async fn write(db: &Db, batch: &HashMap<Arc<str>, i64>) -> Result<(), sqlx::Error> {
-    let mut tx = db.begin().await?;
+    let mut tx = crate::db::begin_write(db).await?;
     for (device, at) in batch {
         sqlx::query(
             "UPDATE devices SET last_seen = $1 WHERE id = $2 AND (last_seen IS NULL OR last_seen < $1)",

@@ -87,6 +87,46 @@ fn verify_checks_the_arena_when_asked() {
 }
 
 #[test]
+fn verify_accepts_both_arena_sizes_inspect_reports() {
+    // Each size `npub inspect` names comes with the `npub verify` flags that accept it: the
+    // smaller, aligned one used to be advised and then refused.
+    let p = data("arena_4095_base.npub");
+    let p = p.to_str().unwrap();
+    let shown = text(&npub(&["inspect", p]).stdout);
+    assert!(
+        shown.contains("(npub verify --arena 4111)")
+            && shown.contains("4096 if the arena is 16-byte aligned")
+            && shown.contains("(npub verify --arena 4096 --arena-aligned)"),
+        "{shown}"
+    );
+    for args in [
+        &["--arena", "4111"][..],
+        &["--arena", "4096", "--arena-aligned"][..],
+    ] {
+        let out = npub(&[&["verify", "--format-only", p][..], args].concat());
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{args:?}: {}",
+            text(&out.stderr)
+        );
+    }
+    // Aligned or not, one byte less does not fit.
+    for args in [
+        &["--arena", "4110"][..],
+        &["--arena", "4095", "--arena-aligned"][..],
+    ] {
+        let out = npub(&[&["verify", "--format-only", p][..], args].concat());
+        assert_eq!(out.status.code(), Some(1), "{args:?}");
+    }
+    // --arena-aligned alone is a usage error, not a silent no-op.
+    assert_eq!(
+        npub(&["verify", p, "--arena-aligned"]).status.code(),
+        Some(2)
+    );
+}
+
+#[test]
 fn verify_reports_json_on_rejection() {
     let p = data("reject_EmptyCommandStream.npub");
     let out = npub(&["verify", p.to_str().unwrap(), "--json"]);

@@ -71,7 +71,12 @@ fn ok(o: &Output) {
 }
 
 fn write_pack(path: &str, fill: u8) {
-    let weights = vec![fill; 500];
+    write_pack_of(path, fill, 500);
+}
+
+/// A pack whose weights are `weights_len` bytes of `fill`.
+fn write_pack_of(path: &str, fill: u8, weights_len: usize) {
+    let weights = vec![fill; weights_len];
     let pack = build_pack(
         &[0x01, 0x00, 0x00, 0x00, 0x0f, 0x00, 0x00, 0x00],
         &[
@@ -331,6 +336,25 @@ fn rejects_a_manifest_for_another_pack_mix_and_match() {
         1,
         "NPU1 header checksum (word 7)",
     );
+}
+
+#[test]
+fn rejects_a_manifest_for_a_pack_of_another_length_naming_whose_length_is_which() {
+    let s = setup("length");
+    let manifest_len = std::fs::metadata(&s.pack).unwrap().len();
+    for weights in [100, 5000] {
+        let other = s.dir.path(&format!("other{weights}.npub"));
+        write_pack_of(&other, 7, weights);
+        let other_len = std::fs::metadata(&other).unwrap().len();
+        refused(
+            &verify(&s, &s.manifest, &other, &[]),
+            1,
+            &format!(
+                "the pack is {other_len} bytes (its NPU1 total_bytes), but the manifest \
+                 describes a pack of {manifest_len} bytes"
+            ),
+        );
+    }
 }
 
 #[test]

@@ -140,6 +140,43 @@ fn a_failed_pack_leaves_no_file() {
 }
 
 #[test]
+fn a_target_other_than_the_u55_is_refused_with_the_flag_to_change() {
+    let dir = TempDir::new("target");
+    let u65 = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../npub-core/tests/data/vela/accel/conv1_ethos-u65-256_vela.tflite");
+    let out = dir.0.join("model.npub");
+    let run = npub(&[Path::new("pack"), &u65, Path::new("-o"), &out]);
+    assert_eq!(run.status.code(), Some(1));
+    let err = text(&run.stderr);
+    assert!(
+        err.contains("Ethos-U65-256")
+            && err.contains("--accelerator-config ethos-u55-{32,64,128,256}"),
+        "{err}"
+    );
+    assert!(dir.files().is_empty(), "{:?}", dir.files());
+}
+
+#[test]
+fn warnings_reach_stderr_and_the_files_are_written() {
+    // Vela 4.4.1's C++ core writes no quantisation arrays: packed, with one warning per binding.
+    let dir = TempDir::new("warnings");
+    let npz = Path::new(env!("CARGO_MANIFEST_DIR")).join(
+        "../npub-core/tests/data/vela/matrix/files/\
+         4.4.1-regor-u55-256-default-conv1-raw__conv1_vela.npz",
+    );
+    let out = dir.0.join("model.npub");
+    let run = npub(&[Path::new("pack"), &npz, Path::new("-o"), &out]);
+    let err = text(&run.stderr);
+    assert_eq!(run.status.code(), Some(0), "{err}");
+    assert_eq!(dir.files(), ["model.io.json", "model.npub"]);
+    let warnings: Vec<&str> = err.lines().filter(|l| l.contains("warning")).collect();
+    assert_eq!(warnings.len(), 2, "{err}");
+    for w in warnings {
+        assert!(w.contains("quantisation") && w.contains(".tflite"), "{w}");
+    }
+}
+
+#[test]
 fn a_failed_pack_keeps_the_previous_files() {
     let dir = TempDir::new("keeps");
     let out = dir.0.join("model.npub");

@@ -374,6 +374,14 @@ pub enum Error {
         /// Bytes received, counting the chunk that overran.
         received: u64,
     },
+    /// The pack's own NPU1 header says it is `pack_total_bytes` long, but the manifest describes a
+    /// pack of `manifest_pack_len` bytes: the manifest is for another pack (mix and match).
+    PackLengthDiffersFromManifest {
+        /// Word 2 (`total_bytes`) of the pack's header.
+        pack_total_bytes: u32,
+        /// The manifest's `pack_len`.
+        manifest_pack_len: u32,
+    },
     /// The pack ended before the manifest's length.
     PackShorterThanManifest {
         /// The manifest's `pack_len`.
@@ -713,8 +721,14 @@ pub enum Error {
         /// The first word.
         found: u32,
     },
-    /// A COP2 payload (Regor's `--cop-format COP2`).
+    /// A COP2 payload (Regor's `--cop-format COP2`, which `--separate-io-regions` forces).
     Cop2Payload,
+    /// The payload was compiled for an accelerator other than an Ethos-U55 (an Ethos-U65 or U85):
+    /// its command stream is not one an RA8P1's NPU can run.
+    VelaNotU55 {
+        /// The COP1 config word (product in bits 31:28, log2 MACs per cycle in bits 3:0).
+        config: u32,
+    },
     /// Word 1 of the payload is not the optimizer-config tag (0x01).
     Cop1MissingConfig {
         /// The word found.
@@ -803,6 +817,14 @@ pub enum Error {
         found: i64,
         /// The region expected.
         expected: u32,
+    },
+    /// `scratch_fast_region` is the scratch's own region (1), but its size is not the scratch's:
+    /// not the Python core's convention for a fast scratch it does not spill to.
+    NpzScratchFastSizeMismatch {
+        /// `scratch_fast_size`.
+        size: u64,
+        /// `scratch_size`.
+        scratch: u64,
     },
     /// The per-IO arrays of the `.npz` disagree on the number of inputs (or outputs).
     NpzIoCountMismatch {
@@ -1258,6 +1280,15 @@ impl fmt::Display for Error {
                 "pack: {received} bytes arrived but the manifest's pack_len is {expected}; \
                  download aborted"
             ),
+            Error::PackLengthDiffersFromManifest {
+                pack_total_bytes,
+                manifest_pack_len,
+            } => write!(
+                f,
+                "pack: the pack is {pack_total_bytes} bytes (its NPU1 total_bytes), but the \
+                 manifest describes a pack of {manifest_pack_len} bytes: this manifest is for \
+                 another pack"
+            ),
             Error::PackShorterThanManifest { expected, received } => write!(
                 f,
                 "pack: the stream ended after {received} bytes, but the manifest's pack_len is \
@@ -1400,7 +1431,7 @@ impl fmt::Display for Error {
             Error::VelaEthosUInputs { count } => write!(
                 f,
                 "ethos-u operator: {count} inputs, expected at least 4 (payload, read_only weights, \
-                 scratch, scratch_fast); recompile with Vela 5.2 without `--separate-io-regions`"
+                 scratch, scratch_fast); recompile without `--separate-io-regions`"
             ),
             Error::TfliteConstantMissing { input } => write!(
                 f,
@@ -1435,8 +1466,8 @@ impl fmt::Display for Error {
             ),
             Error::TfliteNoOfflineAllocation => f.write_str(
                 "TFLite model: no OfflineMemoryAllocation metadata, so the inputs' and outputs' \
-                 offsets in the scratch arena are unknown; use Vela 5.2's *_vela.tflite (or its raw \
-                 .npz) unmodified",
+                 offsets in the scratch arena are unknown; use Vela's *_vela.tflite (or its raw .npz) \
+                 unmodified",
             ),
             Error::TfliteBadOfflineAllocation { problem, value } => write!(
                 f,
@@ -1446,7 +1477,7 @@ impl fmt::Display for Error {
             Error::VelaIoNotInArena { kind, index } => write!(
                 f,
                 "{kind} {index}: OfflineMemoryAllocation gives it no offset in the scratch arena (-1); \
-                 recompile with Vela 5.2 without `--separate-io-regions`"
+                 recompile without `--separate-io-regions`"
             ),
             Error::VelaIoRankTooLarge { kind, index, rank } => write!(
                 f,
@@ -1548,10 +1579,19 @@ impl fmt::Display for Error {
                  command stream from Vela"
             ),
             Error::Cop2Payload => f.write_str(
-                "driver payload: COP2 header, which Arm's Ethos-U core driver does not accept; \
-                 recompile without `--cop-format COP2` (and without `--separate-io-regions`, which \
-                 forces it)",
+                "driver payload: COP2 header (Vela's `--cop-format COP2`, which \
+                 `--separate-io-regions` forces), which Arm's Ethos-U core driver does not accept; \
+                 recompile without `--cop-format COP2` and without `--separate-io-regions`",
             ),
+            Error::VelaNotU55 { config } => {
+                f.write_str("driver payload: compiled for ")?;
+                write_target(f, config)?;
+                write!(
+                    f,
+                    " (config word {config:#010x}), but an RA8P1's NPU is an Ethos-U55 and cannot \
+                     run it; recompile with `--accelerator-config ethos-u55-{{32,64,128,256}}`"
+                )
+            }
             Error::Cop1MissingConfig { tag } => write!(
                 f,
                 "driver payload: word 1 is {tag:#010x}, not the optimizer-config tag (byte 0 = 0x01)"
@@ -1593,8 +1633,8 @@ impl fmt::Display for Error {
             ),
             Error::NpzMissingArray { array } => write!(
                 f,
-                "Vela raw output (.npz): no array `{array}`; this is not Vela 5.2 raw output \
-                 (`vela --output-format raw`)"
+                "Vela raw output (.npz): no array `{array}`, which the command stream or its regions \
+                 need; this is not Vela's raw output (`vela --output-format raw`, Vela 4.0 or later)"
             ),
             Error::NpzCompressedArray { array } => write!(
                 f,
@@ -1631,6 +1671,12 @@ impl fmt::Display for Error {
                 f,
                 "Vela raw output (.npz): `{array}` is {found}, but a COP1 stream uses region \
                  {expected} for it; recompile without `--separate-io-regions` or custom region maps"
+            ),
+            Error::NpzScratchFastSizeMismatch { size, scratch } => write!(
+                f,
+                "Vela raw output (.npz): `scratch_fast_region` is 1, the scratch's own region (Vela's \
+                 Python core, not spilling), but `scratch_fast_size` is {size}, not the scratch's \
+                 {scratch}; use the *_vela.npz exactly as Vela wrote it"
             ),
             Error::NpzIoCountMismatch {
                 array,
@@ -1766,3 +1812,16 @@ impl fmt::Display for Error {
 }
 
 impl core::error::Error for Error {}
+
+/// The accelerator a COP1 config word names, as Vela spells it in `--accelerator-config`
+/// (`Ethos-U65-256`): the product in bits 31:28 (0 U55, 1 U65, 2 U85), MACs per cycle as the log2
+/// in bits 3:0.
+fn write_target(f: &mut fmt::Formatter<'_>, config: u32) -> fmt::Result {
+    let macs = 1u32.checked_shl(config & 0xF).unwrap_or(0);
+    match config >> 28 {
+        0 => write!(f, "an Ethos-U55-{macs} configuration Vela does not write"),
+        1 => write!(f, "Ethos-U65-{macs}"),
+        2 => write!(f, "Ethos-U85-{macs}"),
+        product => write!(f, "an accelerator of unknown product {product}"),
+    }
+}

@@ -660,10 +660,22 @@ fn rejects_a_manifest_for_another_pack_mix_and_match() {
 fn rejects_a_manifest_for_a_pack_of_another_length_mix_and_match() {
     let a = pack(&[7; 300]);
     let b = pack(&[7; 200]);
-    assert!(matches!(
-        stream(verified(&a, 5), &b, 64).unwrap_err(),
-        Error::TotalBytesMismatch { .. }
-    ));
+    let want = |pack: &[u8], manifest: &[u8]| Error::PackLengthDiffersFromManifest {
+        pack_total_bytes: pack.len() as u32,
+        manifest_pack_len: manifest.len() as u32,
+    };
+    for chunk in [1, 64, 4096] {
+        // A shorter pack than the manifest describes, and a longer one (whose first chunk
+        // already overruns the manifest's length): both name whose length is which.
+        assert_eq!(
+            stream(verified(&a, 5), &b, chunk).unwrap_err(),
+            want(&b, &a)
+        );
+        assert_eq!(
+            stream(verified(&b, 5), &a, chunk).unwrap_err(),
+            want(&a, &b)
+        );
+    }
 }
 
 #[test]

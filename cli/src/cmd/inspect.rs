@@ -101,7 +101,8 @@ fn render(name: &str, r: &Report) -> String {
     if let (Some(any), Some(aligned)) = (r.arena_bytes, r.arena_bytes_aligned) {
         let _ = writeln!(
             out,
-            "\nArena: {any} bytes for any start address ({aligned} if the arena is 16-byte aligned)"
+            "\nArena: {any} bytes for any start address (npub verify --arena {any}), \
+             {aligned} if the arena is 16-byte aligned (npub verify --arena {aligned} --arena-aligned)"
         );
     }
     if let Some(io) = &r.io {

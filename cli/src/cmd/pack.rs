@@ -1,5 +1,9 @@
-//! `npub pack VELA_OUTPUT -o OUT.npub`: turn Vela 5.2 output (the optimised `*_vela.tflite` or the
-//! raw `*_vela.npz`) into an NPU1 pack, and write its IO bindings beside it as `OUT.io.json`.
+//! `npub pack VELA_OUTPUT -o OUT.npub`: turn Vela output (3.10 to 5.2, for an Ethos-U55: the
+//! optimised `*_vela.tflite` or the raw `*_vela.npz`) into an NPU1 pack, and write its IO bindings
+//! beside it as `OUT.io.json`.
+//!
+//! What the import accepted without trusting it — IO quantisation a raw `.npz` omits or records
+//! wrongly — is printed on stderr as `npub: warning: …`, one line each; the files are still written.
 //!
 //! Nothing is written unless the import succeeds, the pack parses, every command of its stream is
 //! proven to stay inside its regions (`npub_core::cmdstream::verify_blob`), and every IO binding
@@ -42,6 +46,11 @@ pub fn run(args: Args) -> Result<(), Failure> {
         (&args.output, &imp.pack[..]),
         (&json_path, imp.io_json().as_bytes()),
     ])?;
+    // What the import accepted without trusting it (IO metadata of a raw `.npz`): the files are
+    // written, but the user must know which binding fields are unknown.
+    for w in &imp.warnings {
+        eprintln!("npub: warning: {}: {w}", args.input.display());
+    }
     println!(
         "wrote {} ({} bytes, {}, {} commands) and {} ({} inputs, {} outputs)",
         args.output.display(),

@@ -1,4 +1,4 @@
-//! `npub verify FILE [--arena BYTES] [--format-only | --commands] [--json]`: exit 0 when the pack is
+//! `npub verify FILE [--arena BYTES [--arena-aligned]] [--format-only | --commands] [--json]`: exit 0 when the pack is
 //! valid — the NPU1 checks, then the Ethos-U command-stream verifier (every operation inside its
 //! regions), and, with `--arena`, binding into an arena of that many bytes — exit 1 with the first
 //! reason it is not.
@@ -20,9 +20,14 @@ use super::{Failure, read_file};
 pub struct Args {
     /// The `.npub` file.
     file: PathBuf,
-    /// Also bind it for the Ethos-U55 into an arena of this many bytes (worst-case alignment).
+    /// Also bind it for the Ethos-U55 into an arena of this many bytes starting at any address
+    /// (the first size `npub inspect` reports).
     #[arg(long, value_name = "BYTES")]
     arena: Option<u64>,
+    /// The `--arena` starts 16-byte aligned, as a linker-placed arena does (the second, smaller
+    /// size `npub inspect` reports).
+    #[arg(long, requires = "arena")]
+    arena_aligned: bool,
     /// Check the NPU1 container only, not the command stream (for packs whose stream is not an
     /// Ethos-U stream).
     #[arg(long)]
@@ -89,13 +94,25 @@ fn check(bytes: &[u8], args: &Args) -> Result<Stream, String> {
     let arena = args.arena;
     if let Some(len) = arena {
         let len = usize::try_from(len).map_err(|_| format!("--arena {len} is too large"))?;
-        // Bind at a deliberately misaligned start, so that "fits" means "fits wherever the device's
-        // arena happens to start" — the guarantee `arena_bytes_required` gives.
+        // Without --arena-aligned, bind at a deliberately misaligned start, so that "fits" means
+        // "fits wherever the device's arena happens to start" — the guarantee
+        // `arena_bytes_required` gives; with it, at a 16-byte boundary
+        // (`arena_bytes_required_aligned`).
         let mut buffer = vec![0u8; len + 16];
-        let start = misaligned_start(&buffer);
+        let start = if args.arena_aligned {
+            aligned_start(&buffer)
+        } else {
+            misaligned_start(&buffer)
+        };
         bind(&blob, &mut buffer[start..start + len]).map_err(|e| e.to_string())?;
     }
     Ok(stream)
+}
+
+/// An offset into `buffer` whose address is on a 16-byte boundary.
+fn aligned_start(buffer: &[u8]) -> usize {
+    let addr = buffer.as_ptr() as usize;
+    (16 - addr % 16) % 16
 }
 
 /// An offset into `buffer` whose address is one byte past a 16-byte boundary: the worst case for

@@ -5,6 +5,11 @@
 //! | header | 16 × region_count  | command stream | pad 0s  | baked region a | baked region b …
 //! ```
 //!
+//! [`build_pack_for_driver`] also writes the COP1 driver payload's header into the padding right
+//! before the stream (the stream still starts 16-byte aligned, at the first aligned offset with
+//! room for the header after the table), so that a device hands Arm's driver its payload in place
+//! (`cop1.rs`).
+//!
 //! Every size is known before a byte is written, so the header (checksum aside) and the table are
 //! emitted first and the payload follows in table order. The command stream and each baked region
 //! start 16-byte aligned (Arm's driver requires a 16-byte-aligned stream and base addresses, and a
@@ -44,12 +49,31 @@ pub enum RegionSpec<'a> {
 /// A pack with more than eight regions is built (and parses), but cannot be bound on an
 /// Ethos-U55; that is [`super::bind`]'s decision, not the container's.
 pub fn build_pack(cmd: &[u8], regions: &[RegionSpec<'_>], accel: Accel) -> Result<Vec<u8>, Error> {
+    build_pack_for_driver(&[], cmd, regions, accel)
+}
+
+/// [`build_pack`], with `head` — the COP1 driver payload's header, whose last word is the stream
+/// tag for `cmd` — written into the padding so that it ends exactly at `cmd_offset`: the pack then
+/// holds the driver payload `head ‖ cmd` in one piece (see `cop1.rs`). An empty `head` builds
+/// exactly what [`build_pack`] builds. A `head` that is not whole words is refused.
+pub fn build_pack_for_driver(
+    head: &[u8],
+    cmd: &[u8],
+    regions: &[RegionSpec<'_>],
+    accel: Accel,
+) -> Result<Vec<u8>, Error> {
     if cmd.is_empty() {
         return Err(Error::EmptyCommandStream);
     }
+    if head.len() % 4 != 0 {
+        return Err(Error::Cop1NotWords {
+            len: head.len() as u64,
+        });
+    }
     let align = u64::from(ARENA_ALIGN);
     let table_end = u64::from(HEADER_BYTES) + u64::from(REGION_DESC_BYTES) * regions.len() as u64;
-    let cmd_offset = align_up(table_end, align).ok_or(Error::PackTooLarge { bytes: u64::MAX })?;
+    let cmd_offset = align_up(table_end + head.len() as u64, align)
+        .ok_or(Error::PackTooLarge { bytes: u64::MAX })?;
     let mut end = cmd_offset + cmd.len() as u64;
 
     let mut descs = Vec::with_capacity(regions.len());
@@ -93,7 +117,8 @@ pub fn build_pack(cmd: &[u8], regions: &[RegionSpec<'_>], accel: Accel) -> Resul
     for d in &descs {
         out.extend_from_slice(&d.to_bytes());
     }
-    out.resize(cmd_offset as usize, 0);
+    out.resize(cmd_offset as usize - head.len(), 0);
+    out.extend_from_slice(head);
     out.extend_from_slice(cmd);
     for (d, spec) in descs.iter().zip(regions) {
         if let RegionSpec::Baked { bytes, .. } = spec {

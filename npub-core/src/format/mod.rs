@@ -72,6 +72,7 @@ mod blob;
 #[cfg(feature = "alloc")]
 pub mod build;
 mod checks;
+pub mod cop1;
 mod header;
 pub(crate) mod le;
 mod region;

@@ -56,9 +56,15 @@ pub fn write_key_files(secret: &Path, key: &KeyPair) -> io::Result<PathBuf> {
     line.zeroize();
     written?;
     let mut f = create_new(&public, 0o644)?;
-    f.write_all(format!("{PUBLIC_TAG} {}\n", to_hex(&key.public_key())).as_bytes())?;
+    f.write_all(public_key_file_text(&key.public_key()).as_bytes())?;
     f.sync_all()?;
     Ok(public)
+}
+
+/// The whole content of a public key file (`KEYFILE.pub`) for `key`: what `npub keygen` writes,
+/// what the server's `GET /api/v1/keys/{id}/trust` serves and what `device-agent --trust` reads.
+pub fn public_key_file_text(key: &[u8; 32]) -> String {
+    format!("{PUBLIC_TAG} {}\n", to_hex(key))
 }
 
 /// Reads a secret key file, refusing one that group or others can access.
@@ -136,8 +142,18 @@ fn parse_line(
     out: &mut [u8; 32],
 ) -> Result<(), Error> {
     let bad = |problem| Error::KeyFileBadFormat { kind, problem };
+    // Every refusal names the one line the file must hold: an operator who pasted the bare hex
+    // the UI shows learns which tag goes in front of it.
+    let expected = if kind == "secret" {
+        "expected one line `npub-ed25519-secret-v1 <64 hex digits>`, as `npub keygen` writes it"
+    } else {
+        "expected one line `npub-ed25519-public-v1 <64 hex digits>`, as `npub keygen` writes \
+         KEYFILE.pub and the server serves at GET /api/v1/keys/{id}/trust"
+    };
     let line = text.strip_suffix('\n').unwrap_or(text);
-    let (found_tag, digits) = line.split_once(' ').ok_or(bad("not `<tag> <hex>`"))?;
+    let Some((found_tag, digits)) = line.split_once(' ') else {
+        return Err(bad(expected));
+    };
     if found_tag == other_tag {
         return Err(bad(if kind == "secret" {
             "this is a public key file (KEYFILE.pub); give the secret KEYFILE"
@@ -146,11 +162,9 @@ fn parse_line(
         }));
     }
     if found_tag != tag {
-        return Err(bad(
-            "unknown tag; expected npub-ed25519-secret-v1 or npub-ed25519-public-v1",
-        ));
+        return Err(bad(expected));
     }
-    hex::decode(digits, out).ok_or(bad("the key is not exactly 64 hex digits"))
+    hex::decode(digits, out).ok_or(bad(expected))
 }
 
 fn to_hex(bytes: &[u8]) -> String {
@@ -240,10 +254,30 @@ mod tests {
             npub_error(&read_secret_key(&public).unwrap_err()),
             Error::KeyFileBadFormat { kind: "secret", .. }
         ));
-        std::fs::write(&public, "npub-ed25519-public-v1 abcd\n").unwrap();
-        assert!(matches!(
-            npub_error(&read_public_key(&public).unwrap_err()),
-            Error::KeyFileBadFormat { kind: "public", .. }
-        ));
+        let key = KeyPair::from_seed([3; 32]).public_key();
+        let bare_hex = public_key_file_text(&key)
+            .split_once(' ')
+            .unwrap()
+            .1
+            .to_owned();
+        for garbage in [
+            "npub-ed25519-public-v1 abcd\n",
+            bare_hex.as_str(),
+            "ssh-ed25519 AAAA\n",
+        ] {
+            std::fs::write(&public, garbage).unwrap();
+            let err = npub_error(&read_public_key(&public).unwrap_err());
+            assert!(
+                matches!(err, Error::KeyFileBadFormat { kind: "public", .. }),
+                "{err:?}"
+            );
+            assert!(
+                err.to_string()
+                    .contains("npub-ed25519-public-v1 <64 hex digits>"),
+                "{err}"
+            );
+        }
+        std::fs::write(&public, public_key_file_text(&key)).unwrap();
+        assert_eq!(read_public_key(&public).unwrap(), key);
     }
 }

@@ -14,7 +14,9 @@ use crate::manifest::KeyId;
 
 mod file;
 
-pub use file::{public_key_path, read_public_key, read_secret_key, write_key_files};
+pub use file::{
+    public_key_file_text, public_key_path, read_public_key, read_secret_key, write_key_files,
+};
 
 /// An ed25519 key pair. The secret half is wiped from memory when dropped, and `Debug` shows only
 /// the key id.

@@ -7,7 +7,8 @@
 //! | when                                | check                                                  | `Error` |
 //! |-------------------------------------|--------------------------------------------------------|---------|
 //! | a chunk would pass `pack_len`       | refused before any of it is hashed or written (endless data) | `PackLongerThanManifest` |
-//! | every chunk                         | NPU1 structure (magic, version, `total_bytes` = `pack_len`, tables) | the NPU1 variants |
+//! | every chunk                         | NPU1 structure (magic, version, tables)                | the NPU1 variants |
+//! | byte 12 arrives                     | header `total_bytes` = the manifest's `pack_len` (another pack's manifest) | `PackLengthDiffersFromManifest` |
 //! | byte 32 arrives                     | header word 7 = the manifest's `pack_checksum` (mix-and-match, early) | `PackChecksumMismatch` |
 //! | [`finish`](PackCheck::finish)       | all `pack_len` bytes arrived                           | `PackShorterThanManifest` |
 //! | [`finish`](PackCheck::finish)       | SHA-256 = `pack_sha256` (wrong software, tampering)   | `PackHashMismatch` |
@@ -121,13 +122,20 @@ impl PackCheck {
         let expected = self.manifest.pack_len();
         let after = self.received + chunk.len() as u64;
         if after > u64::from(expected) {
+            // The part inside the manifest's length is still looked at (never hashed or
+            // written): when the pack's own header names another length, that is the reason an
+            // operator needs, not "too long".
+            let inside = usize::try_from(u64::from(expected) - self.received).unwrap_or(usize::MAX);
+            if let Some(prefix) = chunk.get(..inside) {
+                self.npu1.feed(prefix).map_err(|e| self.name_length(e))?;
+            }
             return Err(Error::PackLongerThanManifest {
                 expected,
                 received: after,
             });
         }
         self.sha.update(chunk);
-        self.npu1.feed(chunk)?;
+        self.npu1.feed(chunk).map_err(|e| self.name_length(e))?;
         let header_done = u64::from(HEADER_BYTES);
         let crossed = self.received < header_done && after >= header_done;
         self.received = after;
@@ -135,6 +143,18 @@ impl PackCheck {
             self.cross_check_header()?;
         }
         Ok(())
+    }
+
+    /// The validator checks `total_bytes` against the length it was given, the manifest's: say so
+    /// in the manifest's terms.
+    fn name_length(&self, e: Error) -> Error {
+        match e {
+            Error::TotalBytesMismatch { total_bytes, .. } => Error::PackLengthDiffersFromManifest {
+                pack_total_bytes: total_bytes,
+                manifest_pack_len: self.manifest.pack_len(),
+            },
+            other => other,
+        }
     }
 
     /// The header just completed: its checksum word must be the one the manifest names.

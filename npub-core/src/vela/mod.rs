@@ -1,4 +1,4 @@
-//! Import of Arm Vela 5.2 output into an NPU1 pack and its IO bindings (feature `std`: host only).
+//! Import of Arm Vela output into an NPU1 pack and its IO bindings (feature `std`: host only).
 //!
 //! [`import`] recognises the file by its content — Vela's optimised `.tflite` (a flatbuffer whose
 //! file identifier is `TFL3`) or its raw `.npz` (a zip) — and maps it onto NPU1:
@@ -6,6 +6,7 @@
 //! | NPU1                  | from the `.tflite`                    | from the `.npz`              |
 //! |-----------------------|---------------------------------------|------------------------------|
 //! | command stream        | `ethos-u` input 0 minus its COP1 header | `cmd_data` minus its COP1 header |
+//! | padding before the stream | that COP1 header, ending at `cmd_offset` | idem |
 //! | `accel`               | the COP1 config word                  | idem                         |
 //! | region 0, weights, BAKED  | `ethos-u` input 1 (`read_only`)   | `weight_data`                |
 //! | region 1, scratch, RUNTIME | input 2's tensor size            | `scratch_size`               |
@@ -16,22 +17,25 @@
 //! BASEP slot. Both forms of one compilation give byte-identical packs; their IO bindings differ
 //! only where the raw format records less (no names, no element types, shapes padded to rank 6).
 //!
-//! Refused, each with a message that says what to change: COP2 payloads, operators left on the
-//! CPU, more than one `ethos-u` operator, and anything structurally inconsistent.
+//! Refused, each with a message that says what to change: COP2 payloads (`--cop-format COP2`,
+//! `--separate-io-regions`) and targets other than an Ethos-U55 (U65, U85) — both checked as soon
+//! as the payload is found, before any IO metadata —, operators left on the CPU, more than one
+//! `ethos-u` operator, and anything structurally inconsistent.
 use std::borrow::Cow;
 
 use crate::Error;
-use crate::format::build::{RegionSpec, build_pack};
+use crate::format::build::{RegionSpec, build_pack_for_driver};
 use crate::format::{Accel, Role};
-use crate::io_bindings::{self, IoBinding};
+use crate::io_bindings::{self, IoBinding, IoKind};
 
 mod builtin_ops;
-pub mod cop1;
 mod fb;
 mod npz;
 mod tflite;
+mod warning;
 
-pub use cop1::Cop1Info;
+pub use crate::format::cop1::{self, Cop1Info};
+pub use warning::Warning;
 
 /// Which of Vela's two output forms was imported.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -55,6 +59,8 @@ pub struct VelaImport {
     pub cop1: Cop1Info,
     /// The form imported.
     pub source: SourceKind,
+    /// What was accepted without being trusted (IO metadata of the raw form), in file order.
+    pub warnings: Vec<Warning>,
 }
 
 impl VelaImport {
@@ -62,6 +68,16 @@ impl VelaImport {
     pub fn io_encoding(&self) -> Vec<u8> {
         // `import` encoded these bindings once already; encoding is deterministic.
         io_bindings::encode(&self.io).unwrap_or_default()
+    }
+
+    /// Whether the quantisation of binding `kind` `index` is known. When it is not, the binding
+    /// holds scale 0 and zero point 0 — which the binding format reads as "not quantised" — and a
+    /// [`Warning`] says why.
+    pub fn quantisation_known(&self, kind: IoKind, index: u32) -> bool {
+        !self
+            .warnings
+            .iter()
+            .any(|w| w.io() == Some((kind, index)) || w.kind_wide() == Some(kind))
     }
 
     /// The JSON form of [`Self::io`] (`OUT.io.json`).
@@ -78,6 +94,20 @@ struct Extracted<'b> {
     scratch: u64,
     scratch_fast: u64,
     io: Vec<IoBinding>,
+    warnings: Vec<Warning>,
+}
+
+/// The driver payload, checked as soon as a reader holds it and before any IO metadata: its format
+/// (COP1, not COP2) and its target (an Ethos-U55). A COP2 or Ethos-U85 compilation lays its tensors
+/// out differently, and a refusal about its IO would hide the one flag to change.
+fn screen(payload: &[u8]) -> Result<cop1::Cop1<'_>, Error> {
+    let checked = cop1::parse(payload)?;
+    if !checked.accel.is_u55() {
+        return Err(Error::VelaNotU55 {
+            config: checked.info.config,
+        });
+    }
+    Ok(checked)
 }
 
 /// Local file header signature of a zip archive ("PK\x03\x04"), what an `.npz` starts with.
@@ -103,7 +133,7 @@ pub fn import_limited(bytes: &[u8], member_limit: u64) -> Result<VelaImport, Err
             magic: u32::from_le_bytes(magic),
         });
     };
-    let payload = cop1::parse(&parts.payload)?;
+    let payload = screen(&parts.payload)?;
     let size = |region: u32, bytes: u64| {
         u32::try_from(bytes).map_err(|_| Error::VelaRegionTooLarge { region, bytes })
     };
@@ -121,7 +151,10 @@ pub fn import_limited(bytes: &[u8], member_limit: u64) -> Result<VelaImport, Err
             size: size(2, parts.scratch_fast)?,
         },
     ];
-    let pack = build_pack(payload.stream, &regions, payload.accel)?;
+    // The payload's header goes into the pack right before the stream, so that the device hands
+    // Arm's driver its payload in place (see `format::cop1::driver_payload`).
+    let head = &parts.payload[..payload.info.cmd_offset as usize];
+    let pack = build_pack_for_driver(head, payload.stream, &regions, payload.accel)?;
     // Refuse here, not on the device, bindings the canonical encoding cannot hold.
     io_bindings::encode(&parts.io)?;
     Ok(VelaImport {
@@ -130,5 +163,6 @@ pub fn import_limited(bytes: &[u8], member_limit: u64) -> Result<VelaImport, Err
         accel: payload.accel,
         cop1: payload.info,
         source,
+        warnings: parts.warnings,
     })
 }

@@ -6,12 +6,17 @@
 //! | `weight_data`                           | `\|S<n>`, shape () | region 0's bytes                     |
 //! | `weight_region`, `scratch_region`       | int64 ()     | checked: 0 and 1, Vela's COP1 convention  |
 //! | `scratch_size`, `scratch_fast_size`     | int64 ()     | the sizes of regions 1 and 2              |
-//! | `scratch_fast_region`                   | int64 ()     | checked to be 2 when `scratch_fast_size` > 0 |
+//! | `scratch_fast_region`                   | int64 ()     | 2, or 1 from the Python core: see [`scratch_fast`] |
 //! | `input_`/`output_` + `shape`            | int64 (n, r) | binding shapes (Vela pads them to rank 6) |
 //! | `input_`/`output_` + `elem_size`        | int64 (n,)   | binding dtypes `bits8`… (no type is recorded) |
 //! | `input_`/`output_` + `region`, `offset` | int64 (n,)   | where the stream expects each tensor      |
-//! | `input_`/`output_` + `quantization`     | object (n,)  | a pickled dict per tensor: `quant_type`, `scale` (float32), `zero_point` (int32) |
-//! | `variable_offset`                       | (k,)         | refused unless empty                      |
+//! | `input_`/`output_` + `quantization`     | object (n,)  | a pickled dict per tensor: `quant_type`, `scale` (float32), `zero_point` (int32); optional, see [`trusted_quantisation`] |
+//! | `variable_offset`                       | (k,)         | refused unless empty; optional             |
+//!
+//! Only what the stream and its regions need is required. Vela 4.x writes no `*_quantization`
+//! arrays, Vela 4.0.1's C++ core no `variable_*` arrays either and shapes at their own rank (later
+//! versions pad them to 6); the Python core writes `cmd_data` and `weight_data` as `uint8` vectors
+//! and names the file `*_vela_sg0.npz`.
 //!
 //! Byte strings are read as the raw bytes after the `.npy` header (numpy's `.tobytes()`), never as
 //! C strings: both the payload and the weights routinely end in zero bytes. The raw format records
@@ -22,8 +27,8 @@ use npyz::{DType, NpyFile, TypeChar};
 use serde_pickle::{DeOptions, HashableValue, Value};
 use zip::{CompressionMethod, ZipArchive, result::ZipError};
 
-use super::Extracted;
 use super::tflite::per_tensor;
+use super::{Extracted, Warning};
 use crate::Error;
 use crate::io_bindings::{Dtype, IoBinding, IoKind, Name, Shape};
 
@@ -36,14 +41,12 @@ const SCRATCH_FAST_REGION: u32 = 2;
 pub fn extract(bytes: &[u8], member_limit: u64) -> Result<Extracted<'static>, Error> {
     let mut npz = Npz::open(bytes, member_limit)?;
     let payload = byte_string("cmd_data", &npz.required("cmd_data")?)?;
+    super::screen(&payload)?;
     let weights = byte_string("weight_data", &npz.required("weight_data")?)?;
     region(&mut npz, "weight_region", WEIGHT_REGION)?;
     region(&mut npz, "scratch_region", SCRATCH_REGION)?;
     let scratch = size(&mut npz, "scratch_size")?;
-    let scratch_fast = size(&mut npz, "scratch_fast_size")?;
-    if scratch_fast > 0 {
-        region(&mut npz, "scratch_fast_region", SCRATCH_FAST_REGION)?;
-    }
+    let scratch_fast = scratch_fast(&mut npz, scratch)?;
     if let Some(v) = npz.optional("variable_offset")? {
         let (_, values) = ints("variable_offset", &v)?;
         if !values.is_empty() {
@@ -53,15 +56,24 @@ pub fn extract(bytes: &[u8], member_limit: u64) -> Result<Extracted<'static>, Er
         }
     }
     let mut io = Vec::new();
+    let mut warnings = Vec::new();
     for (kind, names) in [(IoKind::Input, INPUT), (IoKind::Output, OUTPUT)] {
-        io.extend(bindings(&mut npz, kind, &names, [scratch, scratch_fast])?);
+        io.extend(bindings(
+            &mut npz,
+            kind,
+            &names,
+            [scratch, scratch_fast],
+            &mut warnings,
+        )?);
     }
+    distrust_outputs_of_a_wrong_writer(&mut io, &mut warnings);
     Ok(Extracted {
         payload: payload.into(),
         weights: weights.into(),
         scratch,
         scratch_fast,
         io,
+        warnings,
     })
 }
 
@@ -83,11 +95,15 @@ const OUTPUT: IoArrays = [
     "output_quantization",
 ];
 
+/// The bindings of one kind. Offsets, shapes, element sizes and regions are where the stream
+/// expects each tensor: required, and refused when inconsistent. Quantisation is metadata beside
+/// the stream that some Vela versions omit or get wrong: see [`trusted_quantisation`].
 fn bindings(
     npz: &mut Npz<'_>,
     kind: IoKind,
     names: &IoArrays,
     region_sizes: [u64; 2],
+    warnings: &mut Vec<Warning>,
 ) -> Result<Vec<IoBinding>, Error> {
     let [offset_name, shape_name, elem_name, region_name, quant_name] = *names;
     let (_, offsets) = ints(offset_name, &npz.required(offset_name)?)?;
@@ -117,8 +133,22 @@ fn bindings(
     count(elem_name, elem_sizes.len())?;
     let (_, regions) = ints(region_name, &npz.required(region_name)?)?;
     count(region_name, regions.len())?;
-    let quant = quantization(quant_name, &npz.required(quant_name)?)?;
-    count(quant_name, quant.len())?;
+    let quant = match npz.optional(quant_name)? {
+        None => None,
+        Some(data) => {
+            let quant = quantization(quant_name, &data)?;
+            if quant.len() == n {
+                Some(quant)
+            } else {
+                warnings.push(Warning::QuantisationCountMismatch {
+                    kind,
+                    len: quant.len() as u64,
+                    expected: n as u64,
+                });
+                Some(vec![(Vec::new(), Vec::new()); n])
+            }
+        }
+    };
 
     let mut out = Vec::with_capacity(n);
     for i in 0..n {
@@ -178,8 +208,8 @@ fn bindings(
                 region_size,
             });
         }
-        let (scales, zero_points) = &quant[i];
-        let (scale, zero_point) = per_tensor(kind, index, scales, zero_points)?;
+        let (scale, zero_point) =
+            trusted_quantisation(kind, index, quant.as_ref().map(|q| &q[i]), warnings);
         out.push(IoBinding {
             kind,
             index,
@@ -196,6 +226,67 @@ fn bindings(
     Ok(out)
 }
 
+/// One tensor's (scale, zero point), or (0.0, 0) and a warning when the file's record of it cannot
+/// be trusted: absent (Vela 4.x), per channel (Vela 5.0's C++ core records weight scales for an
+/// output), or not a scale and zero point at all. The stream does not depend on it, so it is never a
+/// reason to refuse the file.
+fn trusted_quantisation(
+    kind: IoKind,
+    index: u32,
+    recorded: Option<&Quant>,
+    warnings: &mut Vec<Warning>,
+) -> (f32, i32) {
+    let Some((scales, zero_points)) = recorded else {
+        warnings.push(Warning::QuantisationNotRecorded { kind, index });
+        return (0.0, 0);
+    };
+    match per_tensor(kind, index, scales, zero_points) {
+        Ok(q) => q,
+        Err(Error::VelaPerChannelIo { channels, .. }) => {
+            warnings.push(Warning::QuantisationPerChannel {
+                kind,
+                index,
+                channels,
+            });
+            (0.0, 0)
+        }
+        Err(_) => {
+            warnings.push(Warning::QuantisationMalformed { kind, index });
+            (0.0, 0)
+        }
+    }
+}
+
+/// Vela 5.0's C++ raw writer records an output's quantisation from the operator that produced it
+/// rather than from the tensor: per channel (a convolution's weight scales) where that operator is
+/// a convolution, and a single wrong scale where it is fully connected (ifm scale × weight scale).
+/// Only the first is recognisable, and it names the writer: every other output quantisation in the
+/// same file is then unknown too. Inputs are recorded right by every version and are kept.
+fn distrust_outputs_of_a_wrong_writer(io: &mut [IoBinding], warnings: &mut Vec<Warning>) {
+    let wrong_writer = warnings.iter().any(|w| {
+        matches!(
+            w,
+            Warning::QuantisationPerChannel {
+                kind: IoKind::Output,
+                ..
+            }
+        )
+    });
+    if !wrong_writer {
+        return;
+    }
+    for b in io.iter_mut().filter(|b| b.kind == IoKind::Output) {
+        if warnings.iter().all(|w| w.io() != Some((b.kind, b.index))) {
+            b.scale = 0.0;
+            b.zero_point = 0;
+            warnings.push(Warning::QuantisationFromUntrustedWriter {
+                kind: b.kind,
+                index: b.index,
+            });
+        }
+    }
+}
+
 fn bad(array: &'static str, problem: &'static str) -> Error {
     Error::NpzBadArray { array, problem }
 }
@@ -209,7 +300,56 @@ struct Npz<'b> {
 }
 
 impl<'b> Npz<'b> {
+    /// Opens the archive, after checking every entry count its end records claim against the
+    /// bytes there are: the zip crate sizes its entry table from the count of the end record it
+    /// settles on (up to `count` x its entry size), so a count must not outgrow the input. Every
+    /// candidate it could settle on is checked: each end-of-central-directory signature, and each
+    /// zip64 record that ends at a zip64 locator directly followed by such a signature (the only
+    /// way the crate reaches one). A count is believable only if that many 46-byte central
+    /// headers fit in the archive. One pass over the bytes: a file of signatures costs linear
+    /// time, not quadratic.
     fn open(bytes: &'b [u8], member_limit: u64) -> Result<Self, Error> {
+        const EOCD: [u8; 4] = 0x0605_4b50u32.to_le_bytes();
+        const LOCATOR: [u8; 4] = 0x0706_4b50u32.to_le_bytes();
+        const EOCD64: [u8; 4] = 0x0606_4b50u32.to_le_bytes();
+        const CENTRAL_HEADER_MIN: u64 = 46;
+        let max_entries = bytes.len() as u64 / CENTRAL_HEADER_MIN;
+        let le = |at: usize, n: usize| -> Option<u64> {
+            let field = bytes.get(at..at.checked_add(n)?)?;
+            Some(field.iter().rev().fold(0, |v, &b| (v << 8) | u64::from(b)))
+        };
+        let at_sig = |at: usize, sig: &[u8; 4]| bytes.get(at..).is_some_and(|t| t.starts_with(sig));
+        let too_many = || Error::NpzMalformed {
+            problem: "the central directory claims more entries than the archive can hold",
+        };
+        for i in 0..bytes.len() {
+            if at_sig(i, &EOCD) {
+                // Entries on this disk and in total (u16 each, at +8 and +10).
+                if [i + 8, i + 10]
+                    .iter()
+                    .any(|&at| le(at, 2).is_some_and(|n| n > max_entries))
+                {
+                    return Err(too_many());
+                }
+            } else if at_sig(i, &EOCD64) {
+                // The record's size field (+4) counts from +12; where it ends, a locator and an
+                // end record must follow for the crate to use it.
+                let end = le(i + 4, 8)
+                    .and_then(|size| size.checked_add(i as u64 + 12))
+                    .and_then(|end| usize::try_from(end).ok());
+                let reachable = end.is_some_and(|l| {
+                    at_sig(l, &LOCATOR) && l.checked_add(20).is_some_and(|e| at_sig(e, &EOCD))
+                });
+                // Entries on this disk and in total (u64 each, at +24 and +32).
+                if reachable
+                    && [i + 24, i + 32]
+                        .iter()
+                        .any(|&at| le(at, 8).is_none_or(|n| n > max_entries))
+                {
+                    return Err(too_many());
+                }
+            }
+        }
         let archive = ZipArchive::new(Cursor::new(bytes)).map_err(zip_error)?;
         let member_limit = member_limit.min(bytes.len() as u64);
         Ok(Npz {
@@ -332,15 +472,55 @@ fn size(npz: &mut Npz<'_>, array: &'static str) -> Result<u64, Error> {
 }
 
 fn region(npz: &mut Npz<'_>, array: &'static str, expected: u32) -> Result<(), Error> {
-    let (_, v) = ints(array, &npz.required(array)?)?;
-    match v[..] {
-        [r] if r == i64::from(expected) => Ok(()),
-        [found] => Err(Error::NpzRegionMismatch {
+    match scalar(npz, array)? {
+        r if r == i64::from(expected) => Ok(()),
+        found => Err(Error::NpzRegionMismatch {
             array,
             found,
             expected,
         }),
+    }
+}
+
+fn scalar(npz: &mut Npz<'_>, array: &'static str) -> Result<i64, Error> {
+    let (_, v) = ints(array, &npz.required(array)?)?;
+    match v[..] {
+        [x] => Ok(x),
         _ => Err(bad(array, "not a scalar")),
+    }
+}
+
+/// The size of region 2 (scratch_fast), as the `.tflite` of the same compilation gives it (the
+/// size of the `ethos-u` operator's input 3, which TFLite Micro binds at BASEP2).
+///
+/// | core writing the `.npz`  | memory mode                 | `scratch_fast_region` | `scratch_fast_size` | region 2 |
+/// |--------------------------|-----------------------------|-----------------------|---------------------|----------|
+/// | C++ (Regor)              | any                         | 0 or 2                | 0                   | 0        |
+/// | Python                   | `Dedicated_Sram` (spilling) | 2                     | n                   | n        |
+/// | Python (Vela 4.x's default, 5.x's `--debug-force-legacy-core`) | `Shared_Sram`, `Sram_Only` | 1 | the scratch's size | that size |
+///
+/// In the last row the Python core, which spills to a fast memory only in `Dedicated_Sram`,
+/// addresses its fast scratch through region 1 (its `get_region` maps `Scratch_fast` to the scratch
+/// when not spilling) and records that region; its tensor is still operator input 3, a tensor of
+/// the scratch's size that TFLite Micro binds at BASEP2, and that its `.tflite` declares. So it is
+/// region 2 here too, with that size, and both forms give one pack. Region 1 with any other size is
+/// not that convention, and refused.
+fn scratch_fast(npz: &mut Npz<'_>, scratch: u64) -> Result<u64, Error> {
+    let size = size(npz, "scratch_fast_size")?;
+    if size == 0 {
+        return Ok(0);
+    }
+    match scalar(npz, "scratch_fast_region")? {
+        r if r == i64::from(SCRATCH_FAST_REGION) => Ok(size),
+        r if r == i64::from(SCRATCH_REGION) && size == scratch => Ok(size),
+        r if r == i64::from(SCRATCH_REGION) => {
+            Err(Error::NpzScratchFastSizeMismatch { size, scratch })
+        }
+        found => Err(Error::NpzRegionMismatch {
+            array: "scratch_fast_region",
+            found,
+            expected: SCRATCH_FAST_REGION,
+        }),
     }
 }
 

@@ -64,6 +64,7 @@ pub fn extract(bytes: &[u8]) -> Result<Extracted<'_>, Error> {
         });
     }
     let payload = constant(&fb, &buffers, tensor(inputs[0])?, 0)?;
+    super::screen(payload)?;
     let weights = constant(&fb, &buffers, tensor(inputs[1])?, 1)?;
     let scratch = tensor_bytes(&fb, tensor(inputs[2])?)?;
     let scratch_fast = if inputs[3] == inputs[2] {
@@ -113,6 +114,7 @@ pub fn extract(bytes: &[u8]) -> Result<Extracted<'_>, Error> {
         scratch,
         scratch_fast,
         io,
+        warnings: Vec::new(),
     })
 }
 

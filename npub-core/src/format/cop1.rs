@@ -16,9 +16,27 @@
 //! Only NOPs may stand between the config and the stream: the driver's other actions (register
 //! reads, SHRAM dumps) are debugging aids Vela does not emit, and a pack has no way to honour them.
 //! Bytes after the stream are refused too: the driver would try to run them as further actions.
+//!
+//! ## The payload in place, inside NPU1 version 1
+//!
+//! `ethosu_invoke_v3()` takes the whole payload, header and stream in one buffer. NPU1 keeps the
+//! stream alone, but locates it by `cmd_offset` rather than by adjacency and lets the producer pad
+//! before it, the padding being payload bytes that the FNV-1a checksum (and the manifest's
+//! SHA-256) cover. So `npub pack` ([`super::build::build_pack_for_driver`]) writes the payload's
+//! header into that padding, ending exactly at `cmd_offset`:
+//!
+//! ```text
+//! | 0      | 32               | …  | cmd_offset − H            | cmd_offset        | …
+//! | header | region table     | 0s | COP1 header (H bytes)     | command stream    | baked regions
+//! ```
+//!
+//! Nothing of NPU1 changes: the header, the table, `cmd_offset`/`cmd_bytes` and the loader's checks
+//! are those of any pack, and a loader that ignores the padding loses nothing. A device finds the
+//! header with [`driver_payload`], and hands `[cmd_offset − H, cmd_offset + cmd_bytes)` to the
+//! driver where it lies, in flash.
 use crate::Error;
-use crate::format::Accel;
 use crate::format::le::word;
+use crate::format::{Accel, HEADER_BYTES, Header, REGION_DESC_BYTES};
 
 /// `"COP1"` as a little-endian word.
 pub const COP1_MAGIC: u32 = u32::from_le_bytes(*b"COP1");
@@ -133,10 +151,50 @@ pub fn parse(payload: &[u8]) -> Result<Cop1<'_>, Error> {
     }
 }
 
+/// The shortest header before a stream: magic, config tag, config word, ID word, stream tag.
+pub const MIN_HEAD_BYTES: u32 = FIXED_HEADER_BYTES as u32 + 4;
+/// The longest header [`driver_payload`] looks for: the fixed 16 bytes, up to 11 NOPs and the
+/// stream tag. Vela pads with at most 3 NOPs (to align the stream to 16 bytes).
+pub const MAX_HEAD_BYTES: u32 = 64;
+
+/// Where the driver payload lies in a pack whose producer put its COP1 header right before the
+/// command stream (module docs): `(offset, bytes)` of the payload in `pack`, `None` when the pack
+/// carries none.
+///
+/// The header is the nearest one that ends at `cmd_offset` and starts after the region table: for
+/// each start from `cmd_offset − 20` down to `cmd_offset − 64` (4-byte steps), the bytes from there
+/// to the end of the stream must [`parse`] as a COP1 payload whose stream is exactly the pack's,
+/// and its config word must name the pack's `accel` when that is a known configuration. `header`
+/// must be the pack's own (as [`crate::Blob::parse`] checked it), so every offset is in bounds.
+pub fn driver_payload(pack: &[u8], header: &Header) -> Option<(u32, u32)> {
+    let table_end =
+        u64::from(HEADER_BYTES) + u64::from(REGION_DESC_BYTES) * u64::from(header.region_count);
+    let cmd = u64::from(header.cmd_offset);
+    let end = cmd + u64::from(header.cmd_bytes);
+    if end > pack.len() as u64 {
+        return None;
+    }
+    let mut head = u64::from(MIN_HEAD_BYTES);
+    while head <= u64::from(MAX_HEAD_BYTES) && head + table_end <= cmd {
+        let start = cmd - head;
+        if let Ok(p) = parse(&pack[start as usize..end as usize]) {
+            let agrees = match Accel::from_word(header.accel) {
+                Accel::Unspecified | Accel::Unknown(_) => true,
+                named => named == p.accel,
+            };
+            if u64::from(p.info.cmd_offset) == head && agrees {
+                return Some((start as u32, (end - start) as u32));
+            }
+        }
+        head += 4;
+    }
+    None
+}
+
 /// The accelerator a COP1 config word describes.
 ///
 /// The product (bits 31:28) and MACs per cycle (bits 3:0, log2) name the configuration; the SHRAM
-/// size (bits 15:8, KiB) and command-stream version (bits 7:4) must then be what Vela 5.2 writes for
+/// size (bits 15:8, KiB) and command-stream version (bits 7:4) must then be what Vela (3.10 to 5.2) writes for
 /// it, because the command-stream verifier sizes SHRAM from the configuration. Anything else is
 /// kept as [`Accel::Unknown`] with the config word.
 ///

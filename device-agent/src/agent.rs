@@ -1,15 +1,27 @@
-//! The agent: one flash, its layout, the device's identity and the mounted journal.
+//! The agent: one flash, its layout, the device's identity, the monotonic counter and the mounted
+//! journal.
 //!
-//! Everything that changes the device goes through [`Agent::boot`] (boot.rs) and
-//! [`Agent::poll`] (install.rs); this file only opens the agent and commits states.
+//! Power-on is a typestate: [`Agent::power_on`] gives an [`Unbooted`] agent, whose only move is
+//! [`Unbooted::boot`]; that resolves a pending pack (trial, confirm or revert) and binds, and only
+//! then hands out the [`Agent`] that can [`Agent::poll`] and [`Agent::install`]. An install that
+//! ran before boot resolved the pending pack could confirm a newer pack and leave the older one
+//! pending, to be confirmed over it at the next boot.
+//!
+//! [`Agent::open`] is the older entry point, without a counter: its agent may poll at once, and
+//! then the first poll or install runs the boot first.
+//!
+//! Everything that changes the device goes through boot (boot.rs) and poll (install.rs); this file
+//! only opens the agent and commits states.
 use embedded_storage::nor_flash::NorFlash;
 use npub_core::Accel;
 use npub_core::io_bindings::IoBindings;
 
+use crate::counter::{JournalOnly, MonotonicCounter};
 use crate::error::Error;
 use crate::flash::Mapped;
 use crate::journal::Journal;
 use crate::layout::Layout;
+use crate::npu::{Arena, Npu};
 use crate::state::State;
 
 /// What a manifest must match to be installed on this device.
@@ -26,19 +38,74 @@ pub struct Device {
     pub io_bindings: Option<&'static [u8]>,
 }
 
-/// The OTA agent over a flash of type `F`.
+/// The OTA agent over a flash of type `F`, with the replay floor also kept in `C`, after boot.
 #[derive(Debug)]
-pub struct Agent<F> {
+pub struct Agent<F, C = JournalOnly> {
     pub(crate) flash: F,
+    pub(crate) counter: C,
     pub(crate) layout: Layout,
     pub(crate) device: Device,
     pub(crate) journal: Journal,
+    /// Whether boot ran in this power cycle (an agent from [`Agent::open`] boots lazily).
+    pub(crate) booted: bool,
 }
 
-impl<F: NorFlash + Mapped> Agent<F> {
-    /// Opens the agent on `flash`: checks the layout against it (a misfit is a firmware bug and
-    /// panics) and mounts the journal. Changes nothing in flash.
-    pub fn open(mut flash: F, layout: Layout, device: Device) -> Result<Self, Error> {
+/// An agent right after power-on: it can only boot.
+///
+/// ```no_run
+/// # use device_agent::{Agent, Arena, Device, Layout, NorCounter, RecordingNpu, Transport};
+/// # use device_agent::nor_emu::NorEmu;
+/// # fn run(flash: NorEmu<16, 4096>, counter: NorEmu<16, 4096>, layout: Layout, device: Device,
+/// #        server: &mut impl Transport, keyring: &npub_core::manifest::Keyring<2>,
+/// #        arena: &mut Arena<'_>) {
+/// let mut npu = RecordingNpu::default();
+/// let unbooted = Agent::power_on(flash, NorCounter::new(counter, 0), layout, device).unwrap();
+/// let (mut agent, _booted) = unbooted.boot(&mut npu, arena);
+/// let _ = agent.poll(server, keyring, &mut npu, arena, None);
+/// # }
+/// ```
+///
+/// Polling before boot does not compile:
+///
+/// ```compile_fail
+/// # use device_agent::{Agent, Arena, Device, Layout, NorCounter, RecordingNpu, Transport};
+/// # use device_agent::nor_emu::NorEmu;
+/// # fn run(flash: NorEmu<16, 4096>, counter: NorEmu<16, 4096>, layout: Layout, device: Device,
+/// #        server: &mut impl Transport, keyring: &npub_core::manifest::Keyring<2>,
+/// #        arena: &mut Arena<'_>) {
+/// let mut npu = RecordingNpu::default();
+/// let mut unbooted = Agent::power_on(flash, NorCounter::new(counter, 0), layout, device).unwrap();
+/// let _ = unbooted.poll(server, keyring, &mut npu, arena, None);
+/// # }
+/// ```
+#[derive(Debug)]
+pub struct Unbooted<F, C>(Agent<F, C>);
+
+impl<F: NorFlash + Mapped> Agent<F, JournalOnly> {
+    /// Opens the agent on `flash` without a monotonic counter (the replay floor lives in the
+    /// journal only): checks the layout against it (a misfit is a firmware bug and panics) and
+    /// mounts the journal. The agent may poll at once; the first poll or install boots first.
+    /// Prefer [`Agent::power_on`].
+    pub fn open(flash: F, layout: Layout, device: Device) -> Result<Self, Error> {
+        Agent::mount(flash, JournalOnly, layout, device)
+    }
+}
+
+impl<F: NorFlash + Mapped, C: MonotonicCounter> Agent<F, C> {
+    /// Powers the agent on: checks the layout against `flash` (a misfit is a firmware bug and
+    /// panics), mounts the journal and reads the replay floor from `counter`. It writes only to
+    /// heal: the newest journal record is committed again if it was found in one copy only, and
+    /// the counter is raised if it lags the journal (a raise that a power cut stopped).
+    pub fn power_on(
+        flash: F,
+        counter: C,
+        layout: Layout,
+        device: Device,
+    ) -> Result<Unbooted<F, C>, Error> {
+        Agent::mount(flash, counter, layout, device).map(Unbooted)
+    }
+
+    fn mount(mut flash: F, mut counter: C, layout: Layout, device: Device) -> Result<Self, Error> {
         const {
             assert!(F::WRITE_SIZE > 0 && F::ERASE_SIZE % F::WRITE_SIZE == 0);
             assert!(F::ERASE_SIZE.is_power_of_two());
@@ -56,16 +123,30 @@ impl<F: NorFlash + Mapped> Agent<F> {
             flash.mapped().len() >= flash.capacity(),
             "the XIP mapping must cover the whole flash"
         );
-        let journal = Journal::mount(&mut flash, &layout)?;
+        let mut journal = Journal::mount(&mut flash, &layout)?;
+        let floor = counter.read()?;
+        let recorded = journal.state().last_sequence();
+        if recorded > floor {
+            // Best effort: the next install raises it again before it erases anything.
+            let _ = counter.raise(recorded);
+        }
+        let state = journal.state().with_floor(floor);
+        if journal.needs_refresh() {
+            // Best effort: a boot must not fail because the journal cannot be written.
+            let _ = journal.commit(&mut flash, &layout, state);
+        }
+        journal.assume(state);
         Ok(Self {
             flash,
+            counter,
             layout,
             device,
             journal,
+            booted: false,
         })
     }
 
-    /// The state the journal holds.
+    /// The state the journal holds (with the replay floor from the counter).
     pub fn state(&self) -> &State {
         self.journal.state()
     }
@@ -80,9 +161,31 @@ impl<F: NorFlash + Mapped> Agent<F> {
         &self.flash
     }
 
+    /// The monotonic counter, to read.
+    pub fn counter(&self) -> &C {
+        &self.counter
+    }
+
+    /// The flash, to reach the driver while the agent runs (fault injection, diagnostics). What
+    /// is written through it bypasses every guarantee of this crate.
+    pub fn flash_mut(&mut self) -> &mut F {
+        &mut self.flash
+    }
+
+    /// The monotonic counter, to reach its driver while the agent runs (see
+    /// [`Agent::flash_mut`]).
+    pub fn counter_mut(&mut self) -> &mut C {
+        &mut self.counter
+    }
+
     /// Gives the flash back (a test "reboots" by opening a new agent on it).
     pub fn into_flash(self) -> F {
         self.flash
+    }
+
+    /// Gives the flash and the counter back.
+    pub fn into_parts(self) -> (F, C) {
+        (self.flash, self.counter)
     }
 
     /// Makes `next` the durable state.
@@ -91,5 +194,60 @@ impl<F: NorFlash + Mapped> Agent<F> {
             return Ok(());
         }
         self.journal.commit(&mut self.flash, &self.layout, next)
+    }
+
+    /// An agent from [`Agent::open`] that has not booted yet boots now (its result is the boot's
+    /// business: a blank device has nothing to bind).
+    pub(crate) fn boot_if_needed<N: Npu>(&mut self, npu: &mut N, arena: &mut Arena<'_>) {
+        if !self.booted {
+            let _ = self.boot(npu, arena);
+        }
+    }
+}
+
+impl<F: NorFlash + Mapped, C: MonotonicCounter> Unbooted<F, C> {
+    /// Boots (see boot.rs): resolves a pending pack, re-validates and binds. Whatever the
+    /// outcome, the agent that comes back may poll: a device with nothing bootable still installs
+    /// its first pack.
+    pub fn boot<N: Npu>(
+        self,
+        npu: &mut N,
+        arena: &mut Arena<'_>,
+    ) -> (Agent<F, C>, Result<crate::Booted, Error>) {
+        let mut agent = self.0;
+        let booted = agent.boot(npu, arena);
+        (agent, booted)
+    }
+
+    /// Boots up to a pending pack's self-test ([`Agent::boot_start`]): the agent, and either the
+    /// end of the boot or the pack on trial, whose outcome goes to [`Agent::settle_trial`].
+    pub fn boot_start<N: Npu>(
+        self,
+        npu: &mut N,
+        arena: &mut Arena<'_>,
+    ) -> (Agent<F, C>, crate::BootStart) {
+        let mut agent = self.0;
+        let start = agent.boot_start(npu, arena);
+        (agent, start)
+    }
+
+    /// The state the journal holds (with the replay floor from the counter).
+    pub fn state(&self) -> &State {
+        self.0.state()
+    }
+
+    /// The flash, to read.
+    pub fn flash(&self) -> &F {
+        &self.0.flash
+    }
+
+    /// The flash, to reach the driver (see [`Agent::flash_mut`]).
+    pub fn flash_mut(&mut self) -> &mut F {
+        &mut self.0.flash
+    }
+
+    /// Gives the flash and the counter back (a power cut before boot).
+    pub fn into_parts(self) -> (F, C) {
+        self.0.into_parts()
     }
 }

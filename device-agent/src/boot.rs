@@ -2,23 +2,27 @@
 //!
 //! | journal says                        | boot does                                                                 |
 //! |-------------------------------------|---------------------------------------------------------------------------|
-//! | a slot pending, trial boots left    | records one trial used, *then* verifies, binds and self-tests it: pass → confirmed and active; fail → reverted |
+//! | nothing at all (blank or lost)      | reads the slot descriptors: each slot whose descriptor is not revoked and whose bytes verify against it comes back, confirmed if its descriptor says so, else pending; then as below |
+//! | a slot pending, trial boots left    | records one trial used, *then* verifies, binds and self-tests it: pass → confirmed and active; fail → failed (retry allowed) and unbound; if the trial cannot be recorded it is not run |
 //! | a slot pending, no trial boots left | reverts it: its self-test never got to confirm it (hangs, resets)        |
 //! | confirmed slots                     | the active one first, else the other: the first that verifies in flash is bound (and made active) |
-//! | nothing bootable                    | [`Error::NoBootableSlot`]                                                 |
+//! | nothing bootable                    | unbinds the NPU; [`Error::NoBootableSlot`]                                |
 //!
 //! The trial is journalled before it runs, so a pack whose self-test resets the device is tried
 //! at most [`crate::state::MAX_TRIAL_BOOTS`] times. Boot never erases or programs a slot, and a
-//! confirmed slot that fails re-validation is skipped, not wiped: a transient read fault must not
-//! cost the device its pack.
+//! confirmed slot that fails re-validation is read again (after [`Mapped::invalidate`]) and then
+//! skipped, not wiped: a misread must not cost the device its pack. Only a trial needs the
+//! journal to be writable: a confirmed pack that verifies is bound even when every commit fails.
 use embedded_storage::nor_flash::NorFlash;
 
 use crate::agent::Agent;
+use crate::counter::MonotonicCounter;
+use crate::descriptor;
 use crate::error::Error;
 use crate::flash::Mapped;
 use crate::layout::Slot;
 use crate::npu::{Arena, Npu};
-use crate::state::PackId;
+use crate::state::{MAX_TRIAL_BOOTS, PackId, SlotState, State, Status};
 use crate::verify::{self, VerifiedSlot};
 
 /// A pending pack that boot gave up.
@@ -41,79 +45,214 @@ pub struct Booted {
     pub reverted: Option<Reverted>,
 }
 
-impl<F: NorFlash + Mapped> Agent<F> {
-    /// Boots: see the module's table. On `Ok` the NPU has been programmed with the bound pack.
+/// Where [`Agent::boot_start`] stopped.
+// No allocator to box the verified slot into; the value is returned once per boot.
+#[allow(clippy::large_enum_variant)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BootStart {
+    /// A pending pack verified and is programmed into the NPU on trial (the trial is journalled):
+    /// run the application's self-test on it and hand the outcome to [`Agent::settle_trial`].
+    /// Until then the pack is not confirmed; a reset before that costs one of its trial boots.
+    Trial(VerifiedSlot),
+    /// Boot is over: what it bound, or why nothing is bound.
+    Done(Result<Booted, Error>),
+}
+
+impl<F: NorFlash + Mapped, C: MonotonicCounter> Agent<F, C> {
+    /// Boots: see the module's table. On `Ok` the NPU has been programmed with the bound pack; on
+    /// `Err` it has been unbound. Also rebinds the active pack on an agent that is running.
+    ///
+    /// A pending pack's self-test is `npu`'s [`Npu::self_test`], run at once; a firmware whose
+    /// self-test is not one call (the C ABI's) uses [`Agent::boot_start`] and
+    /// [`Agent::settle_trial`], which this is made of.
     pub fn boot<N: Npu>(&mut self, npu: &mut N, arena: &mut Arena<'_>) -> Result<Booted, Error> {
-        let mut reverted = None;
-        if let Some((slot, boots_left)) = self.state().on_trial() {
-            let pack = self.state().slot(slot).pack;
-            let outcome = if boots_left == 0 {
-                Err(Error::TrialBootsExhausted {
-                    boots: crate::state::MAX_TRIAL_BOOTS,
-                })
-            } else {
-                self.commit(self.state().trial_boot(slot))?;
-                self.trial(slot, &pack, npu, arena)
-            };
-            match outcome {
-                Ok(verified) => {
-                    self.commit(self.state().confirm(&verified))?;
-                    return Ok(Booted {
-                        verified,
-                        reverted: None,
-                    });
-                }
-                Err(reason) => {
-                    self.commit(self.state().revert(slot))?;
-                    reverted = Some(Reverted {
-                        slot,
-                        sequence: pack.sequence,
-                        reason,
-                    });
-                }
+        match self.boot_start(npu, arena) {
+            BootStart::Trial(verified) => {
+                let outcome = npu.self_test(verified.registers());
+                self.settle_trial(&verified, outcome, npu, arena)
+            }
+            BootStart::Done(booted) => booted,
+        }
+    }
+
+    /// Boots up to a pending pack's self-test: resolves everything else in the module's table,
+    /// and stops with [`BootStart::Trial`] when a pending pack is bound on trial.
+    pub fn boot_start<N: Npu>(&mut self, npu: &mut N, arena: &mut Arena<'_>) -> BootStart {
+        self.booted = true;
+        if !self.journal.has_records() {
+            if let Err(e) = self.rebuild_from_descriptors(arena) {
+                return BootStart::Done(Err(e));
             }
         }
+        let reverted = match self.state().on_trial() {
+            None => None,
+            Some((slot, 0)) => {
+                let pack = self.state().slot(slot).pack();
+                let reason = Error::TrialBootsExhausted {
+                    boots: MAX_TRIAL_BOOTS,
+                };
+                Some(self.give_up(slot, &pack, reason, npu))
+            }
+            // Unrecorded, a trial whose self-test resets the device would run for ever: a trial
+            // that cannot be journalled is not run, and the confirmed pack boots.
+            Some((slot, _)) if self.commit(self.state().trial_boot(slot)).is_err() => None,
+            Some((slot, _)) => {
+                let pack = self.state().slot(slot).pack();
+                match self.verify_for_boot(slot, &pack, arena) {
+                    Ok(verified) => {
+                        npu.program(verified.registers());
+                        return BootStart::Trial(verified);
+                    }
+                    Err(reason) => Some(self.give_up(slot, &pack, reason, npu)),
+                }
+            }
+        };
+        BootStart::Done(self.bind_confirmed(npu, arena, reverted))
+    }
+
+    /// Ends a boot that stopped at [`BootStart::Trial`] with the self-test's `outcome` on
+    /// `verified` (the pack it returned): a pass confirms the pack and it stays bound; a failure
+    /// gives it up (failed, its descriptor revoked), unbinds it and boots the confirmed pack.
+    pub fn settle_trial<N: Npu>(
+        &mut self,
+        verified: &VerifiedSlot,
+        outcome: Result<(), u32>,
+        npu: &mut N,
+        arena: &mut Arena<'_>,
+    ) -> Result<Booted, Error> {
+        let slot = verified.slot();
+        match outcome {
+            Ok(()) => {
+                if self.commit(self.state().confirm(verified)).is_ok() {
+                    let _ = descriptor::mark_confirmed(&mut self.flash, &self.layout, slot);
+                }
+                Ok(Booted {
+                    verified: *verified,
+                    reverted: None,
+                })
+            }
+            Err(code) => {
+                let reason = Error::SelfTestFailed { code };
+                let reverted = self.give_up(slot, &verified.pack(), reason, npu);
+                self.bind_confirmed(npu, arena, Some(reverted))
+            }
+        }
+    }
+
+    /// Gives the pending pack in `slot` up for `reason`: the NPU unbound, the slot failed (a
+    /// local fault may be retried) or reverted (trials used up), its descriptor revoked.
+    fn give_up<N: Npu>(
+        &mut self,
+        slot: Slot,
+        pack: &PackId,
+        reason: Error,
+        npu: &mut N,
+    ) -> Reverted {
+        npu.unbind();
+        let next = match reason {
+            Error::TrialBootsExhausted { .. } => self.state().revert(slot),
+            _ => self.state().fail(slot),
+        };
+        if self.commit(next).is_ok() {
+            let _ = descriptor::mark_revoked(&mut self.flash, &self.layout, slot);
+        }
+        Reverted {
+            slot,
+            sequence: pack.sequence,
+            reason,
+        }
+    }
+
+    /// Binds the first confirmed slot that verifies (the active one first), or unbinds the NPU.
+    fn bind_confirmed<N: Npu>(
+        &mut self,
+        npu: &mut N,
+        arena: &mut Arena<'_>,
+        reverted: Option<Reverted>,
+    ) -> Result<Booted, Error> {
         let state = *self.state();
         for slot in state.confirmed() {
-            let pack = state.slot(slot).pack;
-            let Ok(verified) = verify::for_boot(
-                &self.flash,
-                &self.layout,
-                slot,
-                &pack,
-                self.device.io_bindings,
-                arena,
-            ) else {
+            let pack = state.slot(slot).pack();
+            let Ok(verified) = self.verify_for_boot(slot, &pack, arena) else {
                 continue;
             };
             // A fallback becomes the active pack, so the next install overwrites the slot that
-            // no longer verifies rather than this one.
-            self.commit(self.state().confirm(&verified))?;
+            // no longer verifies rather than this one. Best effort: it binds either way.
+            let _ = self.commit(self.state().confirm(&verified));
             npu.program(verified.registers());
             return Ok(Booted { verified, reverted });
         }
+        npu.unbind();
         Err(Error::NoBootableSlot)
     }
 
-    /// One trial of a pending pack: verify in flash, program the NPU, run the self-test.
-    pub(crate) fn trial<N: Npu>(
-        &self,
+    /// Verifies `slot` against `pack`; a failure is read again after invalidating the XIP cache
+    /// before it is believed.
+    pub(crate) fn verify_for_boot(
+        &mut self,
         slot: Slot,
         pack: &PackId,
-        npu: &mut N,
         arena: &mut Arena<'_>,
     ) -> Result<VerifiedSlot, Error> {
-        let verified = verify::for_boot(
-            &self.flash,
-            &self.layout,
-            slot,
-            pack,
-            self.device.io_bindings,
-            arena,
-        )?;
-        npu.program(verified.registers());
-        npu.self_test(verified.registers())
-            .map_err(|code| Error::SelfTestFailed { code })?;
-        Ok(verified)
+        let io = self.device.io_bindings;
+        verify::for_boot(&self.flash, &self.layout, slot, pack, io, arena).or_else(|_| {
+            self.flash.invalidate();
+            verify::for_boot(&self.flash, &self.layout, slot, pack, io, arena)
+        })
+    }
+
+    /// The journal holds no record at all (blank, erased, or written by a firmware with another
+    /// layout): find the packs again from the slot descriptors. On a blank device this finds
+    /// nothing and changes nothing.
+    fn rebuild_from_descriptors(&mut self, arena: &mut Arena<'_>) -> Result<(), Error> {
+        let mut found: [Option<(PackId, bool)>; 2] = [None, None];
+        for slot in Slot::ALL {
+            let Some(d) = descriptor::read(&mut self.flash, &self.layout, slot)? else {
+                continue;
+            };
+            if !d.revoked && self.verify_for_boot(slot, &d.pack, arena).is_ok() {
+                found[slot.index()] = Some((d.pack, d.confirmed));
+            }
+        }
+        if found == [None, None] {
+            return Ok(());
+        }
+        let seq = |s: Slot| found[s.index()].map_or(0, |(p, _)| p.sequence);
+        let confirmed = |s: Slot| found[s.index()].is_some_and(|(_, c)| c);
+        let newest_first = if seq(Slot::B) > seq(Slot::A) {
+            [Slot::B, Slot::A]
+        } else {
+            [Slot::A, Slot::B]
+        };
+        let active = newest_first.into_iter().find(|&s| confirmed(s));
+        // At most one pack on trial: the newest unconfirmed one.
+        let trial = newest_first
+            .into_iter()
+            .find(|&s| found[s.index()].is_some() && !confirmed(s));
+        let mut slots = [SlotState::EMPTY; 2];
+        for s in Slot::ALL {
+            if let Some((pack, _)) = found[s.index()] {
+                let status = if confirmed(s) {
+                    Status::Confirmed
+                } else if trial == Some(s) {
+                    Status::Pending {
+                        boots_left: MAX_TRIAL_BOOTS,
+                    }
+                } else {
+                    continue;
+                };
+                slots[s.index()] = SlotState::new(status, pack);
+            }
+        }
+        let floor = self
+            .state()
+            .last_sequence()
+            .max(seq(Slot::A))
+            .max(seq(Slot::B));
+        let state = State::from_parts(floor, 0, active, slots);
+        self.journal.assume(state);
+        // Best effort: if the journal cannot be written, the next boot rebuilds again.
+        let _ = self.journal.commit(&mut self.flash, &self.layout, state);
+        Ok(())
     }
 }

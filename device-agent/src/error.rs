@@ -82,8 +82,164 @@ pub enum Error {
     /// Nothing in flash can be booted: no pack was ever confirmed, or every candidate failed its
     /// re-validation.
     NoBootableSlot,
-    /// The journal's record sequence would wrap (after 2³² state changes).
+    /// The journal's record sequence would wrap (after 2³² record slots).
     JournalExhausted,
+    /// A journal record did not read back as it was programmed, in every unit a commit tried.
+    JournalReadBack,
+    /// A slot descriptor did not read back as it was programmed.
+    DescriptorReadBack {
+        /// The slot.
+        slot: Slot,
+    },
+    /// The monotonic counter that holds the replay floor failed.
+    Counter(CounterError),
+    /// The manifest's sequence is further above the replay floor than one manifest may move it
+    /// (see `docs/manifest.md`): a leaked key must not be able to lock the device out for good.
+    SequenceTooFar {
+        /// The manifest's sequence.
+        sequence: u64,
+        /// The device's replay floor.
+        floor: u64,
+        /// [`crate::MAX_SEQUENCE_STEP`].
+        max_step: u64,
+    },
+    /// [`crate::Agent::finish_install`] on an install whose pack is not pending yet: nothing
+    /// was verified or programmed, so there is no self-test outcome to apply.
+    NotPending,
+}
+
+/// Why the monotonic counter failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum CounterError {
+    /// Its flash failed (in the emulation: also a power cut).
+    Flash(NorFlashErrorKind),
+    /// A new value did not read back as it was programmed, in every place a raise tried.
+    ReadBack,
+}
+
+/// A flash layout that breaks one of the rules of `layout.rs` (what [`crate::Layout::validate`]
+/// returns; [`crate::Layout::check`] panics with it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum LayoutError {
+    /// An area has no bytes.
+    Empty {
+        /// "journal", "slot A" or "slot B".
+        area: &'static str,
+    },
+    /// An area does not start and end on an erase boundary.
+    Unaligned {
+        /// Which area.
+        area: &'static str,
+        /// Its first offset.
+        start: u64,
+        /// Its size.
+        len: u64,
+        /// The erase size.
+        erase: u64,
+    },
+    /// Two areas overlap.
+    Overlap {
+        /// One area.
+        area: &'static str,
+        /// The other.
+        other: &'static str,
+    },
+    /// A journal bank holds fewer than two commit units.
+    BankTooSmall {
+        /// Its size.
+        bytes: u32,
+        /// The least it must be.
+        min: usize,
+    },
+    /// A slot is not two erase sectors (pack + descriptor), or a sector is below 384 bytes.
+    SlotTooSmall {
+        /// The slot size.
+        bytes: u32,
+        /// The erase size.
+        erase: u64,
+    },
+    /// `progress_bytes` is 0 or not a multiple of the erase size.
+    Progress {
+        /// The value.
+        bytes: u32,
+        /// The erase size.
+        erase: u64,
+    },
+    /// The layout ends past the flash.
+    PastCapacity {
+        /// Its end offset.
+        end: u64,
+        /// The flash's capacity.
+        capacity: u64,
+    },
+    /// A slot runs past the 32-bit bus in the XIP window.
+    PastBus {
+        /// The slot.
+        slot: Slot,
+    },
+    /// A slot's bus address is not 16-byte aligned (the Ethos-U55 needs it).
+    SlotMisaligned {
+        /// The slot.
+        slot: Slot,
+        /// Its bus address.
+        address: u32,
+    },
+}
+
+impl fmt::Display for LayoutError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match *self {
+            LayoutError::Empty { area } => write!(f, "layout: {area} is empty"),
+            LayoutError::Unaligned {
+                area,
+                start,
+                len,
+                erase,
+            } => write!(
+                f,
+                "layout: {area} [{start:#x}, +{len:#x}) is not aligned to the erase size {erase:#x}"
+            ),
+            LayoutError::Overlap { area, other } => write!(f, "layout: {area} overlaps {other}"),
+            LayoutError::BankTooSmall { bytes, min } => write!(
+                f,
+                "layout: a journal bank of {bytes} bytes holds fewer than two commit units ({min} bytes)"
+            ),
+            LayoutError::SlotTooSmall { bytes, erase } => write!(
+                f,
+                "layout: a slot of {bytes:#x} bytes must be at least two erase sectors of at least \
+                 384 bytes (pack + descriptor; erase size {erase:#x})"
+            ),
+            LayoutError::Progress { bytes, erase } => write!(
+                f,
+                "layout: progress_bytes {bytes:#x} must be a non-zero multiple of the erase size {erase:#x}"
+            ),
+            LayoutError::PastCapacity { end, capacity } => write!(
+                f,
+                "layout: ends at {end:#x}, past the flash capacity {capacity:#x}"
+            ),
+            LayoutError::PastBus { slot } => {
+                write!(f, "layout: slot {} runs past the 32-bit bus", slot.name())
+            }
+            LayoutError::SlotMisaligned { slot, address } => write!(
+                f,
+                "layout: slot {} is at bus address {address:#x}, not 16-byte aligned",
+                slot.name()
+            ),
+        }
+    }
+}
+
+impl fmt::Display for CounterError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match *self {
+            CounterError::Flash(kind) => write!(f, "monotonic counter: flash: {kind:?}"),
+            CounterError::ReadBack => {
+                f.write_str("monotonic counter: a new value did not read back as programmed")
+            }
+        }
+    }
 }
 
 impl<E: NorFlashError> From<E> for Error {
@@ -146,6 +302,27 @@ impl fmt::Display for Error {
             Error::JournalExhausted => {
                 f.write_str("journal: the record sequence would wrap after 2^32 records")
             }
+            Error::JournalReadBack => f.write_str(
+                "journal: a record did not read back as programmed in any unit the commit tried",
+            ),
+            Error::DescriptorReadBack { slot } => write!(
+                f,
+                "slot {}: the descriptor did not read back as programmed",
+                slot.name()
+            ),
+            Error::Counter(e) => write!(f, "{e}"),
+            Error::SequenceTooFar {
+                sequence,
+                floor,
+                max_step,
+            } => write!(
+                f,
+                "manifest: sequence {sequence} is more than {max_step} above the replay floor \
+                 {floor} (one manifest may not move the floor further)"
+            ),
+            Error::NotPending => f.write_str(
+                "install: a self-test outcome was given before the pack was verified and pending",
+            ),
         }
     }
 }

@@ -10,4 +10,11 @@
 pub trait Mapped {
     /// All of the flash, from offset 0, as the CPU reads it through the XIP window.
     fn mapped(&self) -> &[u8];
+
+    /// Drops whatever the XIP path caches (the RA8P1 caches OSPI reads), so that the next reads
+    /// through [`Mapped::mapped`] fetch what the flash holds now. The agent calls it after
+    /// programming a slot and before it reads that slot back, and before it re-reads a slot that
+    /// failed its verification (a misread must not cost the device its pack). The default does
+    /// nothing: right for memory that is not cached.
+    fn invalidate(&mut self) {}
 }

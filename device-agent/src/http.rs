@@ -3,17 +3,23 @@
 //! | call             | request                                                                       | answers understood |
 //! |------------------|-------------------------------------------------------------------------------|--------------------|
 //! | `fetch_manifest` | `GET /api/v1/device/manifest?seq=N`                                            | 200 body = manifest; 204 / 304 nothing newer |
-//! | `fetch_pack`     | `GET /api/v1/device/packs/{sha256 hex}` with `Range: bytes=O-E`                | 206 the range; 200 the whole pack (offset 0 only); 416 nothing past the end |
+//! | `fetch_pack`     | `GET /api/v1/device/packs/{sha256 hex}` with `Range: bytes=O-E`                | 206 the range; 200 the whole pack (offset 0 only); 416 nothing past the end; 307 / 302 / 303 / 308 with `Location`: the same `Range` from there, once, without the token |
+//! | `registered_accelerator` (simulator start-up) | `GET /api/v1/device`                   | 200 JSON, its `accelerator` |
 //! | `report`         | `POST /api/v1/device/status` `{"sequence", "state", "progress"?, "reason"?}`   | any 2xx |
 //!
-//! Every request carries `Authorization: Bearer <device token>`. No TLS here: the simulator talks
-//! to a server on loopback; a real device's TLS lives in its network stack.
+//! Every request to the server carries `Authorization: Bearer <device token>`. A pack download
+//! the server redirects (`--presign-downloads`: a presigned URL of the bucket) is followed by hand,
+//! one hop, and the token is never sent there: the URL is its own authorisation, and a bucket
+//! has no business seeing a device's token. The bytes are checked exactly as when the server
+//! sends them (the agent verifies length, NPU1 structure and SHA-256 whatever their source). No
+//! TLS here: the simulator talks to a server on loopback; a real device's TLS lives in its
+//! network stack.
 use std::io::Read;
 use std::time::Duration;
 
 use reqwest::StatusCode;
 use reqwest::blocking::{Client, Response};
-use reqwest::header::{AUTHORIZATION, CONTENT_TYPE, RANGE};
+use reqwest::header::{AUTHORIZATION, CONTENT_TYPE, LOCATION, RANGE};
 
 use crate::transport::{Report, Transport, TransportError};
 
@@ -33,6 +39,8 @@ impl HttpTransport {
     pub fn new(base: &str, token: &str) -> Result<Self, TransportError> {
         let client = Client::builder()
             .timeout(REQUEST_TIMEOUT)
+            // Redirects are followed by `fetch_pack` itself, which knows what to drop.
+            .redirect(reqwest::redirect::Policy::none())
             .build()
             .map_err(|_| TransportError::Protocol("cannot build the HTTP client"))?;
         Ok(Self {
@@ -40,6 +48,30 @@ impl HttpTransport {
             base: base.trim_end_matches('/').to_owned(),
             auth: format!("Bearer {token}"),
         })
+    }
+
+    /// The NPU configuration the server registered for this device (Vela's name, e.g.
+    /// `ethos-u55-256`): the packs it will be offered are compiled for it.
+    pub fn registered_accelerator(&self) -> Result<String, TransportError> {
+        let resp = send(self.get("/api/v1/device"))?;
+        if resp.status() != StatusCode::OK {
+            return Err(TransportError::Status(resp.status().as_u16()));
+        }
+        let mut body = vec![0u8; 4096];
+        let (n, more) = read_body(resp, &mut body)?;
+        if more {
+            return Err(TransportError::Protocol(
+                "GET /api/v1/device: answer too long",
+            ));
+        }
+        let v: serde_json::Value = serde_json::from_slice(&body[..n])
+            .map_err(|_| TransportError::Protocol("GET /api/v1/device: not JSON"))?;
+        v["accelerator"]
+            .as_str()
+            .map(str::to_owned)
+            .ok_or(TransportError::Protocol(
+                "GET /api/v1/device: no `accelerator`",
+            ))
     }
 
     fn get(&self, path: &str) -> reqwest::blocking::RequestBuilder {
@@ -68,6 +100,28 @@ fn read_body(mut resp: Response, buf: &mut [u8]) -> Result<(usize, bool), Transp
         .map_err(|_| TransportError::Unreachable)?
         > 0;
     Ok((n, more))
+}
+
+/// Where a redirect of a pack download points: an absolute `http`/`https` URL, or one relative to
+/// the request's.
+fn redirect_target(resp: &Response) -> Result<reqwest::Url, TransportError> {
+    let location = resp
+        .headers()
+        .get(LOCATION)
+        .and_then(|v| v.to_str().ok())
+        .ok_or(TransportError::Protocol(
+            "redirect without a usable Location",
+        ))?;
+    let to = resp
+        .url()
+        .join(location)
+        .map_err(|_| TransportError::Protocol("redirect Location is not a URL"))?;
+    if !matches!(to.scheme(), "http" | "https") {
+        return Err(TransportError::Protocol(
+            "redirect to a scheme other than HTTP",
+        ));
+    }
+    Ok(to)
 }
 
 fn hex(bytes: &[u8]) -> String {
@@ -102,10 +156,16 @@ impl Transport for HttpTransport {
             return Ok(0);
         }
         let last = u64::from(offset) + buf.len() as u64 - 1;
+        let range = format!("bytes={offset}-{last}");
         let req = self
             .get(&format!("/api/v1/device/packs/{}", hex(sha256)))
-            .header(RANGE, format!("bytes={offset}-{last}"));
-        let resp = send(req)?;
+            .header(RANGE, &range);
+        let mut resp = send(req)?;
+        if resp.status().is_redirection() && resp.status() != StatusCode::NOT_MODIFIED {
+            let to = redirect_target(&resp)?;
+            // A plain GET of the URL: no `Authorization`, and no further redirect.
+            resp = send(self.client.get(to).header(RANGE, &range))?;
+        }
         match resp.status() {
             StatusCode::PARTIAL_CONTENT => {
                 let (n, more) = read_body(resp, buf)?;

@@ -3,12 +3,19 @@
 //! | step | what                                                                                         | journal after it |
 //! |------|----------------------------------------------------------------------------------------------|------------------|
 //! | 1    | ([`Agent::poll`]) fetch the manifest newer than the last sequence; npub-core verifies it (keyring, sequence, hardware, NPU, slot size, expiry); [`Agent::install`] takes it from here | — |
-//! | 2    | the inactive slot becomes the target, the sequence is consumed                              | target *receiving*, `written` 0 |
+//! | 2    | the inactive slot becomes the target, the sequence is consumed (at most [`MAX_SEQUENCE_STEP`] above the floor), then the monotonic counter is raised to it and the target's descriptor erased | target *receiving*, `written` 0 |
 //! | 3    | fetch pack pieces (never past the manifest's length); npub-core's `StreamValidator` checks each piece before it is programmed (header and region table, checks 1–8: a bad one is abandoned at once) and the header checksum is cross-checked against the manifest; erase each sector as it is entered, program | every `progress_bytes`: `written` |
-//! | 4    | one pass over the slot as mapped: SHA-256 = manifest, NPU1 + FNV-1a, command stream, binding (verify.rs) | — |
-//! | 5    | the slot goes on trial                                                                       | target *pending* |
+//! | 4    | invalidate the XIP cache; one pass over the slot as mapped: SHA-256 = manifest, NPU1 + FNV-1a, command stream, binding (verify.rs); a failure is read again once after another invalidate | — |
+//! | 5    | the slot's descriptor is programmed and read back; the slot goes on trial                    | target *pending* |
 //! | 6    | program the NPU, run the self-test                                                           | — |
-//! | 7    | pass: the slot becomes the active pack; fail: it is reverted and the previous pack rebound   | *confirmed* + active, or *empty* |
+//! | 7    | pass: the slot becomes the active pack (then its descriptor is marked confirmed); fail: the NPU is unbound, the slot *failed* (its descriptor marked revoked) and the previous pack rebound | *confirmed* + active, or *failed* |
+//!
+//! | failure (what the device reports)                         | the slot becomes | the same manifest again |
+//! |-----------------------------------------------------------|------------------|-------------------------|
+//! | dropped connection, power cut, flash or journal error (`downloading`, with the reason) | stays *receiving* | resumes at `written`   |
+//! | bytes from the server that are not a pack (step 3)         | *empty*          | refused (replayed)      |
+//! | the slot does not read back as signed (step 4), descriptor read-back, self-test (step 6) — a *local* fault | *failed* | installed again from byte 0, up to [`crate::state::MAX_LOCAL_RETRIES`] times |
+//! | the bytes are as signed but refused (command stream, binding) | *empty*      | refused (replayed)      |
 //!
 //! A power cut anywhere leaves the previous pack bootable: the target is never the active slot,
 //! and it is bootable only from step 5, after verification. An interrupted download (power cut,
@@ -27,6 +34,8 @@ use npub_core::StreamValidator;
 use npub_core::manifest::{self, Keyring, MANIFEST_BYTES, ManifestView, Policy, VerifiedManifest};
 
 use crate::agent::Agent;
+use crate::counter::MonotonicCounter;
+use crate::descriptor;
 use crate::error::Error;
 use crate::flash::Mapped;
 use crate::layout::Slot;
@@ -39,6 +48,11 @@ use crate::verify::{self, VerifiedSlot};
 /// allocates. 512 bytes is two OSPI pages and keeps the agent's stack within budget.
 pub const CHUNK_BYTES: usize = 512;
 
+/// How far above the replay floor one manifest may be (2³²): more deployments than any fleet
+/// issues between two polls of one device, and few enough that a leaked signing key needs 2³²
+/// installs, one after another, to drive the floor to `u64::MAX` (see `docs/manifest.md`).
+pub const MAX_SEQUENCE_STEP: u64 = 1 << 32;
+
 /// What one poll did.
 // No allocator to box the verified slot into; the value is returned once per poll.
 #[allow(clippy::large_enum_variant)]
@@ -50,7 +64,58 @@ pub enum Poll {
     Installed(VerifiedSlot),
 }
 
-impl<F: NorFlash + Mapped> Agent<F> {
+/// An install under way, between [`Agent::begin_install`] and [`Agent::finish_install`]: the
+/// manifest, the target slot, the bytes durable in it and the download's structure check.
+///
+/// It borrows nothing, so a firmware that cannot block for a whole download keeps it beside the
+/// agent and calls [`Agent::continue_install`] once per turn of its main loop. Dropping it
+/// abandons nothing: the journal holds the download, and the next poll of the same manifest
+/// resumes it.
+#[derive(Debug, Clone)]
+pub struct Installing {
+    manifest: VerifiedManifest,
+    target: Slot,
+    written: u32,
+    structure: StreamValidator,
+    /// Set once the slot verified and went pending.
+    pending: Option<VerifiedSlot>,
+}
+
+impl Installing {
+    /// The manifest being installed.
+    pub fn manifest(&self) -> &VerifiedManifest {
+        &self.manifest
+    }
+
+    /// The slot it goes into.
+    pub fn target(&self) -> Slot {
+        self.target
+    }
+
+    /// Pack bytes in flash so far.
+    pub fn written(&self) -> u32 {
+        self.written
+    }
+}
+
+/// What one [`Agent::continue_install`] did.
+// As `Poll`: no allocator, returned once per step.
+#[allow(clippy::large_enum_variant)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Progress {
+    /// Pack bytes were fetched and programmed: `written` of `len` are in flash.
+    Downloading {
+        /// Bytes in flash.
+        written: u32,
+        /// The manifest's length.
+        len: u32,
+    },
+    /// The slot verified in flash, went pending and is programmed into the NPU: run the
+    /// self-test on it and hand the outcome to [`Agent::finish_install`].
+    Pending(VerifiedSlot),
+}
+
+impl<F: NorFlash + Mapped, C: MonotonicCounter> Agent<F, C> {
     /// Asks the server for a newer manifest and, if there is one, verifies it for this device
     /// and installs its pack ([`Agent::install`]). Reports progress and the outcome through
     /// `transport` (best effort: a failed report does not fail the install). On `Err` the
@@ -63,20 +128,41 @@ impl<F: NorFlash + Mapped> Agent<F> {
         arena: &mut Arena<'_>,
         now: Option<u64>,
     ) -> Result<Poll, Error> {
+        self.boot_if_needed(npu, arena);
+        match self.fetch_update(transport, keyring, now)? {
+            None => Ok(Poll::UpToDate),
+            Some(m) => self.install(&m, transport, npu, arena).map(Poll::Installed),
+        }
+    }
+
+    /// Step 1 alone: the manifest newer than the last sequence (or the one of an interrupted or
+    /// retryable install), verified for this device; `None` when the server has nothing newer. A
+    /// refused manifest is reported `failed`.
+    pub fn fetch_update<T: Transport, const K: usize>(
+        &mut self,
+        transport: &mut T,
+        keyring: &Keyring<K>,
+        now: Option<u64>,
+    ) -> Result<Option<VerifiedManifest>, Error> {
         let mut bytes = [0u8; MANIFEST_BYTES];
         let state = *self.state();
-        // While a download is interrupted, ask again for its own manifest.
-        let after = match state.receiving() {
-            Some((_, pack, _)) => pack.sequence.saturating_sub(1),
-            None => state.last_sequence,
+        // While a download is interrupted, or a failed one may be retried, ask again for its own
+        // manifest.
+        let again = state
+            .receiving()
+            .map(|(_, pack, _)| pack)
+            .or(state.retryable().map(|(_, pack)| pack));
+        let after = match again {
+            Some(pack) => pack.sequence.saturating_sub(1),
+            None => state.last_sequence(),
         };
         let Some(len) = transport.fetch_manifest(after, &mut bytes)? else {
-            return Ok(Poll::UpToDate);
+            return Ok(None);
         };
         let policy = Policy {
             hw_class: self.device.hw_class,
             accel: self.device.accel,
-            slot_bytes: self.layout.slot_bytes,
+            slot_bytes: self.layout.pack_capacity::<F>(),
             last_sequence: after,
             now,
         };
@@ -85,26 +171,28 @@ impl<F: NorFlash + Mapped> Agent<F> {
         } else {
             Err(npub_core::Error::ManifestWrongLength { len: len as u64 })
         };
-        match verified {
-            Ok(m) => self.install(&m, transport, npu, arena).map(Poll::Installed),
-            Err(e) => {
-                let claimed = ManifestView::new(&bytes).map_or(0, |v| v.sequence());
-                report(
-                    transport,
-                    claimed,
-                    ReportState::Failed,
-                    None,
-                    Some(Error::Rejected(e)),
-                );
-                Err(Error::Rejected(e))
-            }
-        }
+        verified.map(Some).map_err(|e| {
+            let claimed = ManifestView::new(&bytes).map_or(0, |v| v.sequence());
+            report(
+                transport,
+                claimed,
+                ReportState::Failed,
+                None,
+                Some(Error::Rejected(e)),
+            );
+            Error::Rejected(e)
+        })
     }
 
     /// Installs the pack `manifest` describes (steps 2–7 of the module's table), or resumes its
-    /// interrupted download. The manifest must be newer than every sequence this device started,
-    /// unless it is the very one whose download was interrupted. Reports progress and outcome
-    /// through `transport`; on `Err` the previous pack is still the active one, and bound again.
+    /// interrupted download, or retries it after a local failure. The manifest must be newer than
+    /// every sequence this device started — by at most [`MAX_SEQUENCE_STEP`] — unless it is the
+    /// very one whose download was interrupted or which failed locally with retries left.
+    /// Reports progress and outcome through `transport`; on `Err` the previous pack is still the
+    /// active one, and bound again.
+    ///
+    /// It is [`Agent::begin_install`], [`Agent::continue_install`] until the pack is pending,
+    /// `npu`'s [`Npu::self_test`] and [`Agent::finish_install`].
     pub fn install<T: Transport, N: Npu>(
         &mut self,
         manifest: &VerifiedManifest,
@@ -112,119 +200,311 @@ impl<F: NorFlash + Mapped> Agent<F> {
         npu: &mut N,
         arena: &mut Arena<'_>,
     ) -> Result<VerifiedSlot, Error> {
-        let result = self.try_install(manifest, transport, npu, arena);
-        match result {
-            Err(reason @ Error::SelfTestFailed { .. }) => {
-                report(
-                    transport,
-                    manifest.sequence(),
-                    ReportState::RolledBack,
-                    None,
-                    Some(reason),
-                );
+        let mut job = self.begin_install(manifest, transport, npu, arena)?;
+        loop {
+            if let Progress::Pending(verified) =
+                self.continue_install(&mut job, transport, npu, arena, u32::MAX)?
+            {
+                let outcome = npu.self_test(verified.registers());
+                return self.finish_install(job, outcome, transport, npu, arena);
             }
-            Err(reason) => {
-                report(
-                    transport,
-                    manifest.sequence(),
-                    ReportState::Failed,
-                    None,
-                    Some(reason),
-                );
-            }
-            Ok(_) => report(
-                transport,
-                manifest.sequence(),
-                ReportState::Installed,
-                None,
-                None,
-            ),
         }
-        result
     }
 
-    fn try_install<T: Transport, N: Npu>(
+    /// Step 2, and the checks before it: the target slot is chosen and journalled *receiving*
+    /// (or the interrupted download of the same pack found again), the counter raised and the
+    /// target's descriptor erased. Nothing is fetched yet. On `Err` the failure is reported.
+    pub fn begin_install<T: Transport, N: Npu>(
         &mut self,
         manifest: &VerifiedManifest,
         transport: &mut T,
         npu: &mut N,
         arena: &mut Arena<'_>,
-    ) -> Result<VerifiedSlot, Error> {
-        // Refused before anything is journalled or erased: the application could not use it.
-        verify::check_io_digest(manifest, self.device.io_bindings)?;
-        let pack = PackId::of(manifest);
-        let state = *self.state();
-        let (target, written) = match state.receiving() {
-            Some((slot, p, written)) if p == pack => (slot, written),
-            _ if pack.sequence <= state.last_sequence => {
-                return Err(Error::Rejected(npub_core::Error::ManifestReplayed {
-                    sequence: pack.sequence,
-                    last: state.last_sequence,
-                }));
-            }
-            _ => {
-                let target = state.install_target();
-                self.commit(state.begin_receiving(target, pack))?;
-                (target, 0)
-            }
-        };
-        let outcome = self
-            .receive(transport, target, manifest, written)
-            .and_then(|()| {
-                verify::for_install(
-                    &self.flash,
-                    &self.layout,
-                    target,
-                    manifest,
-                    self.device.io_bindings,
-                    arena,
-                )
-            });
-        let verified = match outcome {
-            Ok(v) => v,
-            // A dropped connection or a power cut: keep what is durable for the resume.
-            Err(e @ (Error::Transport(_) | Error::Flash(_) | Error::PackTruncated { .. })) => {
-                return Err(e);
-            }
-            Err(e) => {
-                self.commit(self.state().revert(target))?;
-                return Err(e);
-            }
-        };
-        report(transport, pack.sequence, ReportState::Verified, None, None);
-        self.commit(self.state().pending(&verified))?;
-        npu.program(verified.registers());
-        if let Err(code) = npu.self_test(verified.registers()) {
-            self.commit(self.state().revert(target))?;
-            // Give the NPU back the pack that is still active (if any).
-            let _ = self.boot(npu, arena);
-            return Err(Error::SelfTestFailed { code });
+    ) -> Result<Installing, Error> {
+        self.boot_if_needed(npu, arena);
+        let begun = self.try_begin(manifest);
+        begun.map_err(|e| self.conclude_failed(transport, manifest, e))
+    }
+
+    /// One step of steps 3–6: while bytes are missing, fetches and programs up to `budget` more
+    /// (at least one piece of [`CHUNK_BYTES`]) and returns [`Progress::Downloading`]; once the
+    /// pack is whole, verifies the slot in flash, makes it pending, programs the NPU with it and
+    /// returns [`Progress::Pending`] (again on every later call). Each call is bounded: by
+    /// `budget` and the transport's timeouts, or by one pass over the slot. On `Err` the install
+    /// is over (reported as the module's table says; an interrupted download resumes at the
+    /// next poll of its manifest) and the previous pack is still the active one.
+    pub fn continue_install<T: Transport, N: Npu>(
+        &mut self,
+        job: &mut Installing,
+        transport: &mut T,
+        npu: &mut N,
+        arena: &mut Arena<'_>,
+        budget: u32,
+    ) -> Result<Progress, Error> {
+        if let Some(verified) = job.pending {
+            return Ok(Progress::Pending(verified));
         }
-        self.commit(self.state().confirm(&verified))?;
+        let len = job.manifest.pack_len();
+        let step = if job.written < len {
+            self.receive(transport, job, budget)
+                .map(|()| Progress::Downloading {
+                    written: job.written,
+                    len,
+                })
+        } else {
+            self.make_pending(job, transport, npu, arena)
+                .map(Progress::Pending)
+        };
+        step.map_err(|e| self.conclude_failed(transport, &job.manifest, e))
+    }
+
+    /// Step 7: the self-test's `outcome` on the pending pack of `job`. A pass makes it the
+    /// active, confirmed pack (reported `installed`); a failure unbinds it, marks the slot
+    /// failed and binds the previous pack again (reported `rolled_back`, and
+    /// [`Error::SelfTestFailed`]).
+    pub fn finish_install<T: Transport, N: Npu>(
+        &mut self,
+        job: Installing,
+        outcome: Result<(), u32>,
+        transport: &mut T,
+        npu: &mut N,
+        arena: &mut Arena<'_>,
+    ) -> Result<VerifiedSlot, Error> {
+        let Some(verified) = job.pending else {
+            // Not pending yet: nothing was programmed, there is nothing to confirm.
+            return Err(self.conclude_failed(transport, &job.manifest, Error::NotPending));
+        };
+        let target = job.target;
+        if let Err(code) = outcome {
+            npu.unbind();
+            if self.commit(self.state().fail(target)).is_ok() {
+                let _ = descriptor::mark_revoked(&mut self.flash, &self.layout, target);
+            }
+            // Give the NPU back the pack that is still active (if any).
+            self.rebind(npu, arena);
+            let e = Error::SelfTestFailed { code };
+            return Err(self.conclude_failed(transport, &job.manifest, e));
+        }
+        if let Err(e) = self.commit(self.state().confirm(&verified)) {
+            // Still pending: the next boot tries it. Until then the active pack runs.
+            self.rebind(npu, arena);
+            return Err(self.conclude_failed(transport, &job.manifest, e));
+        }
+        let _ = descriptor::mark_confirmed(&mut self.flash, &self.layout, target);
+        report(
+            transport,
+            job.manifest.sequence(),
+            ReportState::Installed,
+            None,
+            None,
+        );
         Ok(verified)
     }
 
-    /// Step 3: download `[written, pack_len)` into `target`.
+    /// Reports an install that ended with `reason`, and hands `reason` back.
+    fn conclude_failed<T: Transport>(
+        &mut self,
+        transport: &mut T,
+        manifest: &VerifiedManifest,
+        reason: Error,
+    ) -> Error {
+        let state = match reason {
+            Error::SelfTestFailed { .. } => ReportState::RolledBack,
+            // A download kept for its resume (a dropped connection, a power cut, a flash or
+            // journal error) has not failed: saying `failed` would count towards the
+            // deployment's auto-abort, and abort a one-device group over a network blip.
+            _ if self
+                .state()
+                .receiving()
+                .is_some_and(|(_, pack, _)| pack == PackId::of(manifest)) =>
+            {
+                ReportState::Downloading
+            }
+            _ => ReportState::Failed,
+        };
+        report(transport, manifest.sequence(), state, None, Some(reason));
+        reason
+    }
+
+    /// Step 2: the slot and the durable bytes the install of `pack` starts from, journalled.
+    fn begin(&mut self, pack: PackId) -> Result<(Slot, u32), Error> {
+        let state = *self.state();
+        let floor = state.last_sequence();
+        if let Some((slot, p, written)) = state.receiving() {
+            if p == pack {
+                return Ok((slot, written));
+            }
+        }
+        if let Some((slot, p)) = state.retryable() {
+            if p == pack {
+                self.commit(state.retry(slot))?;
+                return Ok((slot, 0));
+            }
+        }
+        if pack.sequence <= floor {
+            return Err(Error::Rejected(npub_core::Error::ManifestReplayed {
+                sequence: pack.sequence,
+                last: floor,
+            }));
+        }
+        if pack.sequence - floor > MAX_SEQUENCE_STEP {
+            return Err(Error::SequenceTooFar {
+                sequence: pack.sequence,
+                floor,
+                max_step: MAX_SEQUENCE_STEP,
+            });
+        }
+        let target = state.install_target();
+        self.commit(state.begin_receiving(target, pack))?;
+        Ok((target, 0))
+    }
+
+    fn try_begin(&mut self, manifest: &VerifiedManifest) -> Result<Installing, Error> {
+        // Refused before anything is journalled or erased: the application could not use it.
+        verify::check_io_digest(manifest, self.device.io_bindings)?;
+        let pack = PackId::of(manifest);
+        let capacity = self.layout.pack_capacity::<F>();
+        if pack.len > capacity {
+            return Err(Error::Rejected(npub_core::Error::ManifestPackTooLarge {
+                len: pack.len,
+                slot: capacity,
+            }));
+        }
+        let (target, written) = self.begin(pack)?;
+        // The journal holds the sequence; the counter must too before anything is erased, so
+        // that losing the journal cannot reopen it.
+        self.counter.raise(pack.sequence)?;
+        // The slot stops describing its old pack before any of it is erased.
+        descriptor::erase(&mut self.flash, &self.layout, target)?;
+        let (structure, written) = match self.resume_validator(target, manifest, written) {
+            Ok(v) => (v, written),
+            // The durable bytes no longer read as a pack's beginning (rot, a misread): start
+            // over rather than give the deployment up; each sector is erased again as it is
+            // entered.
+            Err(_) => (StreamValidator::structure_only(manifest.pack_len()), 0),
+        };
+        Ok(Installing {
+            manifest: manifest.clone(),
+            target,
+            written,
+            structure,
+            pending: None,
+        })
+    }
+
+    /// Steps 4–6: verify the whole slot, write its descriptor, make it pending, program the NPU.
+    fn make_pending<T: Transport, N: Npu>(
+        &mut self,
+        job: &mut Installing,
+        transport: &mut T,
+        npu: &mut N,
+        arena: &mut Arena<'_>,
+    ) -> Result<VerifiedSlot, Error> {
+        let (target, manifest) = (job.target, &job.manifest);
+        let pack = PackId::of(manifest);
+        let verified = match self.verify_install(target, manifest, arena) {
+            Ok(v) => v,
+            Err(e) => {
+                // The bytes as signed but refused (command stream, binding): the pack itself is
+                // bad. Otherwise the flash does not hold what was signed: a local fault.
+                let next = if verify::digest_matches(&self.flash, &self.layout, target, &pack) {
+                    self.state().revert(target)
+                } else {
+                    self.state().fail(target)
+                };
+                let _ = self.commit(next);
+                return Err(e);
+            }
+        };
+        match descriptor::write(&mut self.flash, &self.layout, target, &pack) {
+            Ok(()) => {}
+            Err(e @ Error::DescriptorReadBack { .. }) => {
+                let _ = self.commit(self.state().fail(target));
+                return Err(e);
+            }
+            Err(e) => return Err(e),
+        }
+        report(transport, pack.sequence, ReportState::Verified, None, None);
+        self.commit(self.state().pending(&verified))?;
+        npu.program(verified.registers());
+        job.pending = Some(verified);
+        Ok(verified)
+    }
+
+    /// Steps 4: the one pass over the slot, read again after invalidating the XIP cache when it
+    /// fails (the slot was just programmed, and one misread must not cost the install).
+    fn verify_install(
+        &mut self,
+        target: Slot,
+        manifest: &VerifiedManifest,
+        arena: &mut Arena<'_>,
+    ) -> Result<VerifiedSlot, Error> {
+        let io = self.device.io_bindings;
+        // The slot was just programmed: the XIP cache may hold its old lines.
+        self.flash.invalidate();
+        verify::for_install(&self.flash, &self.layout, target, manifest, io, arena).or_else(|_| {
+            self.flash.invalidate();
+            verify::for_install(&self.flash, &self.layout, target, manifest, io, arena)
+        })
+    }
+
+    /// Binds the active pack again, or unbinds the NPU when none verifies.
+    fn rebind<N: Npu>(&mut self, npu: &mut N, arena: &mut Arena<'_>) {
+        let state = *self.state();
+        for slot in state.confirmed() {
+            let pack = state.slot(slot).pack();
+            if let Ok(v) = self.verify_for_boot(slot, &pack, arena) {
+                npu.program(v.registers());
+                return;
+            }
+        }
+        npu.unbind();
+    }
+
+    /// Step 3: download up to `budget` more bytes of `[written, pack_len)` into the target (at
+    /// least one piece), each piece checked by the structure validator before it is programmed.
     fn receive<T: Transport>(
         &mut self,
         transport: &mut T,
-        target: Slot,
-        manifest: &VerifiedManifest,
-        mut written: u32,
+        job: &mut Installing,
+        budget: u32,
+    ) -> Result<(), Error> {
+        let received = self.receive_some(transport, job, budget);
+        if let Err(Error::Rejected(_) | Error::TransportOverrun { .. }) = received {
+            // The server sent bytes that are not the pack: give the slot up.
+            let _ = self.commit(self.state().revert(job.target));
+        }
+        // Otherwise (a dropped connection, a power cut, a journal that could not be written)
+        // what is durable is kept for the resume.
+        received
+    }
+
+    fn receive_some<T: Transport>(
+        &mut self,
+        transport: &mut T,
+        job: &mut Installing,
+        budget: u32,
     ) -> Result<(), Error> {
         const { assert!(CHUNK_BYTES % F::WRITE_SIZE == 0) };
+        let Installing {
+            manifest,
+            target,
+            written,
+            structure,
+            ..
+        } = job;
         let len = manifest.pack_len();
         let sha256 = manifest.pack_sha256();
         let progress = self.layout.progress_bytes;
-        let base = self.layout.slot(target);
-        let mut structure = self.resume_validator(target, manifest, written)?;
+        let base = self.layout.slot(*target);
+        let stop = written.saturating_add(budget.max(1)).min(len);
         let mut buf = [0u8; CHUNK_BYTES];
-        while written < len {
-            let mark = (written / progress + 1).saturating_mul(progress).min(len);
-            let want = (CHUNK_BYTES as u32).min(mark - written) as usize;
+        while *written < stop {
+            let mark = (*written / progress + 1).saturating_mul(progress).min(len);
+            let want = (CHUNK_BYTES as u32).min(mark - *written) as usize;
             let mut have = 0;
             while have < want {
-                let offset = written + have as u32;
+                let offset = *written + have as u32;
                 let asked = want - have;
                 let got = transport.fetch_pack(&sha256, offset, &mut buf[have..want])?;
                 if got == 0 {
@@ -239,16 +519,16 @@ impl<F: NorFlash + Mapped> Agent<F> {
                 have += got;
             }
             structure.feed(&buf[..want]).map_err(Error::Rejected)?;
-            cross_check_header(&structure, manifest)?;
-            self.program(base + written, &mut buf, want)?;
-            written += want as u32;
-            if written == mark {
-                self.commit(self.state().progress(target, written))?;
+            cross_check_header(structure, manifest)?;
+            self.program(base + *written, &mut buf, want)?;
+            *written += want as u32;
+            if *written == mark {
+                self.commit(self.state().progress(*target, *written))?;
                 report(
                     transport,
                     manifest.sequence(),
                     ReportState::Downloading,
-                    Some(written),
+                    Some(*written),
                     None,
                 );
             }
@@ -275,13 +555,15 @@ impl<F: NorFlash + Mapped> Agent<F> {
     /// A structure-only validator that has seen the `written` bytes already in the target slot (a
     /// resumed download), or none.
     fn resume_validator(
-        &self,
+        &mut self,
         target: Slot,
         manifest: &VerifiedManifest,
         written: u32,
     ) -> Result<StreamValidator, Error> {
         let mut v = StreamValidator::structure_only(manifest.pack_len());
         if written > 0 {
+            // Programmed earlier in this power cycle, maybe: fetch it as it is now.
+            self.flash.invalidate();
             let start = self.layout.slot(target) as usize;
             let done = &self.flash.mapped()[start..start + written as usize];
             v.feed(done).map_err(Error::Rejected)?;

@@ -1,30 +1,58 @@
-//! The state journal: every change of [`State`] is a new self-checking record, appended, so that a
-//! power cut at any instant leaves either the old state or the new one — never a mix, never none.
+//! The state journal: every change of [`State`] is a new self-checking record, written twice and
+//! read back, so that a power cut at any instant leaves either the old state or the new one —
+//! never a mix, never none — and one misread never moves the state backwards.
 //!
-//! ## Banks
+//! ## Banks, units, sessions
 //!
-//! Two banks of whole erase sectors. Records are appended to the current bank; when it is full,
-//! the *other* bank is erased and the new record becomes its first. The newest valid record (the
-//! highest record sequence whose CRC holds) is the state:
+//! Two banks of whole erase sectors, each an array of **units** of two record slots: a commit
+//! writes the same record into both slots of the next unit, then reads both back. The newest
+//! record (the highest record sequence that decodes) is the state.
 //!
-//! | power cut during …             | what the flash holds afterwards                    | mount finds            |
-//! |--------------------------------|----------------------------------------------------|------------------------|
-//! | a record's program (torn)      | the old records + one record that fails its CRC     | the old state          |
-//! | the other bank's erase (torn)  | the full current bank + a half-erased older bank    | the old state: everything in the older bank has a lower sequence |
-//! | nothing (between operations)   | old or new record complete                          | old or new state       |
+//! A power cycle's first commit never appends to a bank that was written before the power cycle:
+//! it erases the bank that does *not* hold the newest record and starts there (a **session**).
+//! After a reboot the agent cannot know whether the program it was doing when the power failed
+//! left cells that still read erased, so it never programs a slot that it has not itself seen
+//! erased. Within a session units are used in order, each at most once.
 //!
-//! A slot that is not all `0xFF` is never programmed again (a torn record is skipped, not
-//! rewritten), so no byte is ever programmed twice between erases.
+//! Sequences: unit `u` of a session bank carries `base + u`, and a session's `base` is above
+//! every sequence the bank it keeps could hold (the newest record's sequence + units per bank).
+//! So every record carries a sequence above every slot consumed before it — torn, misread or
+//! never read back — and two records never share a sequence unless one of them was erased.
+//!
+//! | what the flash holds at mount                       | mount finds                                   |
+//! |-----------------------------------------------------|-----------------------------------------------|
+//! | a commit cut before its first copy                   | the old state                                 |
+//! | a commit cut in its first copy (torn)                | the old state, or the new if the torn copy decodes (it is then the only copy: see below) |
+//! | a commit cut in or before its second copy            | the new state from the first copy             |
+//! | **a torn record that reads valid later**             | it carries a sequence below every record committed after it, so it never beats them; while it *is* the newest it is the in-flight state, old or new, and mount re-commits it (below) |
+//! | **a misread record** (one read glitch)               | a record that does not decode is read again ([`MISREAD_REREADS`] times) before it is believed torn; and its twin holds the same state |
+//! | **a torn record that reads blank**                   | the old state; the slot is never programmed again: the next session erases first |
+//! | a torn session erase                                 | the old state: the erased bank never holds the newest record |
+//! | a record that decodes but breaks the layout (a pack longer than the slot, an active slot that is not confirmed, …) | corruption: skipped like a torn record, never acted on |
+//!
+//! When the newest record is found in one copy only (its commit was cut, or one copy rotted),
+//! [`Agent::open`](crate::Agent::open) commits it again at once, in a fresh session: a state the
+//! device has acted on must not flip back when a weak torn copy reads differently next time.
+//!
+//! A commit reads both copies back; a copy that does not read back as written (after re-reads)
+//! consumes its unit and the commit is made again in the next unit, up to [`COMMIT_ATTEMPTS`]
+//! times. So a commit that returned `Ok` has two copies that read back right.
+//!
+//! Cost: 256 bytes of flash per state change instead of 128, a bank holds half as many states,
+//! and a power cycle that changes the state erases one bank (a device that boots and changes
+//! nothing erases nothing). With 100 000-cycle NOR and two banks used in turn, that is 200 000
+//! power cycles with a state change, besides one erase per `units per bank` state changes.
 //!
 //! ## Record (128 bytes, little-endian)
 //!
 //! | Offset | Size | Field           | Meaning                                                         |
 //! |--------|------|-----------------|-----------------------------------------------------------------|
-//! | 0      | 4    | `magic`         | [`RECORD_MAGIC`], bytes `4e 50 4a 31` ("NPJ1")                   |
-//! | 4      | 4    | `seq`           | record sequence: +1 per record, never reused                    |
+//! | 0      | 4    | `magic`         | [`RECORD_MAGIC`], bytes `4e 50 4a 32` ("NPJ2")                   |
+//! | 4      | 4    | `seq`           | record sequence: above every record slot consumed before it     |
 //! | 8      | 8    | `last_sequence` | highest manifest sequence whose install started (anti-replay)   |
 //! | 16     | 1    | `active`        | 0 = slot A, 1 = slot B, `0xFF` = none                           |
-//! | 17     | 3    | reserved        | 0                                                               |
+//! | 17     | 1    | `retries`       | local retries left for the install of `last_sequence`           |
+//! | 18     | 2    | reserved        | 0                                                               |
 //! | 20     | 52   | slot A          | slot entry, below                                               |
 //! | 72     | 52   | slot B          | slot entry                                                      |
 //! | 124    | 4    | `crc`           | CRC-32 (IEEE) of bytes 0..124                                   |
@@ -33,7 +61,7 @@
 //!
 //! | Offset | Size | Field        | Meaning                                                            |
 //! |--------|------|--------------|--------------------------------------------------------------------|
-//! | 0      | 1    | `status`     | 0 empty, 1 receiving, 2 pending, 3 confirmed                       |
+//! | 0      | 1    | `status`     | 0 empty, 1 receiving, 2 pending, 3 confirmed, 4 failed             |
 //! | 1      | 1    | `boots_left` | pending: trial boots left; otherwise 0                             |
 //! | 2      | 2    | reserved     | 0                                                                  |
 //! | 4      | 4    | `len`        | pack length                                                        |
@@ -41,9 +69,10 @@
 //! | 16     | 4    | `written`    | receiving: durable bytes from the slot's start; otherwise 0        |
 //! | 20     | 32   | `sha256`     | the pack's SHA-256 from its manifest                               |
 //!
-//! Stability: this layout is version 1 of the journal (the magic's last byte). A firmware that
-//! changes it must bump the magic; an unknown magic reads as "no record", which would forget the
-//! installed packs, so a change also needs a one-time migration in that firmware.
+//! Stability: this layout is version 2 of the journal (the magic's last byte; version 1 had one
+//! copy per commit, no `retries` and no failed status). A firmware that changes it must bump the
+//! magic; an unknown magic reads as "no record", after which boot finds the packs again from the
+//! slot descriptors and the replay floor from the monotonic counter.
 use embedded_storage::nor_flash::NorFlash;
 
 use crate::error::Error;
@@ -52,8 +81,15 @@ use crate::state::{PackId, SlotState, State, Status};
 
 /// One record's size: a power of two, so any `WRITE_SIZE` up to 128 divides it.
 pub const RECORD_BYTES: usize = 128;
-/// `"NPJ1"` little-endian: a record of version 1 of this layout.
-pub const RECORD_MAGIC: u32 = 0x314A_504E;
+/// A commit's footprint: two copies of its record.
+pub const UNIT_BYTES: usize = 2 * RECORD_BYTES;
+/// `"NPJ2"` little-endian: a record of version 2 of this layout.
+pub const RECORD_MAGIC: u32 = 0x324A_504E;
+/// Reads of a record that does not decode, after the first, before it is believed torn: one
+/// glitch spoils one read.
+pub const MISREAD_REREADS: usize = 2;
+/// Units one commit may use when copies do not read back right.
+pub const COMMIT_ATTEMPTS: usize = 3;
 
 const SLOT_ENTRY_BYTES: usize = 52;
 const SLOT_ENTRY_AT: [usize; 2] = [20, 72];
@@ -63,32 +99,42 @@ const STATUS_EMPTY: u8 = 0;
 const STATUS_RECEIVING: u8 = 1;
 const STATUS_PENDING: u8 = 2;
 const STATUS_CONFIRMED: u8 = 3;
+const STATUS_FAILED: u8 = 4;
 const NO_SLOT: u8 = 0xFF;
 
-/// The mounted journal: the current state and where the next record goes.
+/// The mounted journal: the current state, where it came from, and where the next record goes.
 #[derive(Debug, Clone)]
-pub struct Journal {
+pub(crate) struct Journal {
     state: State,
-    /// Sequence of the newest valid record (0: none yet).
-    seq: u32,
-    /// The bank the next record is appended to.
-    bank: usize,
-    /// Index of the next free record in `bank` (may equal the bank's capacity: full).
-    next: u32,
+    /// The bank holding the newest durable record, and that record's sequence.
+    newest: Option<(usize, u32)>,
+    /// This power cycle's bank, once a commit started one.
+    session: Option<Session>,
+    /// The newest record was found in one copy only: commit it again.
+    single_copy: bool,
 }
 
-/// Where a newest-valid-record candidate was found.
-#[derive(Clone, Copy)]
-struct Found {
-    seq: u32,
+#[derive(Debug, Clone, Copy)]
+struct Session {
     bank: usize,
-    state: State,
+    base: u32,
+    /// The next unit to use (may equal the bank's capacity: full).
+    next: u32,
+    /// Whether a commit of this session has two good copies in `bank`.
+    holds_newest: bool,
+}
+
+/// What reading one record slot gave.
+enum Read {
+    Blank,
+    Record(u32, State),
+    Bad,
 }
 
 impl Journal {
-    /// Reads both banks and recovers the newest valid state (or [`State::FACTORY`] on a blank
-    /// device).
-    pub fn mount<F: NorFlash>(flash: &mut F, layout: &Layout) -> Result<Self, Error> {
+    /// Reads both banks and recovers the newest state (or [`State::FACTORY`] on a blank device).
+    /// Programs nothing.
+    pub(crate) fn mount<F: NorFlash>(flash: &mut F, layout: &Layout) -> Result<Self, Error> {
         const {
             assert!(
                 RECORD_BYTES % F::WRITE_SIZE == 0,
@@ -99,89 +145,214 @@ impl Journal {
                 "READ_SIZE must divide a journal record"
             );
         }
-        let per_bank = records_per_bank(layout);
-        let mut newest: Option<Found> = None;
-        // Records in use in each bank: one past the last slot that is not blank.
-        let mut used = [0u32; 2];
-        let mut buf = [0u8; RECORD_BYTES];
-        for (bank, used) in used.iter_mut().enumerate() {
-            for i in 0..per_bank {
-                flash.read(record_offset(layout, bank, i), &mut buf)?;
-                if buf.iter().all(|&b| b == 0xFF) {
-                    continue;
-                }
-                *used = i + 1;
-                if let Some((seq, state)) = decode(&buf) {
-                    if newest.is_none_or(|n| seq > n.seq) {
-                        newest = Some(Found { seq, bank, state });
+        let capacity = layout.pack_capacity::<F>();
+        let mut newest: Option<(u32, usize, State, bool)> = None;
+        for bank in 0..2 {
+            for unit in 0..units_per_bank(layout) {
+                let mut copies = [None, None];
+                for (copy, found) in copies.iter_mut().enumerate() {
+                    let at = record_offset(layout, bank, unit, copy);
+                    if let Read::Record(seq, state) = read_record(flash, at, capacity)? {
+                        *found = Some((seq, state));
                     }
+                }
+                let (found, both) = match copies {
+                    [Some(a), Some(b)] => (a, a == b),
+                    [Some(a), None] | [None, Some(a)] => (a, false),
+                    [None, None] => continue,
+                };
+                if newest.is_none_or(|(seq, ..)| found.0 > seq) {
+                    newest = Some((found.0, bank, found.1, !both));
                 }
             }
         }
         Ok(match newest {
-            Some(f) => Journal {
-                state: f.state,
-                seq: f.seq,
-                bank: f.bank,
-                next: used[f.bank],
+            Some((seq, bank, state, single_copy)) => Journal {
+                state,
+                newest: Some((bank, seq)),
+                session: None,
+                single_copy,
             },
             None => Journal {
                 state: State::FACTORY,
-                seq: 0,
-                bank: 0,
-                next: used[0],
+                newest: None,
+                session: None,
+                single_copy: false,
             },
         })
     }
 
     /// The state the newest record holds.
-    pub const fn state(&self) -> &State {
+    pub(crate) const fn state(&self) -> &State {
         &self.state
     }
 
-    /// Makes `state` durable: appends one record (erasing the other bank first when this one is
-    /// full). On `Ok` the new state survives any later power cut; on `Err` the journal still
-    /// holds the previous state, and so does this value.
-    pub fn commit<F: NorFlash>(
+    /// Whether any record was found at mount (or committed since).
+    pub(crate) const fn has_records(&self) -> bool {
+        self.newest.is_some()
+    }
+
+    /// Whether the newest record exists in one copy only, and should be committed again.
+    pub(crate) const fn needs_refresh(&self) -> bool {
+        self.single_copy
+    }
+
+    /// Adopts `state` in memory without writing it (the floor from the monotonic counter, a
+    /// state rebuilt from the slot descriptors): the next commit makes it durable.
+    pub(crate) fn assume(&mut self, state: State) {
+        self.state = state;
+    }
+
+    /// Makes `state` durable: two copies in the next unit, both read back. On `Ok` the new state
+    /// survives any later power cut and any single misread. On `Err` the journal holds the
+    /// previous state or the new one, and this value holds the previous one.
+    pub(crate) fn commit<F: NorFlash>(
         &mut self,
         flash: &mut F,
         layout: &Layout,
         state: State,
     ) -> Result<(), Error> {
-        let seq = self.seq.checked_add(1).ok_or(Error::JournalExhausted)?;
-        if self.next >= records_per_bank(layout) {
-            let other = 1 - self.bank;
-            let start = layout.bank(other);
-            flash.erase(start, start + layout.journal_bank_bytes)?;
-            self.bank = other;
-            self.next = 0;
+        for _ in 0..COMMIT_ATTEMPTS {
+            let (bank, unit, seq) = self.next_unit(flash, layout)?;
+            let record = encode(seq, &state);
+            if self.write_unit(flash, layout, bank, unit, &record)? {
+                self.state = state;
+                self.newest = Some((bank, seq));
+                self.single_copy = false;
+                if let Some(s) = &mut self.session {
+                    s.holds_newest = true;
+                }
+                return Ok(());
+            }
         }
-        let record = encode(seq, &state);
-        let at = record_offset(layout, self.bank, self.next);
-        // The slot is consumed even if the program fails half-way: it is never programmed twice.
-        self.next += 1;
-        flash.write(at, &record)?;
-        self.seq = seq;
-        self.state = state;
-        Ok(())
+        Err(Error::JournalReadBack)
+    }
+
+    /// The unit the next record goes to, erasing a bank first when a session starts or its bank
+    /// is full. The unit is consumed whatever happens to the program.
+    fn next_unit<F: NorFlash>(
+        &mut self,
+        flash: &mut F,
+        layout: &Layout,
+    ) -> Result<(usize, u32, u32), Error> {
+        let units = units_per_bank(layout);
+        let session = match self.session {
+            Some(s) if s.next < units => s,
+            Some(s) => {
+                // Full: the other bank holds only older records, unless no commit of this
+                // session ever read back right (then the other bank holds the newest one).
+                if !s.holds_newest {
+                    return Err(Error::JournalReadBack);
+                }
+                let base = s.base.checked_add(units).ok_or(Error::JournalExhausted)?;
+                self.start(flash, layout, 1 - s.bank, base)?
+            }
+            None => {
+                let (bank, base) = match self.newest {
+                    Some((bank, seq)) => (
+                        1 - bank,
+                        seq.checked_add(units).ok_or(Error::JournalExhausted)?,
+                    ),
+                    None => (0, 1),
+                };
+                self.start(flash, layout, bank, base)?
+            }
+        };
+        let unit = session.next;
+        let seq = session
+            .base
+            .checked_add(unit)
+            .ok_or(Error::JournalExhausted)?;
+        self.session = Some(Session {
+            next: unit + 1,
+            ..session
+        });
+        Ok((session.bank, unit, seq))
+    }
+
+    fn start<F: NorFlash>(
+        &mut self,
+        flash: &mut F,
+        layout: &Layout,
+        bank: usize,
+        base: u32,
+    ) -> Result<Session, Error> {
+        // Forget the session first: if the erase fails, the next commit erases again.
+        self.session = None;
+        let start = layout.bank(bank);
+        flash.erase(start, start + layout.journal_bank_bytes)?;
+        Ok(Session {
+            bank,
+            base,
+            next: 0,
+            holds_newest: false,
+        })
+    }
+
+    /// Programs both copies of `record` in `unit` and reads them back; `Ok(false)` when a copy
+    /// does not read back as written.
+    fn write_unit<F: NorFlash>(
+        &mut self,
+        flash: &mut F,
+        layout: &Layout,
+        bank: usize,
+        unit: u32,
+        record: &[u8; RECORD_BYTES],
+    ) -> Result<bool, Error> {
+        for copy in 0..2 {
+            flash.write(record_offset(layout, bank, unit, copy), record)?;
+        }
+        let mut buf = [0u8; RECORD_BYTES];
+        for copy in 0..2 {
+            let at = record_offset(layout, bank, unit, copy);
+            let mut good = false;
+            for _ in 0..=MISREAD_REREADS {
+                flash.read(at, &mut buf)?;
+                if buf == *record {
+                    good = true;
+                    break;
+                }
+            }
+            if !good {
+                return Ok(false);
+            }
+        }
+        Ok(true)
     }
 }
 
-fn records_per_bank(layout: &Layout) -> u32 {
-    layout.journal_bank_bytes / RECORD_BYTES as u32
+/// Reads the record slot at `at`, reading again when it does not decode. (A blank read is not
+/// read again: a torn copy that reads blank now is the old state, which a cut allows.)
+fn read_record<F: NorFlash>(flash: &mut F, at: u32, capacity: u32) -> Result<Read, Error> {
+    let mut buf = [0u8; RECORD_BYTES];
+    for _ in 0..=MISREAD_REREADS {
+        flash.read(at, &mut buf)?;
+        if buf.iter().all(|&b| b == 0xFF) {
+            return Ok(Read::Blank);
+        }
+        if let Some((seq, state)) = decode(&buf, capacity) {
+            return Ok(Read::Record(seq, state));
+        }
+    }
+    Ok(Read::Bad)
 }
 
-fn record_offset(layout: &Layout, bank: usize, index: u32) -> u32 {
-    layout.bank(bank) + index * RECORD_BYTES as u32
+fn units_per_bank(layout: &Layout) -> u32 {
+    layout.journal_bank_bytes / UNIT_BYTES as u32
+}
+
+fn record_offset(layout: &Layout, bank: usize, unit: u32, copy: usize) -> u32 {
+    layout.bank(bank) + unit * UNIT_BYTES as u32 + (copy * RECORD_BYTES) as u32
 }
 
 /// The record bytes for `state` with record sequence `seq` (see the module's table).
-pub fn encode(seq: u32, state: &State) -> [u8; RECORD_BYTES] {
+pub(crate) fn encode(seq: u32, state: &State) -> [u8; RECORD_BYTES] {
     let mut r = [0u8; RECORD_BYTES];
     r[0..4].copy_from_slice(&RECORD_MAGIC.to_le_bytes());
     r[4..8].copy_from_slice(&seq.to_le_bytes());
-    r[8..16].copy_from_slice(&state.last_sequence.to_le_bytes());
-    r[16] = state.active.map_or(NO_SLOT, |s| s.index() as u8);
+    r[8..16].copy_from_slice(&state.last_sequence().to_le_bytes());
+    r[16] = state.active().map_or(NO_SLOT, |s| s.index() as u8);
+    r[17] = state.retries();
     for slot in Slot::ALL {
         let at = SLOT_ENTRY_AT[slot.index()];
         encode_slot(&state.slot(slot), &mut r[at..at + SLOT_ENTRY_BYTES]);
@@ -192,27 +363,29 @@ pub fn encode(seq: u32, state: &State) -> [u8; RECORD_BYTES] {
 }
 
 fn encode_slot(s: &SlotState, out: &mut [u8]) {
-    let (status, boots_left, written) = match s.status {
+    let (status, boots_left, written) = match s.status() {
         Status::Empty => (STATUS_EMPTY, 0, 0),
         Status::Receiving { written } => (STATUS_RECEIVING, 0, written),
         Status::Pending { boots_left } => (STATUS_PENDING, boots_left, 0),
         Status::Confirmed => (STATUS_CONFIRMED, 0, 0),
+        Status::Failed => (STATUS_FAILED, 0, 0),
     };
+    let pack = s.pack();
     out[0] = status;
     out[1] = boots_left;
-    out[4..8].copy_from_slice(&s.pack.len.to_le_bytes());
-    out[8..16].copy_from_slice(&s.pack.sequence.to_le_bytes());
+    out[4..8].copy_from_slice(&pack.len.to_le_bytes());
+    out[8..16].copy_from_slice(&pack.sequence.to_le_bytes());
     out[16..20].copy_from_slice(&written.to_le_bytes());
-    out[20..52].copy_from_slice(&s.pack.sha256);
+    out[20..52].copy_from_slice(&pack.sha256);
 }
 
-/// The record's sequence and state, or `None` when it is not a valid version-1 record (torn,
-/// half-erased, bit-rotted, or never written).
-pub fn decode(r: &[u8; RECORD_BYTES]) -> Option<(u32, State)> {
+/// The record's sequence and state, or `None` when it is not a valid version-2 record for slots
+/// of `pack_capacity` bytes (torn, half-erased, bit-rotted, never written, or inconsistent).
+pub(crate) fn decode(r: &[u8; RECORD_BYTES], pack_capacity: u32) -> Option<(u32, State)> {
     if u32_at(r, 0) != RECORD_MAGIC || u32_at(r, CRC_AT) != crate::crc::crc32(&r[..CRC_AT]) {
         return None;
     }
-    if r[17..20] != [0; 3] {
+    if r[18..20] != [0; 2] {
         return None;
     }
     let active = match r[16] {
@@ -224,12 +397,10 @@ pub fn decode(r: &[u8; RECORD_BYTES]) -> Option<(u32, State)> {
         let at = SLOT_ENTRY_AT[slot.index()];
         slots[slot.index()] = decode_slot(&r[at..at + SLOT_ENTRY_BYTES])?;
     }
-    let state = State {
-        last_sequence: u64_at(r, 8),
-        active,
-        slots,
-    };
-    Some((u32_at(r, 4), state))
+    let state = State::from_parts(u64_at(r, 8), r[17], active, slots);
+    state
+        .is_consistent(pack_capacity)
+        .then_some((u32_at(r, 4), state))
 }
 
 fn decode_slot(e: &[u8]) -> Option<SlotState> {
@@ -242,18 +413,19 @@ fn decode_slot(e: &[u8]) -> Option<SlotState> {
         (STATUS_RECEIVING, 0, w) => Status::Receiving { written: w },
         (STATUS_PENDING, b, 0) => Status::Pending { boots_left: b },
         (STATUS_CONFIRMED, 0, 0) => Status::Confirmed,
+        (STATUS_FAILED, 0, 0) => Status::Failed,
         _ => return None,
     };
     let mut sha256 = [0u8; 32];
     sha256.copy_from_slice(&e[20..52]);
-    Some(SlotState {
+    Some(SlotState::new(
         status,
-        pack: PackId {
+        PackId {
             sequence: u64_at(e, 8),
             len: u32_at(e, 4),
             sha256,
         },
-    })
+    ))
 }
 
 fn u32_at(b: &[u8], at: usize) -> u32 {
@@ -271,36 +443,45 @@ fn u64_at(b: &[u8], at: usize) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::nor_emu::{Cut, NorEmu};
+    use embedded_storage::nor_flash::ReadNorFlash;
+
+    type Emu = NorEmu<16, 512>;
+    const CAPACITY: u32 = 100_000;
+
+    fn layout() -> Layout {
+        Layout::contiguous(0, 1024, 2048, 512, 0x8000_0000)
+    }
 
     fn sample() -> State {
-        State {
-            last_sequence: 0x0102_0304_0506_0708,
-            active: Some(Slot::B),
-            slots: [
-                SlotState {
-                    status: Status::Receiving { written: 4096 },
-                    pack: PackId {
-                        sequence: 9,
-                        len: 70_000,
-                        sha256: [0xAB; 32],
-                    },
-                },
-                SlotState {
-                    status: Status::Confirmed,
-                    pack: PackId {
-                        sequence: 8,
-                        len: 900,
-                        sha256: [0x5A; 32],
-                    },
-                },
-            ],
-        }
+        let a = SlotState::new(
+            Status::Receiving { written: 4096 },
+            PackId {
+                sequence: 9,
+                len: 70_000,
+                sha256: [0xAB; 32],
+            },
+        );
+        let b = SlotState::new(
+            Status::Confirmed,
+            PackId {
+                sequence: 8,
+                len: 900,
+                sha256: [0x5A; 32],
+            },
+        );
+        State::from_parts(9, 1, Some(Slot::B), [a, b])
+    }
+
+    /// A state with `last_sequence` = `n`, so that states are easy to tell apart.
+    fn numbered(n: u64) -> State {
+        State::FACTORY.with_floor(n)
     }
 
     #[test]
     fn a_record_decodes_to_what_was_encoded() {
         let r = encode(77, &sample());
-        assert_eq!(decode(&r), Some((77, sample())));
+        assert_eq!(decode(&r, CAPACITY), Some((77, sample())));
     }
 
     #[test]
@@ -309,12 +490,134 @@ mod tests {
         for bit in 0..RECORD_BYTES * 8 {
             let mut bad = r;
             bad[bit / 8] ^= 1 << (bit % 8);
-            assert_eq!(decode(&bad), None, "bit {bit}");
+            assert_eq!(decode(&bad, CAPACITY), None, "bit {bit}");
         }
     }
 
     #[test]
     fn rejects_a_blank_record() {
-        assert_eq!(decode(&[0xFF; RECORD_BYTES]), None);
+        assert_eq!(decode(&[0xFF; RECORD_BYTES], CAPACITY), None);
+    }
+
+    #[test]
+    fn rejects_a_crc_valid_record_whose_pack_is_longer_than_the_slot() {
+        let r = encode(3, &sample());
+        assert_eq!(decode(&r, 69_999), None);
+    }
+
+    #[test]
+    fn rejects_a_crc_valid_record_whose_active_slot_is_not_confirmed() {
+        let s = sample();
+        let bad = State::from_parts(9, 0, Some(Slot::A), [s.slot(Slot::A), s.slot(Slot::B)]);
+        assert_eq!(decode(&encode(3, &bad), CAPACITY), None);
+    }
+
+    #[test]
+    fn commits_survive_a_reboot_and_a_bank_change() {
+        let layout = layout();
+        let mut flash = Emu::new(layout.end() as usize);
+        for n in 1..=20 {
+            let mut j = Journal::mount(&mut flash, &layout).unwrap();
+            j.commit(&mut flash, &layout, numbered(n)).unwrap();
+            j.commit(&mut flash, &layout, numbered(n + 100)).unwrap();
+            let j = Journal::mount(&mut flash, &layout).unwrap();
+            assert_eq!(*j.state(), numbered(n + 100));
+            assert!(!j.needs_refresh());
+        }
+        assert_eq!(flash.violations(), 0);
+    }
+
+    #[test]
+    fn survives_a_misread_of_either_copy_at_mount() {
+        let layout = layout();
+        let mut flash = Emu::new(layout.end() as usize);
+        let mut j = Journal::mount(&mut flash, &layout).unwrap();
+        j.commit(&mut flash, &layout, numbered(1)).unwrap();
+        j.commit(&mut flash, &layout, numbered(2)).unwrap();
+        // Unit 1 of bank 0 holds state 2: one glitch in each copy, and a stuck bit in copy 0.
+        flash.glitch_read(record_offset(&layout, 0, 1, 0) + 9, 3);
+        flash.glitch_read(record_offset(&layout, 0, 1, 1) + 40, 0);
+        let j = Journal::mount(&mut flash, &layout).unwrap();
+        assert_eq!(*j.state(), numbered(2));
+        assert!(!j.needs_refresh());
+        flash.flip_on_read(record_offset(&layout, 0, 1, 0) + 9, 3);
+        let j = Journal::mount(&mut flash, &layout).unwrap();
+        assert_eq!(*j.state(), numbered(2));
+        assert!(j.needs_refresh(), "one copy left: commit it again");
+    }
+
+    #[test]
+    fn a_torn_record_that_reads_valid_later_never_beats_a_later_commit() {
+        let layout = layout();
+        for seed in 0..32 {
+            let mut flash = Emu::new(layout.end() as usize);
+            flash.seed(seed);
+            let mut j = Journal::mount(&mut flash, &layout).unwrap();
+            j.commit(&mut flash, &layout, numbered(1)).unwrap();
+            // Cut inside the first copy of the next commit.
+            flash.cut(Cut::During {
+                op: flash.ops(),
+                after_bytes: 64,
+            });
+            assert!(j.commit(&mut flash, &layout, numbered(2)).is_err());
+            flash.power_on();
+            let mut j = Journal::mount(&mut flash, &layout).unwrap();
+            let seen = *j.state();
+            assert!(seen == numbered(1) || seen == numbered(2));
+            j.commit(&mut flash, &layout, numbered(3)).unwrap();
+            // However the torn copy reads from now on, the acknowledged commit stands.
+            for _ in 0..8 {
+                flash.power_on();
+                let j = Journal::mount(&mut flash, &layout).unwrap();
+                assert_eq!(*j.state(), numbered(3), "seed {seed}");
+            }
+            assert_eq!(flash.violations(), 0);
+        }
+    }
+
+    #[test]
+    fn a_torn_slot_that_reads_blank_is_never_programmed_again() {
+        let layout = layout();
+        for seed in 0..32 {
+            let mut flash = Emu::new(layout.end() as usize);
+            flash.seed(seed);
+            let mut j = Journal::mount(&mut flash, &layout).unwrap();
+            j.commit(&mut flash, &layout, numbered(1)).unwrap();
+            for n in 2..12 {
+                // Every commit is cut at its first byte: the torn word may read blank.
+                flash.cut(Cut::During {
+                    op: flash.ops(),
+                    after_bytes: 0,
+                });
+                let _ = j.commit(&mut flash, &layout, numbered(n));
+                flash.power_on();
+                j = Journal::mount(&mut flash, &layout).unwrap();
+                j.commit(&mut flash, &layout, numbered(n + 100)).unwrap();
+            }
+            assert_eq!(flash.violations(), 0, "seed {seed}");
+            let j = Journal::mount(&mut flash, &layout).unwrap();
+            assert_eq!(*j.state(), numbered(111));
+        }
+    }
+
+    #[test]
+    fn a_copy_that_reads_back_wrong_costs_a_unit_not_the_commit() {
+        let layout = layout();
+        let mut flash = Emu::new(layout.end() as usize);
+        let mut j = Journal::mount(&mut flash, &layout).unwrap();
+        j.commit(&mut flash, &layout, numbered(1)).unwrap();
+        // The next commit programs unit 1 of bank 0: a bit of its second copy rots at once.
+        let at = record_offset(&layout, 0, 1, 1) + 20;
+        flash.flip_stored_bit_after_op(flash.ops() + 1, at, 0);
+        j.commit(&mut flash, &layout, numbered(2)).unwrap();
+        // And a glitch on the first copy of the unit that holds it now.
+        flash.glitch_read(record_offset(&layout, 0, 2, 0) + 9, 0);
+        let j = Journal::mount(&mut flash, &layout).unwrap();
+        assert_eq!(*j.state(), numbered(2));
+        let mut buf = [0u8; RECORD_BYTES];
+        flash
+            .read(record_offset(&layout, 0, 2, 1), &mut buf)
+            .unwrap();
+        assert_eq!(decode(&buf, CAPACITY).map(|(_, s)| s), Some(numbered(2)));
     }
 }

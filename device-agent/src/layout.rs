@@ -5,21 +5,29 @@
 //! ------------------------------------ ----------------------- ---------------------------------------
 //! start                                journal_bank_bytes      journal bank 0 (records, see journal.rs)
 //! start + journal_bank_bytes           journal_bank_bytes      journal bank 1
-//! start + 2·journal_bank_bytes         slot_bytes              slot A: one NPU1 pack, from its byte 0
-//! start + 2·journal_bank_bytes + slot  slot_bytes              slot B
+//! start + 2·journal_bank_bytes         slot_bytes              slot A: one NPU1 pack, from its byte 0;
+//!                                                              its last erase sector is slot A's descriptor
+//! start + 2·journal_bank_bytes + slot  slot_bytes              slot B (the same)
 //! ```
+//!
+//! A slot's last erase sector is its **descriptor** (see `descriptor.rs`): what the slot holds,
+//! written once it verified, so that boot can find and check the pack even when the journal is
+//! lost. A pack may therefore be `slot_bytes − ERASE_SIZE` bytes long ([`Layout::pack_capacity`]).
 //!
 //! | rule                                             | why                                                      |
 //! |--------------------------------------------------|----------------------------------------------------------|
 //! | every area starts and ends on an erase boundary  | erasing one area must never touch another                |
-//! | a bank holds at least two records                | a bank swap writes the state as the new bank's first record and must still have room for the next |
+//! | a bank holds at least two commit units (4 records) | a session writes the state as the new bank's first unit and must still have room for the next |
+//! | a slot is at least two erase sectors, and a sector at least 384 bytes | one for the pack, the last for the descriptor and its two marks |
 //! | `progress_bytes` is a multiple of the erase size | a resumed download restarts on a sector it can erase without losing durable bytes |
 //! | `xip_base` + a slot offset is 16-byte aligned    | the Ethos-U55 needs QBASE and every BASEPn 16-byte aligned, and a pack's stream and baked regions are 16-aligned within the pack |
 //!
 //! The layout is the integrator's configuration: breaking a rule is a bug in the firmware, so
-//! [`Layout::check`] asserts instead of returning an error. The flash geometry itself (`WRITE_SIZE`,
+//! [`Layout::check`] asserts instead of returning an error ([`Layout::validate`] returns
+//! it, for a layout that comes from outside the firmware's code). The flash geometry itself (`WRITE_SIZE`,
 //! `ERASE_SIZE`) is checked at compile time where it is used.
-use crate::journal::RECORD_BYTES;
+use crate::error::LayoutError;
+use crate::journal::UNIT_BYTES;
 use embedded_storage::nor_flash::NorFlash;
 
 /// One of the two pack slots.
@@ -116,6 +124,16 @@ impl Layout {
         self.slots[slot.index()]
     }
 
+    /// The largest pack a slot holds on a flash of type `F`: the slot less its descriptor sector.
+    pub const fn pack_capacity<F: NorFlash>(&self) -> u32 {
+        self.slot_bytes - F::ERASE_SIZE as u32
+    }
+
+    /// Flash offset of `slot`'s descriptor sector on a flash of type `F` (its last sector).
+    pub const fn descriptor<F: NorFlash>(&self, slot: Slot) -> u32 {
+        self.slot(slot) + self.pack_capacity::<F>()
+    }
+
     /// Bus address of `slot`'s first byte in the XIP window.
     pub const fn slot_xip(&self, slot: Slot) -> u32 {
         self.xip_base + self.slot(slot)
@@ -138,6 +156,15 @@ impl Layout {
     /// Asserts that the layout fits a flash of type `F` with `capacity` bytes (see the module's
     /// table). A failure is a configuration bug, never a runtime condition.
     pub fn check<F: NorFlash>(&self, capacity: usize) {
+        if let Err(e) = self.validate::<F>(capacity) {
+            panic!("{e}");
+        }
+    }
+
+    /// The rules of the module's table, checked for a flash of type `F` with `capacity` bytes:
+    /// the first one broken. For a layout that comes from outside the firmware's own code (the C
+    /// ABI's caller), where [`Layout::check`] would panic.
+    pub fn validate<F: NorFlash>(&self, capacity: usize) -> Result<(), LayoutError> {
         let erase = F::ERASE_SIZE as u64;
         let areas = [
             (
@@ -148,48 +175,68 @@ impl Layout {
             (self.slots[0] as u64, self.slot_bytes as u64, "slot A"),
             (self.slots[1] as u64, self.slot_bytes as u64, "slot B"),
         ];
-        for (i, &(start, len, name)) in areas.iter().enumerate() {
-            assert!(len > 0, "layout: {name} is empty");
-            assert!(
-                start % erase == 0 && len % erase == 0,
-                "layout: {name} [{start:#x}, +{len:#x}) is not aligned to the erase size {erase:#x}"
-            );
-            for &(s2, l2, n2) in &areas[i + 1..] {
-                assert!(
-                    start + len <= s2 || s2 + l2 <= start,
-                    "layout: {name} overlaps {n2}"
-                );
+        for (i, &(start, len, area)) in areas.iter().enumerate() {
+            if len == 0 {
+                return Err(LayoutError::Empty { area });
+            }
+            if start % erase != 0 || len % erase != 0 {
+                return Err(LayoutError::Unaligned {
+                    area,
+                    start,
+                    len,
+                    erase,
+                });
+            }
+            for &(s2, l2, other) in &areas[i + 1..] {
+                if !(start + len <= s2 || s2 + l2 <= start) {
+                    return Err(LayoutError::Overlap { area, other });
+                }
             }
         }
-        assert!(
-            self.journal_bank_bytes as u64 % erase == 0,
-            "layout: a journal bank must be whole erase sectors"
-        );
-        assert!(
-            self.journal_bank_bytes as usize >= 2 * RECORD_BYTES,
-            "layout: a journal bank must hold at least two records"
-        );
-        assert!(
-            self.progress_bytes > 0 && self.progress_bytes as u64 % erase == 0,
-            "layout: progress_bytes must be a non-zero multiple of the erase size"
-        );
-        assert!(
-            self.end() <= capacity as u64,
-            "layout: ends at {:#x}, past the flash capacity {capacity:#x}",
-            self.end()
-        );
+        if self.journal_bank_bytes as u64 % erase != 0 {
+            return Err(LayoutError::Unaligned {
+                area: "journal bank",
+                start: self.journal as u64,
+                len: self.journal_bank_bytes as u64,
+                erase,
+            });
+        }
+        if (self.journal_bank_bytes as usize) < 2 * UNIT_BYTES {
+            return Err(LayoutError::BankTooSmall {
+                bytes: self.journal_bank_bytes,
+                min: 2 * UNIT_BYTES,
+            });
+        }
+        if (self.slot_bytes as u64) < 2 * erase || erase < 3 * 128 {
+            return Err(LayoutError::SlotTooSmall {
+                bytes: self.slot_bytes,
+                erase,
+            });
+        }
+        if self.progress_bytes == 0 || self.progress_bytes as u64 % erase != 0 {
+            return Err(LayoutError::Progress {
+                bytes: self.progress_bytes,
+                erase,
+            });
+        }
+        if self.end() > capacity as u64 {
+            return Err(LayoutError::PastCapacity {
+                end: self.end(),
+                capacity: capacity as u64,
+            });
+        }
         for slot in Slot::ALL {
             let xip = self.xip_base as u64 + self.slot(slot) as u64 + self.slot_bytes as u64;
-            assert!(
-                xip <= 1 << 32,
-                "layout: slot {} runs past the 32-bit bus",
-                slot.name()
-            );
-            assert!(
-                self.slot_xip(slot) % npub_core::format::ARENA_ALIGN == 0,
-                "layout: slot {} is not 16-byte aligned on the bus",
-                slot.name()
-            );
+            if xip > 1 << 32 {
+                return Err(LayoutError::PastBus { slot });
+            }
+            if self.slot_xip(slot) % npub_core::format::ARENA_ALIGN != 0 {
+                return Err(LayoutError::SlotMisaligned {
+                    slot,
+                    address: self.slot_xip(slot),
+                });
+            }
         }
+        Ok(())
     }
 }

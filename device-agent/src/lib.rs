@@ -7,15 +7,18 @@
 //! | file          | one idea                                                                    |
 //! |---------------|-----------------------------------------------------------------------------|
 //! | `layout.rs`   | where the journal and the two slots live (a table)                          |
-//! | `journal.rs`  | the power-cut-safe state record, two banks, CRC, sequence numbers           |
+//! | `journal.rs`  | the power-cut-safe state record: two copies per commit, read back, two banks, sessions |
 //! | `state.rs`    | what is remembered and the only transitions allowed                          |
+//! | `counter.rs`  | the replay floor outside the journal: [`MonotonicCounter`], [`NorCounter`]  |
+//! | `descriptor.rs` | what each slot holds, beside it: boot without a journal                   |
 //! | `verify.rs`   | the one pass over a slot in flash; [`VerifiedSlot`] is the only proof of it |
 //! | `install.rs`  | manifest → download → verify → pending → bind → self-test → confirmed       |
 //! | `boot.rs`     | choose, re-validate, bind; trial boots and revert                           |
 //! | `npu.rs`      | the Ethos-U55 register model: QBASE/QSIZE, BASEP0..7                         |
 //! | `transport.rs`| the fleet server as three calls                                             |
 //! | `nor_emu.rs`  | (std) NOR emulation with power cuts, torn writes and bit flips              |
-//! | `http.rs`     | (std) the device API over HTTP                                              |
+//! | `http.rs`     | (std) the device API over HTTP (reqwest, the simulator's)                   |
+//! | `http_io/`    | (`http-io`) the device API over HTTP/1.1 on any `embedded-io` stream, no_std |
 //!
 //! The core is `no_std` and never allocates; the host pieces are behind the `std` feature.
 #![cfg_attr(not(any(test, feature = "std")), no_std)]
@@ -24,7 +27,9 @@
 
 mod agent;
 mod boot;
+pub mod counter;
 mod crc;
+mod descriptor;
 pub mod error;
 pub mod flash;
 mod install;
@@ -37,16 +42,19 @@ pub mod verify;
 
 #[cfg(feature = "std")]
 pub mod http;
+#[cfg(feature = "http-io")]
+pub mod http_io;
 #[cfg(feature = "std")]
 pub mod nor_emu;
 
-pub use agent::{Agent, Device};
-pub use boot::{Booted, Reverted};
-pub use error::Error;
+pub use agent::{Agent, Device, Unbooted};
+pub use boot::{BootStart, Booted, Reverted};
+pub use counter::{JournalOnly, MonotonicCounter, NorCounter};
+pub use error::{CounterError, Error, LayoutError};
 pub use flash::Mapped;
-pub use install::{CHUNK_BYTES, Poll};
+pub use install::{CHUNK_BYTES, Installing, MAX_SEQUENCE_STEP, Poll, Progress};
 pub use layout::{Layout, Slot};
-pub use npu::{Arena, Npu, NpuRegisters, RecordingNpu};
-pub use state::{PackId, State, Status};
+pub use npu::{Arena, DriverPayload, Npu, NpuRegisters, RecordingNpu};
+pub use state::{PackId, SlotState, State, Status};
 pub use transport::{Report, ReportState, Transport, TransportError};
 pub use verify::VerifiedSlot;

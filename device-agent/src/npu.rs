@@ -56,6 +56,17 @@ pub struct IoAddress {
     pub bytes: u32,
 }
 
+/// Arm's driver payload as it lies in the slot: the COP1 header that `npub pack` puts right before
+/// the command stream, and the stream (see `npub_core::format::cop1`). What
+/// `ethosu_invoke_v3()` takes, in place.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DriverPayload {
+    /// Bus address of its first byte (`"COP1"`), 4-byte aligned.
+    pub address: u32,
+    /// Its length: the header and the stream (`QBASE − address + QSIZE`).
+    pub bytes: u32,
+}
+
 /// The register values that start a job, plus each region's extent so that a caller (and a test)
 /// can see what every base pointer covers, and the resolved IO bindings.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -76,6 +87,9 @@ pub struct NpuRegisters {
     pub io: [Option<IoAddress>; MAX_IO],
     /// How many of `io` are set.
     pub io_count: u8,
+    /// The driver payload in place, when the pack carries its header (`None` for a pack from a
+    /// producer that did not put it there).
+    pub driver_payload: Option<DriverPayload>,
 }
 
 /// The caller's NPU-visible working memory for RUNTIME regions.
@@ -92,6 +106,10 @@ pub struct Arena<'a> {
 pub trait Npu {
     /// Writes QBASE, QSIZE and BASEP0..7.
     fn program(&mut self, regs: &NpuRegisters);
+
+    /// Forgets the bound pack (QBASE, QSIZE and every BASEPn to 0): called when the pack last
+    /// programmed was refused and nothing else could be bound, so that no job can start on it.
+    fn unbind(&mut self);
 
     /// Runs the device's self-test on the bound pack (say, one inference on a known input);
     /// `Err(code)` refuses the pack, and the install or the trial boot reverts it.
@@ -123,7 +141,14 @@ pub fn registers(
         regions: job.region_count() as u8,
         io: [None; MAX_IO],
         io_count: 0,
+        driver_payload: None,
     };
+    if let Some((offset, bytes)) = npub_core::format::cop1::driver_payload(blob.as_bytes(), &header)
+    {
+        // Inside the slot, before QBASE (which is on the bus): cannot overflow.
+        let address = bus(slot_xip, u64::from(offset), Register::Qbase)?;
+        regs.driver_payload = Some(DriverPayload { address, bytes });
+    }
     for n in 0..job.region_count() {
         let Some(region) = job.region(n) else {
             continue;
@@ -216,6 +241,8 @@ pub struct RecordingNpu {
     pub programmed: Option<NpuRegisters>,
     /// How many times `program` was called.
     pub programs: u32,
+    /// How many times `unbind` was called.
+    pub unbinds: u32,
     /// `Some(code)`: every self-test fails with `code`.
     pub fail_self_test: Option<u32>,
 }
@@ -224,6 +251,11 @@ impl Npu for RecordingNpu {
     fn program(&mut self, regs: &NpuRegisters) {
         self.programmed = Some(*regs);
         self.programs += 1;
+    }
+
+    fn unbind(&mut self) {
+        self.programmed = None;
+        self.unbinds += 1;
     }
 
     fn self_test(&mut self, regs: &NpuRegisters) -> Result<(), u32> {

@@ -1,31 +1,44 @@
 //! What the device remembers across power cuts, and the only transitions it may make.
 //!
-//! Each slot is in one of four states; `active` names the slot the device last confirmed:
+//! Each slot is in one of five states; `active` names the slot the device last confirmed:
 //!
 //! ```text
 //!            begin_receiving            pending(&VerifiedSlot)        confirm(&VerifiedSlot)
 //!   Empty ───────────────────► Receiving ─────────────────────► Pending ───────────────────► Confirmed
-//!     ▲                         │  ▲ progress(written)            │  trial_boot: boots_left − 1      │
-//!     │                         └──┘                              │                                  │
-//!     └───────────── revert (self-test failed, trial boots used up, or failed re-validation) ◄──────┘
+//!     ▲  ▲                      │  ▲ progress(written)            │  trial_boot: boots_left − 1      │
+//!     │  │                      └──┘                              │                                  │
+//!     │  └──────────── revert (tampered or malformed pack, trial boots used up) ◄────────────────────┘
+//!     │                         │ ▲ retry (same pack, same sequence, while retries > 0)
+//!     │                         ▼ │
+//!     └──── retries used up ── Failed ◄── fail (a local fault: read-back mismatch, self-test)
 //! ```
 //!
 //! - A slot is bootable only when `Pending` (with boots left) or `Confirmed`, and the transitions
 //!   into those two states take a [`VerifiedSlot`]: the proof, produced only by
 //!   [`crate::verify::verify_in_flash`], that the bytes in that slot were checked as they sit in
-//!   flash. There is no other way to make a slot bootable.
+//!   flash. There is no other way to make a slot bootable, and no way to build a [`State`] outside
+//!   this crate: its fields are private and its transitions crate-internal.
 //! - An install only ever targets the slot that is not `active`, and marks it `Receiving` (not
 //!   bootable) in the journal *before* its first erase; so once a first pack is confirmed, the
 //!   active slot is never written, and there is always a bootable slot.
 //! - `last_sequence` is the highest manifest sequence whose install this device ever started; a
-//!   manifest must be strictly newer (anti-replay). It is raised before the first erase, so a
-//!   replayed manifest cannot even wipe the inactive slot.
+//!   manifest must be strictly newer (anti-replay), with one bounded exception: an install that
+//!   failed for a *local* reason (the flash read back wrong, the self-test failed) leaves its slot
+//!   `Failed`, and the very same pack at the very same sequence may be started again `retries`
+//!   more times ([`MAX_LOCAL_RETRIES`] in all), so that one transient fault does not burn the
+//!   deployment. It is raised before the first erase, so a replayed manifest cannot even wipe the
+//!   inactive slot.
 use crate::layout::Slot;
 use crate::verify::VerifiedSlot;
 
 /// How many times a pending pack is tried at boot before it is reverted: a pack whose self-test
 /// hangs or resets the device gets this many attempts, then the previous pack comes back.
 pub const MAX_TRIAL_BOOTS: u8 = 3;
+
+/// How many times an install that failed for a local reason may be started again with the same
+/// manifest: enough to ride out a transient fault, few enough that a pack which fails every time
+/// stops costing erase cycles.
+pub const MAX_LOCAL_RETRIES: u8 = 2;
 
 /// Which pack a slot holds (or is receiving): what the signed manifest said about it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -65,15 +78,16 @@ pub enum Status {
     },
     /// Verified in flash and passed its self-test.
     Confirmed,
+    /// Its install failed for a local reason; not bootable. The pack is remembered so that the
+    /// same manifest may be tried again (see [`State::retries`]).
+    Failed,
 }
 
 /// One slot's journal entry.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SlotState {
-    /// Where the slot is in its life cycle.
-    pub status: Status,
-    /// The pack it holds or receives ([`PackId::NONE`] when empty).
-    pub pack: PackId,
+    status: Status,
+    pack: PackId,
 }
 
 impl SlotState {
@@ -82,26 +96,75 @@ impl SlotState {
         status: Status::Empty,
         pack: PackId::NONE,
     };
+
+    pub(crate) const fn new(status: Status, pack: PackId) -> Self {
+        Self { status, pack }
+    }
+
+    /// Where the slot is in its life cycle.
+    pub const fn status(&self) -> Status {
+        self.status
+    }
+
+    /// The pack it holds or receives ([`PackId::NONE`] when empty).
+    pub const fn pack(&self) -> PackId {
+        self.pack
+    }
 }
 
-/// The whole remembered state: one journal record holds all of it.
+/// The whole remembered state: one journal record holds all of it. Only this crate makes one
+/// (from the journal, through the transitions below):
+///
+/// ```compile_fail
+/// let forged = device_agent::State { last_sequence: 0, retries: 0, active: None,
+///     slots: [device_agent::SlotState::EMPTY; 2] };
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct State {
-    /// Highest manifest sequence whose install was started (anti-replay).
-    pub last_sequence: u64,
-    /// The last confirmed slot, booted in preference to any other confirmed slot.
-    pub active: Option<Slot>,
-    /// Slot A and slot B.
-    pub slots: [SlotState; 2],
+    last_sequence: u64,
+    retries: u8,
+    active: Option<Slot>,
+    slots: [SlotState; 2],
 }
 
 impl State {
     /// A device fresh from the factory: no pack, no sequence.
     pub const FACTORY: State = State {
         last_sequence: 0,
+        retries: 0,
         active: None,
         slots: [SlotState::EMPTY; 2],
     };
+
+    pub(crate) const fn from_parts(
+        last_sequence: u64,
+        retries: u8,
+        active: Option<Slot>,
+        slots: [SlotState; 2],
+    ) -> Self {
+        Self {
+            last_sequence,
+            retries,
+            active,
+            slots,
+        }
+    }
+
+    /// Highest manifest sequence whose install was started (anti-replay).
+    pub const fn last_sequence(&self) -> u64 {
+        self.last_sequence
+    }
+
+    /// How many more times the install of `last_sequence` may be started again after a local
+    /// failure (see the module's notes).
+    pub const fn retries(&self) -> u8 {
+        self.retries
+    }
+
+    /// The last confirmed slot, booted in preference to any other confirmed slot.
+    pub const fn active(&self) -> Option<Slot> {
+        self.active
+    }
 
     /// `slot`'s entry.
     pub const fn slot(&self, slot: Slot) -> SlotState {
@@ -125,7 +188,7 @@ impl State {
         match self.slot(slot).status {
             Status::Confirmed => true,
             Status::Pending { boots_left } => boots_left > 0,
-            Status::Empty | Status::Receiving { .. } => false,
+            Status::Empty | Status::Receiving { .. } | Status::Failed => false,
         }
     }
 
@@ -157,15 +220,74 @@ impl State {
             })
     }
 
+    /// The failed install that may be started again, if any: its slot and pack.
+    pub fn retryable(&self) -> Option<(Slot, PackId)> {
+        if self.retries == 0 {
+            return None;
+        }
+        Slot::ALL.into_iter().find_map(|s| {
+            let e = self.slot(s);
+            (e.status == Status::Failed && e.pack.sequence == self.last_sequence)
+                .then_some((s, e.pack))
+        })
+    }
+
+    /// Whether the state is one this crate could have written for a slot of `pack_capacity`
+    /// bytes: a record that decodes but breaks this is corruption (or a firmware whose layout
+    /// changed without a new magic), never something to act on.
+    pub(crate) fn is_consistent(&self, pack_capacity: u32) -> bool {
+        let slots_ok = self.slots.iter().all(|e| match e.status {
+            Status::Empty => e.pack == PackId::NONE,
+            Status::Receiving { written } => {
+                e.pack.len <= pack_capacity
+                    && written <= e.pack.len
+                    && e.pack.sequence <= self.last_sequence
+            }
+            Status::Pending { boots_left } => {
+                boots_left <= MAX_TRIAL_BOOTS && self.holds_pack(e, pack_capacity)
+            }
+            Status::Confirmed | Status::Failed => self.holds_pack(e, pack_capacity),
+        });
+        let active_ok = self
+            .active
+            .is_none_or(|a| self.slot(a).status == Status::Confirmed);
+        let one_install = self
+            .slots
+            .iter()
+            .filter(|e| matches!(e.status, Status::Receiving { .. } | Status::Pending { .. }))
+            .count()
+            <= 1;
+        slots_ok && active_ok && one_install && self.retries <= MAX_LOCAL_RETRIES
+    }
+
+    fn holds_pack(&self, e: &SlotState, pack_capacity: u32) -> bool {
+        let min = npub_core::format::HEADER_BYTES;
+        (min..=pack_capacity).contains(&e.pack.len) && e.pack.sequence <= self.last_sequence
+    }
+
+    /// The replay floor is at least `floor` (from the monotonic counter): a journal that was lost
+    /// or lags behind never lowers it.
+    pub(crate) fn with_floor(self, floor: u64) -> State {
+        let mut next = self;
+        if floor > next.last_sequence {
+            next.last_sequence = floor;
+            next.retries = 0;
+        }
+        next
+    }
+
     /// An install of `pack` into `target` starts: the slot stops being bootable and the sequence
     /// is consumed, both before the first erase.
-    pub fn begin_receiving(self, target: Slot, pack: PackId) -> State {
+    pub(crate) fn begin_receiving(self, target: Slot, pack: PackId) -> State {
         assert!(
             self.active != Some(target),
             "an install must not target the active slot"
         );
         let mut next = self;
-        next.last_sequence = next.last_sequence.max(pack.sequence);
+        if pack.sequence > next.last_sequence {
+            next.last_sequence = pack.sequence;
+            next.retries = MAX_LOCAL_RETRIES;
+        }
         next.slots[target.index()] = SlotState {
             status: Status::Receiving { written: 0 },
             pack,
@@ -173,15 +295,23 @@ impl State {
         next
     }
 
+    /// The failed install in `target` starts again: one retry used.
+    pub(crate) fn retry(self, target: Slot) -> State {
+        let mut next = self;
+        next.retries = next.retries.saturating_sub(1);
+        next.slots[target.index()].status = Status::Receiving { written: 0 };
+        next
+    }
+
     /// `written` bytes of the pack in `target` are programmed.
-    pub fn progress(self, target: Slot, written: u32) -> State {
+    pub(crate) fn progress(self, target: Slot, written: u32) -> State {
         let mut next = self;
         next.slots[target.index()].status = Status::Receiving { written };
         next
     }
 
     /// The slot was verified in flash: it goes on trial.
-    pub fn pending(self, verified: &VerifiedSlot) -> State {
+    pub(crate) fn pending(self, verified: &VerifiedSlot) -> State {
         let mut next = self;
         next.slots[verified.slot().index()] = SlotState {
             status: Status::Pending {
@@ -193,7 +323,7 @@ impl State {
     }
 
     /// A boot is about to try the pending `slot`: one trial used.
-    pub fn trial_boot(self, slot: Slot) -> State {
+    pub(crate) fn trial_boot(self, slot: Slot) -> State {
         let mut next = self;
         if let Status::Pending { boots_left } = next.slots[slot.index()].status {
             next.slots[slot.index()].status = Status::Pending {
@@ -204,7 +334,7 @@ impl State {
     }
 
     /// The slot was verified in flash and passed its self-test: it becomes the active pack.
-    pub fn confirm(self, verified: &VerifiedSlot) -> State {
+    pub(crate) fn confirm(self, verified: &VerifiedSlot) -> State {
         let mut next = self;
         next.slots[verified.slot().index()] = SlotState {
             status: Status::Confirmed,
@@ -214,9 +344,9 @@ impl State {
         next
     }
 
-    /// `slot` is given up (failed its self-test, used up its trials, or no longer verifies). The
+    /// `slot` is given up for good (a tampered or malformed pack, or trial boots used up). The
     /// sequence stays consumed; the active pack, if any, stays active unless it was this one.
-    pub fn revert(self, slot: Slot) -> State {
+    pub(crate) fn revert(self, slot: Slot) -> State {
         let mut next = self;
         next.slots[slot.index()] = SlotState::EMPTY;
         if next.active == Some(slot) {
@@ -224,6 +354,21 @@ impl State {
                 .into_iter()
                 .find(|&s| next.slot(s).status == Status::Confirmed);
         }
+        if next.retryable().is_none() {
+            next.retries = 0;
+        }
+        next
+    }
+
+    /// The install in `slot` failed for a local reason: it may be started again while retries
+    /// are left, else it is given up like [`State::revert`].
+    pub(crate) fn fail(self, slot: Slot) -> State {
+        let e = self.slot(slot);
+        if self.retries == 0 || e.pack.sequence != self.last_sequence || self.active == Some(slot) {
+            return self.revert(slot);
+        }
+        let mut next = self;
+        next.slots[slot.index()].status = Status::Failed;
         next
     }
 }

@@ -130,6 +130,16 @@ pub fn for_boot<F: Mapped>(
     complete(layout, slot, *pack, bytes, fnv.finish(), io, arena)
 }
 
+/// Whether `slot` holds, as mapped now, the bytes whose SHA-256 `pack` names: after a failed
+/// verification, tells a pack that is bad as signed from a slot that does not hold it.
+pub fn digest_matches<F: Mapped>(flash: &F, layout: &Layout, slot: Slot, pack: &PackId) -> bool {
+    let mut sha = Sha256::new();
+    for chunk in slot_bytes(flash, layout, slot, pack.len).chunks(PASS_CHUNK) {
+        sha.update(chunk);
+    }
+    <[u8; 32]>::from(sha.finalize()) == pack.sha256
+}
+
 /// The slot's first `len` bytes as mapped. `len` comes from a verified manifest or the journal,
 /// both bounded by the slot size, so a longer one is a bug.
 fn slot_bytes<'f, F: Mapped>(flash: &'f F, layout: &Layout, slot: Slot, len: u32) -> &'f [u8] {

@@ -14,6 +14,10 @@ use npub_core::manifest::Keyring;
 use npub_server::{Config, Server};
 use serde_json::{Value, json};
 
+/// The server tests' S3 server on loopback (s3s-fs).
+#[path = "../../server/tests/s3/bucket.rs"]
+mod bucket;
+
 /// The bootstrap admin token of the test server.
 const ADMIN: &str = "npub_op_e2e-admin-0123456789abcdef0123456789abcdef";
 /// Slot size passed to the binary; the test reopens the flash file with the same layout.
@@ -44,6 +48,11 @@ struct Fleet {
 
 impl Fleet {
     fn start(dir: &Path) -> Self {
+        Self::start_with(dir, |_| {})
+    }
+
+    /// Starts the server after `tweak` has adjusted its configuration.
+    fn start_with(dir: &Path, tweak: impl FnOnce(&mut Config)) -> Self {
         let rt = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(1)
             .enable_all()
@@ -51,6 +60,7 @@ impl Fleet {
             .unwrap();
         let mut config = Config::new(dir, "127.0.0.1:0".parse().unwrap());
         config.admin_token = Some(ADMIN.into());
+        tweak(&mut config);
         let server = rt.block_on(Server::start(config)).expect("server starts");
         let url = format!("http://{}", server.local_addr());
         let (tx, rx) = tokio::sync::oneshot::channel::<()>();
@@ -146,10 +156,10 @@ fn open_agent(flash: &Path) -> Agent<Flash> {
 fn active_slot_bytes(flash: &Path, len: usize) -> (u64, Vec<u8>) {
     let agent = open_agent(flash);
     let state = *agent.state();
-    let slot = state.active.expect("a slot is active");
+    let slot = state.active().expect("a slot is active");
     let start = agent.layout().slot(slot) as usize;
     let image = std::fs::read(flash).unwrap();
-    (state.last_sequence, image[start..start + len].to_vec())
+    (state.last_sequence(), image[start..start + len].to_vec())
 }
 
 /// Hands the agent one fixed manifest, whatever sequence it asks after.
@@ -234,12 +244,14 @@ fn deploy_install_rollback_by_version_and_replay_refused() {
     );
     let token = devices[0]["token"].as_str().unwrap().to_owned();
 
-    // The device trusts the server's signing key, as a `.pub` key file.
+    // The device trusts the server's signing key: the trust file as the server serves it.
     let keys = fleet.admin("GET", "/api/v1/keys", Body::None, 200);
     let public = hex_key(keys["active"]["public_key"].as_str().unwrap());
-    let trust: PathBuf = dir.path().join("server-key.pub");
-    let hex: String = public.iter().map(|b| format!("{b:02x}")).collect();
-    std::fs::write(&trust, format!("npub-ed25519-public-v1 {hex}\n")).unwrap();
+    let trust = trust_file(
+        &fleet,
+        dir.path(),
+        keys["active"]["key_id"].as_str().unwrap(),
+    );
     let flash = dir.path().join("flash.bin");
 
     // Deploy 2.0.0: the agent installs it into flash and the server sees it bound.
@@ -314,5 +326,228 @@ fn deploy_install_rollback_by_version_and_replay_refused() {
     let (_, in_flash) = active_slot_bytes(&flash, packs[0].len());
     assert!(in_flash == packs[0], "the active slot still holds 1.0.0");
 
+    fleet.stop();
+}
+
+/// Downloads the server's trust file for `key_id` into `dir`, as an operator would.
+fn trust_file(fleet: &Fleet, dir: &Path, key_id: &str) -> PathBuf {
+    let (status, bytes) = fleet.call(
+        ADMIN,
+        "GET",
+        &format!("/api/v1/keys/{key_id}/trust"),
+        Body::None,
+    );
+    assert_eq!(status, 200);
+    let path = dir.join(format!("{key_id}.key.pub"));
+    std::fs::write(&path, bytes).unwrap();
+    path
+}
+
+#[test]
+fn rejects_an_accel_flag_that_disagrees_with_the_servers_registration_and_defaults_to_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let fleet = Fleet::start(&dir.path().join("server"));
+    let devices = fleet.admin(
+        "POST",
+        "/api/v1/devices",
+        Body::Json(json!({"devices": [
+            {"id": "small-1", "accelerator": "ethos-u55-128", "group": "lab"}
+        ]})),
+        201,
+    );
+    let token = devices[0]["token"].as_str().unwrap().to_owned();
+    let keys = fleet.admin("GET", "/api/v1/keys", Body::None, 200);
+    let trust = trust_file(
+        &fleet,
+        dir.path(),
+        keys["active"]["key_id"].as_str().unwrap(),
+    );
+    let flash = dir.path().join("flash.bin");
+    let url = fleet.url.clone();
+    let agent = |extra: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_device-agent"))
+            .args(["--server", &url, "--token", &token, "--once"])
+            .args(["--slot-kib", &SLOT_KIB.to_string()])
+            .arg("--flash")
+            .arg(&flash)
+            .arg("--trust")
+            .arg(&trust)
+            .args(extra)
+            .output()
+            .unwrap()
+    };
+
+    // The device API says what the server registered.
+    let (status, me) = fleet.call(&token, "GET", "/api/v1/device", Body::None);
+    assert_eq!(status, 200);
+    let me: Value = serde_json::from_slice(&me).unwrap();
+    assert_eq!(me["accelerator"], "ethos-u55-128", "{me}");
+    assert_eq!(me["id"], "small-1", "{me}");
+
+    // A disagreeing --accel is refused before anything is polled or written.
+    let out = agent(&["--accel", "ethos-u55-256"]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("--accel ethos-u55-256 disagrees with the server")
+            && err.contains("registered this device as ethos-u55-128"),
+        "{err}"
+    );
+    assert!(!flash.exists(), "nothing was written");
+
+    // Without --accel the server's registration is used; an agreeing one is accepted.
+    for extra in [&[][..], &["--accel", "ethos-u55-128"][..]] {
+        let out = agent(extra);
+        assert!(
+            out.status.success(),
+            "{extra:?}: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
+    // A server that can't be reached: without --accel the agent says what to pass.
+    fleet.stop();
+    let out = agent(&[]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("pass --accel"), "{err}");
+}
+
+/// `npub_pack_bytes_served_total` from the server's metrics.
+fn bytes_served(fleet: &Fleet) -> u64 {
+    let (status, body) = fleet.call(ADMIN, "GET", "/metrics", Body::None);
+    assert_eq!(status, 200);
+    String::from_utf8(body)
+        .unwrap()
+        .lines()
+        .find_map(|l| l.strip_prefix("npub_pack_bytes_served_total "))
+        .expect("the counter is exported")
+        .trim()
+        .parse()
+        .unwrap()
+}
+
+#[test]
+fn follows_a_presigned_redirect_to_the_bucket_and_still_verifies_what_it_gets() {
+    let dir = tempfile::tempdir().unwrap();
+    let Some(s3) = bucket::S3Server::start(&dir.path().join("s3")) else {
+        return;
+    };
+    let settings = s3.settings();
+    let fleet = Fleet::start_with(&dir.path().join("server"), |c| {
+        c.pack_store = Some(format!("s3://{}/packs", bucket::BUCKET));
+        c.presign_downloads = true;
+        c.aws_overrides = settings;
+    });
+    fleet.admin(
+        "POST",
+        "/api/v1/models",
+        Body::Json(json!({"name": "kws"})),
+        201,
+    );
+    for (version, file) in [
+        ("1.0.0", "small_net_vela.tflite"),
+        ("2.0.0", "conv1_vela.tflite"),
+    ] {
+        fleet.admin(
+            "POST",
+            &format!("/api/v1/models/kws/versions/{version}"),
+            Body::Raw(fixture(file)),
+            201,
+        );
+    }
+    let packs: Vec<Vec<u8>> = ["1.0.0", "2.0.0"]
+        .iter()
+        .map(|v| {
+            let path = format!("/api/v1/models/kws/versions/{v}/npub");
+            let (status, bytes) = fleet.call(ADMIN, "GET", &path, Body::None);
+            assert_eq!(status, 200);
+            bytes
+        })
+        .collect();
+    let devices = fleet.admin(
+        "POST",
+        "/api/v1/devices",
+        Body::Json(json!({"devices": [
+            {"id": "dev-1", "accelerator": "ethos-u55-256", "group": "lab"}
+        ]})),
+        201,
+    );
+    let token = devices[0]["token"].as_str().unwrap().to_owned();
+    let keys = fleet.admin("GET", "/api/v1/keys", Body::None, 200);
+    let trust = trust_file(
+        &fleet,
+        dir.path(),
+        keys["active"]["key_id"].as_str().unwrap(),
+    );
+    let flash = dir.path().join("flash.bin");
+    let served = bytes_served(&fleet);
+
+    // 1.0.0 comes from the bucket: the server only answers 307s, and sends no pack byte.
+    let d1 = fleet.admin(
+        "POST",
+        "/api/v1/deployments",
+        Body::Json(json!({"model": "kws", "version": "1.0.0", "group": "lab"})),
+        201,
+    );
+    let out = run_agent(&fleet.url, &token, &flash, &trust);
+    assert!(
+        out.contains(&format!("installed sequence {}", d1["sequence"])),
+        "{out}"
+    );
+    let (_, in_flash) = active_slot_bytes(&flash, packs[0].len());
+    assert!(in_flash == packs[0], "the active slot holds the 1.0.0 pack");
+    assert_eq!(
+        bytes_served(&fleet),
+        served,
+        "no pack byte went through the server"
+    );
+
+    // 2.0.0's object is altered in the bucket after the server checked it: same length, one
+    // byte flipped. The agent fetches it through the redirect, refuses it, keeps 1.0.0.
+    fleet.admin(
+        "POST",
+        "/api/v1/deployments",
+        Body::Json(json!({"model": "kws", "version": "2.0.0", "group": "lab"})),
+        201,
+    );
+    let sha: String = npub_core::manifest::sha256(&packs[1])
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    let object = s3.object_file(&format!("packs/{sha}"));
+    let mut altered = std::fs::read(&object).unwrap();
+    let mid = altered.len() / 2;
+    altered[mid] ^= 0x01;
+    std::fs::write(&object, &altered).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_device-agent"))
+        .args([
+            "--server",
+            &fleet.url,
+            "--token",
+            &token,
+            "--once",
+            "--slot-kib",
+        ])
+        .arg(SLOT_KIB.to_string())
+        .arg("--flash")
+        .arg(&flash)
+        .arg("--trust")
+        .arg(&trust)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(!out.status.success(), "{stdout}");
+    assert!(
+        stdout.contains("install failed: pack: SHA-256 is")
+            && stdout.contains("not the pack this manifest was signed for"),
+        "{stdout}"
+    );
+    let (_, in_flash) = active_slot_bytes(&flash, packs[0].len());
+    assert!(in_flash == packs[0], "the active slot still holds 1.0.0");
+    let dev = fleet.admin("GET", "/api/v1/devices/dev-1", Body::None, 200);
+    assert_eq!(dev["current_version"], "1.0.0", "{dev}");
+    assert_eq!(dev["last_state"], "failed", "{dev}");
     fleet.stop();
 }

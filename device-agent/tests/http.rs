@@ -148,3 +148,92 @@ fn a_wrong_token_is_an_http_error_not_a_pack() {
         Err(device_agent::TransportError::Status(401))
     );
 }
+
+/// A one-connection-per-request HTTP server answering every request with `answer(request head)`;
+/// returns its base URL. Stops with the test.
+fn answering(answer: impl Fn(&str) -> Vec<u8> + Send + 'static) -> String {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { return };
+            let mut reader = BufReader::new(stream.try_clone().unwrap());
+            let mut head = String::new();
+            loop {
+                let mut line = String::new();
+                if reader.read_line(&mut line).unwrap_or(0) == 0 || line == "\r\n" {
+                    break;
+                }
+                head.push_str(&line);
+            }
+            let _ = stream.write_all(&answer(&head));
+        }
+    });
+    base
+}
+
+#[test]
+fn follows_a_pack_redirect_once_with_the_range_and_without_the_token() {
+    let pack: Vec<u8> = (0..=255u8).cycle().take(1000).collect();
+    let heads = Arc::new(Mutex::new(Vec::new()));
+    let (p, h) = (pack.clone(), Arc::clone(&heads));
+    let bucket = answering(move |head| {
+        h.lock().unwrap().push(head.to_ascii_lowercase());
+        let body = &p[100..200];
+        let mut out = format!(
+            "HTTP/1.1 206 Partial Content\r\nContent-Range: bytes 100-199/1000\r\n\
+             Content-Length: {}\r\nConnection: close\r\n\r\n",
+            body.len()
+        )
+        .into_bytes();
+        out.extend_from_slice(body);
+        out
+    });
+    let server = answering(move |_| {
+        format!(
+            "HTTP/1.1 307 Temporary Redirect\r\nLocation: {bucket}/packs/x?X-Amz-Signature=ab\r\n\
+             Content-Length: 0\r\nConnection: close\r\n\r\n"
+        )
+        .into_bytes()
+    });
+    let mut t = HttpTransport::new(&server, TOKEN).unwrap();
+    let mut buf = vec![0u8; 100];
+    assert_eq!(t.fetch_pack(&[7; 32], 100, &mut buf), Ok(100));
+    assert_eq!(buf, pack[100..200]);
+    let heads = heads.lock().unwrap();
+    assert_eq!(heads.len(), 1, "{heads:?}");
+    assert!(
+        heads[0].starts_with("get /packs/x?x-amz-signature=ab "),
+        "{heads:?}"
+    );
+    assert!(heads[0].contains("range: bytes=100-199"), "{heads:?}");
+    assert!(
+        !heads[0].contains("authorization"),
+        "the token stayed home: {heads:?}"
+    );
+}
+
+#[test]
+fn rejects_a_pack_redirect_without_a_location_or_to_another_scheme() {
+    for (location, says) in [
+        ("", "redirect without a usable Location"),
+        (
+            "Location: ftp://bucket.example/pack\r\n",
+            "redirect to a scheme other than HTTP",
+        ),
+    ] {
+        let server = answering(move |_| {
+            format!(
+                "HTTP/1.1 307 Temporary Redirect\r\n{location}Content-Length: 0\r\n\
+                 Connection: close\r\n\r\n"
+            )
+            .into_bytes()
+        });
+        let mut t = HttpTransport::new(&server, TOKEN).unwrap();
+        let mut buf = vec![0u8; 100];
+        assert_eq!(
+            t.fetch_pack(&[7; 32], 0, &mut buf),
+            Err(device_agent::TransportError::Protocol(says))
+        );
+    }
+}

@@ -4,7 +4,7 @@ mod common;
 
 use common::*;
 use device_agent::nor_emu::Cut;
-use device_agent::state::MAX_TRIAL_BOOTS;
+use device_agent::state::{MAX_LOCAL_RETRIES, MAX_TRIAL_BOOTS};
 use device_agent::{Error, Poll, RecordingNpu, ReportState, Slot, Status};
 use npub_core::Blob;
 use npub_core::io_bindings::{Dtype, IoBinding, IoKind, Name, Shape, digest, encode};
@@ -21,8 +21,8 @@ fn installs_a_real_pack_and_binds_it_zero_copy() {
         panic!("nothing installed");
     };
     assert_eq!(v.slot(), Slot::A);
-    assert_eq!(agent.state().active, Some(Slot::A));
-    assert_eq!(agent.state().slot(Slot::A).status, Status::Confirmed);
+    assert_eq!(agent.state().active(), Some(Slot::A));
+    assert_eq!(agent.state().slot(Slot::A).status(), Status::Confirmed);
     assert_eq!(
         server.served,
         c.pack.len(),
@@ -84,8 +84,8 @@ fn an_upgrade_goes_to_the_other_slot_and_keeps_the_old_one() {
     };
     assert_eq!(v.slot(), Slot::B);
     let s = agent.state();
-    assert_eq!((s.active, s.last_sequence), (Some(Slot::B), 2));
-    assert_eq!(s.slot(Slot::A).status, Status::Confirmed);
+    assert_eq!((s.active(), s.last_sequence()), (Some(Slot::B), 2));
+    assert_eq!(s.slot(Slot::A).status(), Status::Confirmed);
     assert_eq!(
         poll(&mut agent, &mut server, &mut npu).unwrap(),
         Poll::UpToDate
@@ -109,6 +109,17 @@ fn a_dropped_connection_resumes_without_refetching_durable_bytes() {
         panic!("the download should be resumable");
     };
     assert_eq!(written, 10_000 / ERASE as u32 * ERASE as u32);
+    // Reported as still downloading (with why), not failed: a failure would count towards the
+    // deployment's auto-abort.
+    let last = server.reports.last().expect("a report");
+    assert_eq!(last.state, device_agent::ReportState::Downloading);
+    assert!(last.reason.is_some());
+    assert!(
+        !server
+            .reports
+            .iter()
+            .any(|r| r.state == device_agent::ReportState::Failed)
+    );
     // The power fails too before the retry.
     let mut agent = power_on(agent.into_flash(), layout);
     server.drop_after = None;
@@ -143,8 +154,9 @@ fn a_pack_that_fails_its_self_test_is_reverted_and_the_old_one_rebound() {
         Err(Error::SelfTestFailed { code: 42 })
     );
     let s = agent.state();
-    assert_eq!(s.active, Some(Slot::A));
-    assert_eq!(s.slot(Slot::B).status, Status::Empty);
+    assert_eq!(s.active(), Some(Slot::A));
+    assert_eq!(s.slot(Slot::B).status(), Status::Failed);
+    assert_eq!(s.retries(), MAX_LOCAL_RETRIES);
     assert_eq!(
         npu.programmed,
         Some(old_regs),
@@ -156,12 +168,44 @@ fn a_pack_that_fails_its_self_test_is_reverted_and_the_old_one_rebound() {
             .iter()
             .any(|r| r.state == ReportState::RolledBack && r.sequence == 2)
     );
-    // The sequence is consumed: the same manifest is not tried again.
+    // A self-test failure may be transient: the server's re-offer is taken, a bounded number of
+    // times, then the sequence stays consumed.
+    for left in (0..MAX_LOCAL_RETRIES).rev() {
+        assert_eq!(
+            poll(&mut agent, &mut server, &mut npu),
+            Err(Error::SelfTestFailed { code: 42 })
+        );
+        assert_eq!(agent.state().retries(), left);
+        assert_eq!(npu.programmed, Some(old_regs));
+    }
+    assert_eq!(agent.state().slot(Slot::B).status(), Status::Empty);
     npu.fail_self_test = None;
     assert_eq!(
         poll(&mut agent, &mut server, &mut npu).unwrap(),
         Poll::UpToDate
     );
+}
+
+#[test]
+fn survives_a_self_test_that_fails_once() {
+    let (a, b) = (small(), case("two_io_u55_256"));
+    let layout = layout(4096);
+    let mut agent = power_on(blank_flash(&layout), layout);
+    let mut server = Server::default();
+    let mut npu = RecordingNpu::default();
+    server.offer(&a.pack, 1);
+    poll(&mut agent, &mut server, &mut npu).unwrap();
+    server.offer(&b.pack, 2);
+    npu.fail_self_test = Some(42);
+    assert!(poll(&mut agent, &mut server, &mut npu).is_err());
+    // The power fails too before the server offers the same manifest again.
+    let mut agent = power_on(agent.into_flash(), layout);
+    npu.fail_self_test = None;
+    let Poll::Installed(v) = poll(&mut agent, &mut server, &mut npu).unwrap() else {
+        panic!("the re-offered manifest was refused");
+    };
+    assert_eq!((v.slot(), v.pack().sequence), (Slot::B, 2));
+    assert_eq!(agent.state().active(), Some(Slot::B));
 }
 
 #[test]
@@ -178,7 +222,7 @@ fn a_pending_pack_that_never_confirms_is_reverted_after_its_trial_boots() {
     // pending record.
     server.offer(&b.pack, 2);
     let pending_at = ops_until_state(&layout, agent.flash(), &mut server, |s| {
-        matches!(s.slot(Slot::B).status, Status::Pending { .. })
+        matches!(s.slot(Slot::B).status(), Status::Pending { .. })
     });
     let mut flash = agent.into_flash();
     flash.cut(Cut::BeforeOp(flash.ops() + pending_at));
@@ -194,7 +238,8 @@ fn a_pending_pack_that_never_confirms_is_reverted_after_its_trial_boots() {
             flash.ops() + trial_commit_ops(&layout, &flash),
         ));
         let mut a2 = device_agent::Agent::open(flash, layout, device()).unwrap();
-        assert!(boot(&mut a2, &mut RecordingNpu::default()).is_err());
+        let _ = boot(&mut a2, &mut RecordingNpu::default());
+        assert!(a2.flash().power_was_cut());
         agent = power_on(a2.into_flash(), layout);
         assert_eq!(agent.state().on_trial(), Some((Slot::B, left)));
     }
@@ -208,7 +253,7 @@ fn a_pending_pack_that_never_confirms_is_reverted_after_its_trial_boots() {
             boots: MAX_TRIAL_BOOTS
         }
     );
-    assert_eq!(agent.state().slot(Slot::B).status, Status::Empty);
+    assert_eq!(agent.state().slot(Slot::B).status(), Status::Empty);
 }
 
 /// Runs the offered install on a copy of `flash` and returns how many flash operations it takes
@@ -237,12 +282,12 @@ fn ops_until_state(
     unreachable!()
 }
 
-/// Operations the boot's trial record takes (one program, or an erase and a program when the
-/// journal swaps banks), found by trying.
+/// Operations the boot's trial record takes (two copies, and an erase when it starts a journal
+/// session), found by trying.
 fn trial_commit_ops(layout: &device_agent::Layout, flash: &Flash) -> u64 {
     let before = power_on(Flash::from_image(flash.image().to_vec()), *layout);
     let (slot, left) = before.state().on_trial().unwrap();
-    for n in 1..=2 {
+    for n in 1..=4 {
         let mut copy = Flash::from_image(flash.image().to_vec());
         copy.cut(Cut::BeforeOp(n));
         let mut agent = device_agent::Agent::open(copy, *layout, device()).unwrap();
@@ -341,7 +386,7 @@ fn rejects_a_pack_whose_io_is_not_the_applications() {
     assert_eq!(err, Error::IoBindingsMismatch);
     assert_eq!(agent.flash().ops(), 0, "refused before any erase");
     assert_eq!(
-        agent.state().last_sequence,
+        agent.state().last_sequence(),
         0,
         "and without consuming the sequence"
     );

@@ -1,31 +1,51 @@
 //! A power cut at every flash operation of an install, of an install whose pack is reverted, and
-//! of a boot that reverts a pending pack — and a torn write at every byte boundary of every
-//! journal program and erase. After each cut the device reboots and must bind a valid pack, the
-//! old or the new, never neither; then the interrupted work runs to completion from where it
-//! stopped and must end in the expected state.
+//! of a boot that reverts a pending pack — on the flash and on the monotonic counter's part — and
+//! a torn write at every byte boundary of every journal program and erase, each leaving the cut
+//! word or sector in a random state with weak bits. After each cut the device reboots and must
+//! bind a valid pack, the old or the new, never neither; then the interrupted work runs to
+//! completion from where it stopped and must end in the expected state, with no word programmed
+//! twice.
 //!
-//! Each scenario first runs once without a cut to learn its flash operations; the cut points are
-//! then: before each operation, inside each journal operation after every byte, and inside each
-//! pack-data operation after its first byte, half-way and before its last byte.
+//! Each scenario first runs once without a cut to learn its operations; the cut points are then:
+//! before each operation, three times inside every program word and every erase sector of each
+//! journal or counter operation (the cut word or sector is left in a random state, seeded per
+//! point), and
+//! inside each pack-data operation after its first byte, half-way and before its last byte. The second
+//! test cuts twice: once at every operation of an upgrade, then again at every operation of its
+//! recovery (the boot and the resumed install), and recovers from that.
 mod common;
 
 use common::*;
-use device_agent::nor_emu::{Cut, OpKind};
-use device_agent::{Agent, Error, Layout, RecordingNpu, Slot, Status};
+use device_agent::nor_emu::{Cut, Op, OpKind};
+use device_agent::{Error, Layout, RecordingNpu, Slot, Status};
 use npub_core::manifest::VerifiedManifest;
 
 #[derive(Clone, Copy)]
 enum Action {
-    /// Install the offered pack.
+    /// Boot, then install the offered pack.
     Install,
     /// Boot (which may revert a pending pack).
     Boot,
 }
 
+/// Both parts of a device: the flash and the counter's NOR.
+#[derive(Clone)]
+struct Board {
+    flash: Flash,
+    counter: CounterFlash,
+}
+
+/// Which part a cut strikes.
+#[derive(Clone, Copy, Debug)]
+enum Part {
+    Flash,
+    Counter,
+}
+
 struct Scenario {
     name: &'static str,
     layout: Layout,
-    image: Vec<u8>,
+    board: Board,
     /// The pack to install (and its verified manifest).
     offer: Option<(Vec<u8>, VerifiedManifest)>,
     action: Action,
@@ -54,139 +74,278 @@ impl Scenario {
         }
     }
 
-    /// Runs the action on `flash` (with its cut armed); returns the flash afterwards.
-    fn act(&self, flash: Flash) -> Flash {
-        let mut agent = Agent::open(flash, self.layout, device()).unwrap();
-        let mut npu = self.npu();
-        let _ = match self.action {
-            Action::Install => self.install(&mut agent, &mut npu),
-            Action::Boot => boot(&mut agent, &mut npu).map(|_| ()),
-        };
-        agent.into_flash()
+    /// Powers on, boots and runs the action on `board`, with `cut` armed after the power-on.
+    fn act(&self, board: Board, cut: Option<(Part, Cut)>) -> Board {
+        let mut agent = start(board, cut, self.layout, &mut self.npu());
+        if let Action::Install = self.action {
+            let _ = self.install(&mut agent);
+        }
+        let (flash, counter) = parts(agent);
+        Board { flash, counter }
     }
 
-    fn install(&self, agent: &mut Agent<Flash>, npu: &mut RecordingNpu) -> Result<(), Error> {
+    fn install(&self, agent: &mut Counted) -> Result<(), Error> {
         let (_, m) = self.offer.as_ref().unwrap();
-        install(agent, m, &mut self.server(), npu).map(|_| ())
+        install(agent, m, &mut self.server(), &mut self.npu()).map(|_| ())
     }
 
     /// What a reboot binds: the pack's sequence, or `None` for nothing bootable.
-    fn reboot(&self, flash: Flash) -> (Option<u64>, Flash) {
-        let mut agent = power_on(flash, self.layout);
-        let seq = match boot(&mut agent, &mut self.npu()) {
+    fn reboot(&self, board: Board) -> (Option<u64>, Board) {
+        let (agent, booted) =
+            boot_counted(board.flash, board.counter, self.layout, &mut self.npu());
+        let seq = match booted {
             Ok(b) => Some(b.verified.pack().sequence),
             Err(Error::NoBootableSlot) => None,
             Err(e) => panic!("{}: boot failed with {e}", self.name),
         };
-        (seq, agent.into_flash())
+        let (flash, counter) = parts(agent);
+        (seq, Board { flash, counter })
+    }
+
+    /// The cut points of a run whose operations on each part are `flash` and `counter`, from
+    /// the operation numbers `base`.
+    fn cut_points(&self, flash: &[Op], counter: &[Op], base: (u64, u64)) -> Vec<(Part, Cut)> {
+        let journal_end = self.layout.journal + 2 * self.layout.journal_bank_bytes;
+        let mut cuts = Vec::new();
+        for (part, ops, first) in [
+            (Part::Flash, flash, base.0),
+            (Part::Counter, counter, base.1),
+        ] {
+            for (n, op) in ops.iter().enumerate() {
+                let n = first + n as u64;
+                cuts.push((part, Cut::BeforeOp(n)));
+                // A torn program leaves its cut word undefined, a torn erase its cut sector, at
+                // random (seeded per cut point): what matters is which word or sector is cut.
+                let unit = match op.kind {
+                    OpKind::Program => WRITE,
+                    OpKind::Erase => ERASE,
+                };
+                let inside: Vec<usize> = match part {
+                    Part::Flash if op.offset >= journal_end => vec![1, op.len / 2, op.len - 1],
+                    // Three cuts per word or sector, each with its own random outcome.
+                    _ => (0..op.len)
+                        .step_by(unit)
+                        .flat_map(|at| [at, at + unit / 2, at + unit - 1])
+                        .collect(),
+                };
+                cuts.extend(
+                    inside
+                        .into_iter()
+                        .map(|after_bytes| (part, Cut::During { op: n, after_bytes })),
+                );
+            }
+        }
+        cuts
     }
 
     /// Cuts the power at every cut point; returns how many were exercised.
     fn run(&self) -> usize {
-        let dry = self.act(Flash::from_image(self.image.clone()));
-        assert!(!dry.power_was_cut());
+        let dry = self.act(self.board.clone(), None);
+        assert!(!dry.flash.power_was_cut());
+        let base = (self.board.flash.ops(), self.board.counter.ops());
+        let cuts = self.cut_points(
+            &dry.flash.log()[base.0 as usize..],
+            &dry.counter.log()[base.1 as usize..],
+            base,
+        );
+        for (i, &(part, cut)) in cuts.iter().enumerate() {
+            let mut board = self.board.clone();
+            board.flash.seed(i as u64);
+            board.counter.seed(i as u64);
+            let board = self.act(board, Some((part, cut)));
+            assert!(
+                board.flash.power_was_cut() || board.counter.power_was_cut(),
+                "{}: {part:?} {cut:?} never happened",
+                self.name
+            );
+            self.recover(board, &format!("{part:?} {cut:?}"));
+        }
+        let flash_ops = dry.flash.log().len() - base.0 as usize;
+        let counter_ops = dry.counter.log().len() - base.1 as usize;
         let journal_end = self.layout.journal + 2 * self.layout.journal_bank_bytes;
-        let mut cuts = Vec::new();
-        for (n, op) in dry.log().iter().enumerate() {
-            let n = n as u64;
-            cuts.push(Cut::BeforeOp(n));
-            let inside: Vec<usize> = if op.offset < journal_end {
-                (1..op.len).collect()
-            } else {
-                vec![1, op.len / 2, op.len - 1]
-            };
-            cuts.extend(
-                inside
-                    .into_iter()
-                    .map(|after_bytes| Cut::During { op: n, after_bytes }),
-            );
-        }
-        for &cut in &cuts {
-            let mut flash = Flash::from_image(self.image.clone());
-            flash.cut(cut);
-            let flash = self.act(flash);
-            assert!(
-                flash.power_was_cut(),
-                "{}: {cut:?} never happened",
-                self.name
-            );
-            let (seq, flash) = self.reboot(flash);
-            assert!(
-                self.allowed.contains(&seq),
-                "{}: after {cut:?} the device booted {seq:?}, allowed {:?}",
-                self.name,
-                self.allowed
-            );
-            // Finish the interrupted work, then power-cycle once more.
-            let mut agent = power_on(flash, self.layout);
-            if let Action::Install = self.action {
-                let _ = self.install(&mut agent, &mut self.npu());
-            }
-            let (seq, _) = self.reboot(agent.into_flash());
-            assert_eq!(
-                seq,
-                Some(self.finally),
-                "{}: after {cut:?} and recovery",
-                self.name
-            );
-        }
-        let ops = dry.log().len();
-        let journal_ops = dry.log().iter().filter(|o| o.offset < journal_end).count();
-        let erases = dry.log().iter().filter(|o| o.kind == OpKind::Erase).count();
+        let journal_ops = dry.flash.log()[base.0 as usize..]
+            .iter()
+            .filter(|o| o.offset < journal_end)
+            .count();
+        let erases = dry.flash.log()[base.0 as usize..]
+            .iter()
+            .filter(|o| o.kind == OpKind::Erase)
+            .count();
         println!(
-            "{}: {} cut points over {ops} flash operations ({journal_ops} in the journal, {erases} erases)",
+            "{}: {} cut points over {flash_ops} flash operations ({journal_ops} in the journal, \
+             {erases} erases) and {counter_ops} counter operations",
             self.name,
             cuts.len()
         );
         cuts.len()
     }
+
+    /// After a cut: a reboot binds an allowed pack; the interrupted work runs again to its end,
+    /// and then a reboot binds the final pack.
+    fn recover(&self, board: Board, what: &str) {
+        let (seq, board) = self.reboot(board);
+        assert!(
+            self.allowed.contains(&seq),
+            "{}: after {what} the device booted {seq:?}, allowed {:?}",
+            self.name,
+            self.allowed
+        );
+        let board = self.finish(board, None);
+        let (seq, board) = self.reboot(board);
+        assert_eq!(
+            seq,
+            Some(self.finally),
+            "{}: after {what} and recovery",
+            self.name
+        );
+        assert_eq!(
+            (board.flash.violations(), board.counter.violations()),
+            (0, 0),
+            "{}: after {what}: a word programmed twice",
+            self.name
+        );
+    }
+
+    /// The interrupted work, run again: boot, and the install again if there was one; with
+    /// `cut` armed after the power-on.
+    fn finish(&self, board: Board, cut: Option<(Part, Cut)>) -> Board {
+        let mut agent = start(board, cut, self.layout, &mut self.npu());
+        if let Action::Install = self.action {
+            let _ = self.install(&mut agent);
+        }
+        let (flash, counter) = parts(agent);
+        Board { flash, counter }
+    }
+
+    /// Cuts at every operation of the action, then again at every operation of its recovery;
+    /// returns how many double cuts were exercised.
+    fn run_twice(&self) -> usize {
+        let dry = self.act(self.board.clone(), None);
+        let base = (self.board.flash.ops(), self.board.counter.ops());
+        let firsts = self.cut_points(
+            &dry.flash.log()[base.0 as usize..],
+            &dry.counter.log()[base.1 as usize..],
+            base,
+        );
+        let mut total = 0;
+        for (i, &(part, first)) in firsts.iter().enumerate() {
+            // Cuts before operations, and a few torn ones: the second cut is exhaustive.
+            if !matches!(first, Cut::BeforeOp(_)) && i % 7 != 0 {
+                continue;
+            }
+            let mut board = self.board.clone();
+            board.flash.seed(1000 + i as u64);
+            let cut_once = self.act(board, Some((part, first)));
+            // The recovery as it runs without a second cut.
+            let base2 = (cut_once.flash.ops(), cut_once.counter.ops());
+            let dry2 = self.finish(cut_once.clone(), None);
+            let seconds = self.cut_points(
+                &dry2.flash.log()[base2.0 as usize..],
+                &dry2.counter.log()[base2.1 as usize..],
+                base2,
+            );
+            for (j, &(part2, second)) in seconds.iter().enumerate() {
+                if !matches!(second, Cut::BeforeOp(_)) && j % 11 != 0 {
+                    continue;
+                }
+                let mut board = cut_once.clone();
+                board.flash.seed(2000 + j as u64);
+                let board = self.finish(board, Some((part2, second)));
+                assert!(board.flash.power_was_cut() || board.counter.power_was_cut());
+                self.recover(
+                    board,
+                    &format!("{part:?} {first:?}, then in the recovery {part2:?} {second:?}"),
+                );
+                total += 1;
+            }
+        }
+        println!("{}: {total} double cuts", self.name);
+        total
+    }
 }
 
-/// The flash after installing `packs` in order, each confirmed.
-fn installed(layout: &Layout, packs: &[(&[u8], u64)]) -> Vec<u8> {
-    let mut agent = power_on(blank_flash(layout), *layout);
+/// Powers both parts on, arms `cut`, then powers the agent on and boots it.
+fn start(
+    mut board: Board,
+    cut: Option<(Part, Cut)>,
+    layout: Layout,
+    npu: &mut RecordingNpu,
+) -> Counted {
+    board.flash.power_on();
+    board.counter.power_on();
+    match cut {
+        Some((Part::Flash, cut)) => board.flash.cut(cut),
+        Some((Part::Counter, cut)) => board.counter.cut(cut),
+        None => {}
+    }
+    let unbooted = device_agent::Agent::power_on(
+        board.flash,
+        device_agent::NorCounter::new(board.counter, 0),
+        layout,
+        device(),
+    )
+    .unwrap();
+    let mut mem = ArenaMem::new();
+    unbooted.boot(npu, &mut mem.arena()).0
+}
+
+/// A device after installing `packs` in order, each confirmed.
+fn installed(layout: &Layout, packs: &[(&[u8], u64)]) -> Board {
+    let (mut agent, _) = boot_counted(
+        blank_flash(layout),
+        blank_counter(),
+        *layout,
+        &mut RecordingNpu::default(),
+    );
     for &(pack, seq) in packs {
         let mut server = Server::default();
         server.serve(pack);
         let m = verified(pack, seq, layout.slot_bytes);
         install(&mut agent, &m, &mut server, &mut RecordingNpu::default()).unwrap();
     }
-    agent.into_flash().image().to_vec()
+    let (flash, counter) = parts(agent);
+    Board { flash, counter }
 }
 
-#[test]
-fn every_cut_during_installs_and_reverts_leaves_a_bootable_pack() {
+fn scenarios() -> Vec<Scenario> {
     let (a, b) = (small(), case("two_io_u55_256"));
     let layout = layout(2048);
-    let blank = blank_flash(&layout).image().to_vec();
+    let blank = Board {
+        flash: blank_flash(&layout),
+        counter: blank_counter(),
+    };
     let one = installed(&layout, &[(&a.pack, 1)]);
     let m1 = verified(&a.pack, 1, layout.slot_bytes);
     let m2 = verified(&b.pack, 2, layout.slot_bytes);
 
     // Slot B pending (its install was cut right after the pending record): the state a boot
     // finds when the new pack reset the device during its self-test.
-    let pending = {
-        let mut n = 1;
-        loop {
-            let mut f = Flash::from_image(one.clone());
-            f.cut(Cut::BeforeOp(n));
-            let mut agent = Agent::open(f, layout, device()).unwrap();
+    let pending = (one.flash.ops()..one.flash.ops() + 200)
+        .find_map(|n| {
+            let cut = Some((Part::Flash, Cut::BeforeOp(n)));
+            let mut agent = start(one.clone(), cut, layout, &mut RecordingNpu::default());
             let mut server = Server::default();
             server.serve(&b.pack);
             let _ = install(&mut agent, &m2, &mut server, &mut RecordingNpu::default());
-            let agent = power_on(agent.into_flash(), layout);
-            if matches!(agent.state().slot(Slot::B).status, Status::Pending { .. }) {
-                break agent.into_flash().image().to_vec();
-            }
-            n += 1;
-        }
-    };
-
-    let scenarios = [
+            let (flash, counter) = parts(agent);
+            // Look without booting: a boot would try the pending pack.
+            let unbooted = power_on_counted(flash, counter, layout);
+            let pending = matches!(
+                unbooted.state().slot(Slot::B).status(),
+                Status::Pending { .. }
+            );
+            let (flash, counter) = unbooted.into_parts();
+            pending.then_some(Board {
+                flash,
+                counter: counter.into_flash(),
+            })
+        })
+        .unwrap();
+    vec![
         Scenario {
             name: "first install",
             layout,
-            image: blank,
+            board: blank,
             offer: Some((a.pack.clone(), m1.clone())),
             action: Action::Install,
             self_test: None,
@@ -196,7 +355,7 @@ fn every_cut_during_installs_and_reverts_leaves_a_bootable_pack() {
         Scenario {
             name: "upgrade",
             layout,
-            image: one.clone(),
+            board: one.clone(),
             offer: Some((b.pack.clone(), m2.clone())),
             action: Action::Install,
             self_test: None,
@@ -206,7 +365,7 @@ fn every_cut_during_installs_and_reverts_leaves_a_bootable_pack() {
         Scenario {
             name: "install reverted by its self-test",
             layout,
-            image: one.clone(),
+            board: one.clone(),
             offer: Some((b.pack.clone(), m2.clone())),
             action: Action::Install,
             self_test: Some(7),
@@ -216,18 +375,27 @@ fn every_cut_during_installs_and_reverts_leaves_a_bootable_pack() {
         Scenario {
             name: "boot reverting a pending pack",
             layout,
-            image: pending,
+            board: pending,
             offer: None,
             action: Action::Boot,
             self_test: Some(7),
             allowed: vec![Some(1)],
             finally: 1,
         },
-    ];
-    let total: usize = scenarios.iter().map(Scenario::run).sum();
+    ]
+}
+
+#[test]
+fn every_cut_during_installs_and_reverts_leaves_a_bootable_pack() {
+    let total: usize = scenarios().iter().map(Scenario::run).sum();
     println!("power-cut points exercised: {total}");
-    assert!(
-        total > 2000,
-        "expected thousands of cut points, got {total}"
-    );
+    assert!(total > 1000, "expected a thousand cut points, got {total}");
+}
+
+#[test]
+fn a_second_cut_in_the_recovery_leaves_a_bootable_pack() {
+    let scenarios = scenarios();
+    let total: usize = scenarios[..2].iter().map(Scenario::run_twice).sum();
+    println!("double cuts exercised: {total}");
+    assert!(total > 300, "expected hundreds of double cuts, got {total}");
 }

@@ -1,56 +1,137 @@
-//! The on-target proof: builds `fw/` for `thumbv8m.main-none-eabihf` and runs it on QEMU's
-//! Cortex-M55 machine (`mps3-an547`). The firmware installs a real pack into an emulated OSPI NOR,
-//! re-validates it, binds it, reboots, binds it again, and exits 0 only if all of that worked.
+//! The firmware on QEMU's Cortex-M55 board (`mps3-an547`), over its LAN9118 and smoltcp, against
+//! a real npub server on loopback (guest 10.0.2.2 = host 127.0.0.1), with its flash in a host
+//! file: it installs what the operator deploys, reports, and the fleet view shows it bound; a
+//! rollback by version brings the old pack back; a replayed older manifest is refused.
 //!
 //! QEMU is required: without `qemu-system-arm` this test fails (CI installs it), it never passes
 //! by skipping.
-use std::path::PathBuf;
-use std::process::Command;
+mod net;
 
-const QEMU: &str = "qemu-system-arm";
+use std::time::Duration;
+
+use net::Fleet;
+use net::proxy::Proxy;
+use net::qemu::{Run, active_bytes, args, boot_of, state_of};
+
+const RUN: Duration = Duration::from_secs(120);
 
 #[test]
-fn the_agent_installs_and_binds_a_pack_on_a_cortex_m55() {
-    match Command::new(QEMU).arg("--version").output() {
-        Ok(out) if out.status.success() => {}
-        _ => panic!(
-            "{QEMU} is not installed: run `apt-get update && apt-get install -y qemu-system-arm` \
-             (CI's .ci/run installs it); this test cannot be skipped"
-        ),
-    }
-    let fw = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/fw"));
-    let target_dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("fw");
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    let build = Command::new(cargo)
-        .current_dir(&fw)
-        .args(["build", "--release", "--target-dir"])
-        .arg(&target_dir)
-        .env_remove("RUSTFLAGS")
-        .env_remove("CARGO_ENCODED_RUSTFLAGS")
-        .status()
-        .expect("running cargo for fw/");
-    assert!(build.success(), "building fw/ failed");
-    let elf = target_dir.join("thumbv8m.main-none-eabihf/release/device-agent-fw");
+fn the_firmware_installs_reports_rolls_back_by_version_and_refuses_a_replay_over_tcp() {
+    net::qemu::firmware();
+    let dir = tempfile::tempdir().unwrap();
+    let fleet = Fleet::start(&dir.path().join("server"));
+    let v1 = fleet.upload("kws", "1.0.0", net::tflite("small_net_vela.tflite"));
+    let v2 = fleet.upload("kws", "2.0.0", net::big_pack(1 << 20));
+    let token = fleet.provision("dev-1", "lab");
+    let trust = fleet.trust_file(dir.path());
+    let flash = dir.path().join("dev-1.nor");
+    let (trust_s, flash_s) = (trust.to_str().unwrap(), flash.to_str().unwrap());
+    let boot = |url: &str| {
+        let run = Run::start(&args(url, &token, trust_s, flash_s));
+        let (status, log) = run.finish(RUN);
+        (status, log.join("\n"))
+    };
 
-    let run = Command::new(QEMU)
-        .args([
-            "-M",
-            "mps3-an547",
-            "-nographic",
-            "-semihosting-config",
-            "enable=on,target=native",
-        ])
-        .arg("-kernel")
-        .arg(&elf)
-        .output()
-        .expect("running qemu-system-arm");
-    let stdout = String::from_utf8_lossy(&run.stdout);
-    println!("{stdout}{}", String::from_utf8_lossy(&run.stderr));
+    // Nothing deployed: up to date, nothing installed.
+    let (status, log) = boot(&fleet.url);
+    assert!(status.success(), "{log}");
     assert!(
-        run.status.success(),
-        "the firmware failed under QEMU: {}",
-        run.status
+        log.contains("boot: no pack installed yet") && log.contains("up to date: sequence 0"),
+        "{log}"
     );
-    assert!(stdout.contains("rebooted: slot A re-validated and bound"));
-    assert!(stdout.trim_end().ends_with("PASS"));
+
+    // Version 1: installed over TCP, reported, bound in the fleet's view.
+    let s1 = fleet.deploy("kws", "1.0.0", "lab");
+    let (status, log) = boot(&fleet.url);
+    assert!(status.success(), "{log}");
+    assert!(log.contains("net: 10.0.2.15/24 via 10.0.2.2"), "{log}");
+    assert!(
+        log.contains(&format!("installed: sequence {s1} in slot A")),
+        "{log}"
+    );
+    assert!(
+        log.contains("report: verified") && log.contains("report: bound"),
+        "{log}"
+    );
+    assert!(
+        active_bytes(&flash, v1.len()) == v1,
+        "slot A holds 1.0.0 in the flash file"
+    );
+    let dev = fleet.device("dev-1");
+    assert_eq!(dev["current_version"], "1.0.0", "{dev}");
+    assert_eq!(dev["current_sequence"], s1, "{dev}");
+    assert_eq!(dev["last_state"], "bound", "{dev}");
+
+    // Version 2, the 1 MB-class pack: installed into slot B in 64 KiB range windows.
+    let s2 = fleet.deploy("kws", "2.0.0", "lab");
+    let (status, manifest2) = fleet.call(
+        &token,
+        "GET",
+        "/api/v1/device/manifest?seq=0",
+        net::Body::None,
+    );
+    assert_eq!(status, 200);
+    let (status, log) = boot(&fleet.url);
+    assert!(status.success(), "{log}");
+    assert!(
+        log.contains(&format!("boot: sequence {s1} bound from slot A")),
+        "{log}"
+    );
+    assert!(
+        log.contains(&format!("installed: sequence {s2} in slot B")),
+        "{log}"
+    );
+    let figures = log
+        .lines()
+        .find(|l| l.starts_with("download: ") && l.contains("KiB/s"))
+        .unwrap();
+    println!("v2 ({} bytes): {figures}", v2.len());
+    let ranges = log.matches("download: from byte").count();
+    assert_eq!(ranges, 1, "one download, from byte 0: {log}");
+    assert!(active_bytes(&flash, v2.len()) == v2, "slot B holds 2.0.0");
+    let dev = fleet.device("dev-1");
+    assert_eq!(dev["current_version"], "2.0.0", "{dev}");
+    assert_eq!(dev["last_state"], "bound", "{dev}");
+
+    // Roll back by version: a newer sequence for 1.0.0, installed like any update.
+    let s3 = fleet.rollback("kws", "1.0.0", "lab");
+    assert!(s3 > s2);
+    let (status, log) = boot(&fleet.url);
+    assert!(status.success(), "{log}");
+    assert!(
+        log.contains(&format!("installed: sequence {s3} in slot A")),
+        "{log}"
+    );
+    assert!(
+        active_bytes(&flash, v1.len()) == v1,
+        "slot A holds 1.0.0 again"
+    );
+    let dev = fleet.device("dev-1");
+    assert_eq!(dev["current_version"], "1.0.0", "{dev}");
+    assert_eq!(dev["current_sequence"], s3, "{dev}");
+    assert_eq!(dev["last_state"], "bound", "{dev}");
+
+    // The 2.0.0 manifest, replayed by a man in the middle, is refused before a byte of its pack
+    // is fetched; the rollback stays active.
+    let proxy = Proxy::start(fleet.addr);
+    proxy.replay(Some(manifest2));
+    let url = format!("http://{}", proxy.addr);
+    let before = state_of(&flash);
+    let (status, log) = boot(&url);
+    assert_eq!(status.code(), Some(1), "{log}");
+    assert!(
+        log.contains("refused: manifest") && log.contains("replay"),
+        "{log}"
+    );
+    assert!(!log.contains("download: from byte"), "{log}");
+    assert!(net::proxy::Proxy::range_starts(&proxy.take_seen()).is_empty());
+    assert_eq!(state_of(&flash), before);
+    let booted = boot_of(&flash).unwrap();
+    assert_eq!(booted.verified.pack().sequence, s3);
+
+    // Honest again: up to date.
+    proxy.replay(None);
+    let (status, log) = boot(&url);
+    assert!(status.success(), "{log}");
+    assert!(log.contains(&format!("up to date: sequence {s3}")), "{log}");
 }

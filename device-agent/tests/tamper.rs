@@ -4,6 +4,7 @@ mod common;
 
 use common::*;
 use device_agent::nor_emu::OpKind;
+use device_agent::state::MAX_LOCAL_RETRIES;
 use device_agent::{Agent, CHUNK_BYTES, Error, Poll, RecordingNpu, Slot, Status};
 use npub_core::Error as Core;
 
@@ -26,8 +27,8 @@ fn slot_a(agent: &Agent<Flash>) -> Vec<u8> {
 
 /// After a refused install: slot A is still active, byte for byte the same, and boots.
 fn assert_untouched(agent: Agent<Flash>, before: &[u8]) {
-    assert_eq!(agent.state().active, Some(Slot::A));
-    assert_eq!(agent.state().slot(Slot::A).status, Status::Confirmed);
+    assert_eq!(agent.state().active(), Some(Slot::A));
+    assert_eq!(agent.state().slot(Slot::A).status(), Status::Confirmed);
     assert_eq!(slot_a(&agent), before);
     let layout = *agent.layout();
     let mut agent = power_on(agent.into_flash(), layout);
@@ -51,7 +52,7 @@ fn rejects_a_tampered_manifest_before_touching_flash() {
         "{err:?}"
     );
     assert_eq!(agent.flash().ops(), ops, "not one erase or program");
-    assert_eq!(agent.state().last_sequence, 1);
+    assert_eq!(agent.state().last_sequence(), 1);
     assert_untouched(agent, &before);
 }
 
@@ -107,7 +108,21 @@ fn rejects_a_tampered_pack_and_reverts_its_slot() {
         matches!(err, Error::Rejected(Core::PackHashMismatch { .. })),
         "{err:?}"
     );
-    assert_eq!(agent.state().slot(Slot::B).status, Status::Empty);
+    // The device cannot tell a tampered download from a slot that read back wrong: it takes the
+    // same manifest again a bounded number of times, then the sequence stays consumed.
+    assert_eq!(agent.state().slot(Slot::B).status(), Status::Failed);
+    for _ in 0..MAX_LOCAL_RETRIES {
+        let err = poll(&mut agent, &mut server, &mut RecordingNpu::default()).unwrap_err();
+        assert!(
+            matches!(err, Error::Rejected(Core::PackHashMismatch { .. })),
+            "{err:?}"
+        );
+    }
+    assert_eq!(agent.state().slot(Slot::B).status(), Status::Empty);
+    assert_eq!(
+        poll(&mut agent, &mut server, &mut RecordingNpu::default()),
+        Ok(Poll::UpToDate)
+    );
     assert_untouched(agent, &before);
 }
 
@@ -156,7 +171,11 @@ fn rejects_a_bit_flipped_in_flash_after_the_write() {
         .iter()
         .enumerate()
         .rev()
-        .find(|(_, op)| op.kind == OpKind::Program && op.offset >= slot_b)
+        .find(|(_, op)| {
+            op.kind == OpKind::Program
+                && op.offset >= slot_b
+                && op.offset < layout.pack_capacity::<Flash>() + slot_b
+        })
         .unwrap();
     let mut flash = agent.into_flash();
     let base = flash.ops();
@@ -167,8 +186,17 @@ fn rejects_a_bit_flipped_in_flash_after_the_write() {
         matches!(err, Error::Rejected(Core::PackHashMismatch { .. })),
         "{err:?}"
     );
-    assert_eq!(agent.state().slot(Slot::B).status, Status::Empty);
-    assert_untouched(agent, &before);
+    // A local fault: the same manifest may be installed again.
+    assert_eq!(agent.state().slot(Slot::B).status(), Status::Failed);
+    assert_eq!(agent.state().retries(), MAX_LOCAL_RETRIES);
+    let layout = *agent.layout();
+    let mut agent = power_on(agent.into_flash(), layout);
+    assert!(matches!(
+        poll(&mut agent, &mut server, &mut RecordingNpu::default()),
+        Ok(Poll::Installed(_))
+    ));
+    assert_eq!(agent.state().active(), Some(Slot::B));
+    assert_eq!(slot_a(&agent), before, "slot A untouched throughout");
 }
 
 #[test]
@@ -187,7 +215,7 @@ fn boot_falls_back_when_the_active_pack_rots_in_flash() {
     let booted = boot(&mut agent, &mut RecordingNpu::default()).unwrap();
     assert_eq!(booted.verified.slot(), Slot::A);
     assert_eq!(
-        agent.state().active,
+        agent.state().active(),
         Some(Slot::A),
         "the next install overwrites the rotten slot"
     );

@@ -1,206 +1,381 @@
-//! The device-agent core on a Cortex-M55 under QEMU (`mps3-an547`): installs a real pack (the
-//! `small_net` Vela fixture, signed at build time) from an in-memory server into an emulated OSPI
-//! NOR, re-validates it in flash, binds it, "reboots", boots it again, and exits 0 only if every
-//! step succeeded and the NPU registers point where they must. It prints the peak stack of the
-//! install and of the boot (painted stack).
+//! The device-agent on a Cortex-M55 under QEMU (`mps3-an547`), as a device runs it: it reads its
+//! configuration from the semihosting command line, opens the OSPI NOR kept in a host file,
+//! boots (re-validates and binds whatever the flash holds), brings the LAN9118 up with DHCP, and
+//! polls a real npub server over TCP (smoltcp) with the no_std HTTP transport: download in range
+//! windows into flash, verify in place, bind, report. `run-qemu.sh` builds and starts it.
+//!
+//! Every step is a line on the console (see `tests/qemu.rs` for the ones the tests read). With
+//! `--once` it exits 0 after the first poll that succeeds, 1 if a manifest or pack was refused or
+//! the network stayed away; a poll that failed for the network or the flash is retried with
+//! backoff and jitter, and resumes the download from the journal.
 #![no_std]
 #![no_main]
 
-mod ram_nor;
-mod server;
+mod args;
+mod clock;
+mod file_nor;
+mod lan9118;
+mod logged;
+mod net;
+mod semi;
 mod stack;
 
 use core::ptr::addr_of_mut;
 
 use cortex_m_rt::{ExceptionFrame, entry, exception};
 use cortex_m_semihosting::{debug, hprintln};
-use device_agent::{Agent, Arena, Device, Error, Layout, Poll, RecordingNpu, Slot};
+use device_agent::http_io::{Backoff, Clock, Config, HttpIo};
+use device_agent::{
+    Agent, Arena, Booted, Device, Error, JournalOnly, Layout, Poll, RecordingNpu, Report,
+    ReportState, Transport,
+};
 use npub_core::Accel;
 use npub_core::manifest::Keyring;
+use smoltcp::iface::SocketStorage;
 
-use ram_nor::RamNor;
-use server::Server;
+use args::Args;
+use clock::SysClock;
+use file_nor::{FileNor, Opened};
+use lan9118::Lan9118;
+use logged::Logged;
+use net::Net;
 
-/// Must match build.rs.
-const HW_CLASS: u32 = 0x8A81;
-/// Journal banks of one sector (32 records each), slots of 256 KiB, progress every 16 KiB.
-const BANK_BYTES: u32 = ram_nor::ERASE as u32;
-const SLOT_BYTES: u32 = 256 * 1024;
+/// Journal banks of one sector (32 records each); progress journalled every 16 KiB.
+const BANK_BYTES: u32 = file_nor::ERASE as u32;
 const PROGRESS_BYTES: u32 = 16 * 1024;
-const NOR_BYTES: usize = 2 * BANK_BYTES as usize + 2 * SLOT_BYTES as usize;
-/// The NPU arena: the pack's scratch region (19,424 bytes) plus alignment slack.
-const ARENA_BYTES: usize = 32 * 1024;
+/// The XIP window reserved for the flash: slots of up to 4 MiB each.
+const XIP_BYTES: usize = (8 << 20) + 2 * BANK_BYTES as usize;
+/// The NPU arena: a pack's scratch regions plus alignment slack.
+const ARENA_BYTES: usize = 256 * 1024;
+/// How long DHCP may take at boot.
+const DHCP_MS: u64 = 10_000;
 
-const PACK_LEN: usize = include_bytes!(concat!(env!("OUT_DIR"), "/pack.npub")).len();
-const MANIFEST_LEN: usize = include_bytes!(concat!(env!("OUT_DIR"), "/manifest.bin")).len();
-const TRUSTED_KEY: &[u8; 32] = include_bytes!(concat!(env!("OUT_DIR"), "/trust.pub.bin"));
-
-#[unsafe(link_section = ".server")]
-static PACK: [u8; PACK_LEN] = *include_bytes!(concat!(env!("OUT_DIR"), "/pack.npub"));
-#[unsafe(link_section = ".server")]
-static MANIFEST: [u8; MANIFEST_LEN] = *include_bytes!(concat!(env!("OUT_DIR"), "/manifest.bin"));
-
-#[unsafe(link_section = ".emulated_nor")]
-static mut NOR: [u8; NOR_BYTES] = [0; NOR_BYTES];
+#[unsafe(link_section = ".xip_window")]
+static mut XIP: [u8; XIP_BYTES] = [0; XIP_BYTES];
 
 #[repr(C, align(16))]
 struct ArenaMem([u8; ARENA_BYTES]);
 #[unsafe(link_section = ".npu_arena")]
 static mut ARENA: ArenaMem = ArenaMem([0; ARENA_BYTES]);
 
-/// Why the run failed.
-enum Failure {
-    Agent(Error),
-    Check(&'static str),
-}
+static mut CMDLINE: [u8; 1024] = [0; 1024];
+static mut SOCKETS: [SocketStorage<'static>; 2] = [SocketStorage::EMPTY; 2];
+static mut TCP_RX: [u8; net::TCP_RX_BYTES] = [0; net::TCP_RX_BYTES];
+static mut TCP_TX: [u8; net::TCP_TX_BYTES] = [0; net::TCP_TX_BYTES];
 
-impl From<Error> for Failure {
-    fn from(e: Error) -> Self {
-        Failure::Agent(e)
-    }
-}
+type Flash = FileNor;
 
 #[entry]
 fn main() -> ! {
-    match run() {
-        Ok(()) => {
-            hprintln!("PASS");
-            debug::exit(debug::EXIT_SUCCESS);
-        }
-        Err(Failure::Agent(_e)) => {
-            #[cfg(feature = "verbose")]
-            hprintln!("FAIL: {}", _e);
-            #[cfg(not(feature = "verbose"))]
-            hprintln!(
-                "FAIL: the agent returned an error (build with --features verbose to see it)"
-            );
-            debug::exit(debug::EXIT_FAILURE);
-        }
-        Err(Failure::Check(what)) => {
+    let cp = cortex_m::Peripherals::take().expect("the core peripherals, once");
+    clock::start(cp.SYST);
+    stack::paint();
+    let code = match run() {
+        Ok(()) => debug::EXIT_SUCCESS,
+        Err(what) => {
             hprintln!("FAIL: {}", what);
-            debug::exit(debug::EXIT_FAILURE);
+            debug::EXIT_FAILURE
         }
-    }
+    };
+    hprintln!(
+        "stack: {} bytes at the deepest",
+        stack::peak(stack::top()).0
+    );
+    debug::exit(code);
     halt()
 }
 
-#[inline(never)]
-fn run() -> Result<(), Failure> {
-    // SAFETY: `run` is called once, from `main`, with interrupts disabled: these are the only
-    // references ever made to the two statics.
-    let (nor, arena_mem) = unsafe { (&mut *addr_of_mut!(NOR), &mut (*addr_of_mut!(ARENA)).0) };
+/// Why the firmware stopped without success.
+enum Fail {
+    Args(&'static str),
+    Trust(&'static str, &'static str),
+    Flash(file_nor::FileNorError),
+    Agent(Error),
+    Nic(lan9118::Error),
+    NoDhcp,
+    Url(device_agent::http_io::HttpError),
+    Refused(Error),
+    GaveUp(u32),
+}
+
+impl core::fmt::Display for Fail {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            Fail::Args(what) => write!(f, "command line: {what}"),
+            Fail::Trust(path, what) => write!(f, "--trust {path}: {what}"),
+            Fail::Flash(e) => write!(f, "flash file: {e:?}"),
+            Fail::Agent(e) => write!(f, "agent: {e}"),
+            Fail::Nic(e) => write!(f, "LAN9118: {e:?}"),
+            Fail::NoDhcp => write!(f, "no DHCP answer within {DHCP_MS} ms"),
+            Fail::Url(e) => write!(f, "{e}"),
+            Fail::Refused(e) => write!(f, "refused: {e}"),
+            Fail::GaveUp(n) => write!(f, "gave up after {n} failed polls"),
+        }
+    }
+}
+
+fn run() -> Result<(), Fail> {
+    // SAFETY: `run` is called once, from `main`: these are the only references ever made to the
+    // statics, and no interrupt handler touches them.
+    let (cmdline, xip, arena_mem, sockets, tcp_rx, tcp_tx) = unsafe {
+        (
+            &mut *addr_of_mut!(CMDLINE),
+            &mut *addr_of_mut!(XIP),
+            &mut (*addr_of_mut!(ARENA)).0,
+            &mut *addr_of_mut!(SOCKETS),
+            &mut *addr_of_mut!(TCP_RX),
+            &mut *addr_of_mut!(TCP_TX),
+        )
+    };
+    let line = semi::cmdline(cmdline).ok_or(Fail::Args("semihosting gave no command line"))?;
+    let args = args::parse(line).map_err(Fail::Args)?;
+    let keyring = keyring(&args)?;
+
+    let slot_bytes = args.slot_kib.saturating_mul(1024);
+    if slot_bytes == 0 || slot_bytes as usize > (XIP_BYTES - 2 * BANK_BYTES as usize) / 2 {
+        return Err(Fail::Args("--slot-kib: 4 to 4096"));
+    }
     let layout = Layout::contiguous(
         0,
         BANK_BYTES,
-        SLOT_BYTES,
+        slot_bytes,
         PROGRESS_BYTES,
-        nor.as_ptr() as u32,
+        xip.as_ptr() as u32,
     );
+    let (flash, opened) =
+        FileNor::open(args.flash, &mut xip[..layout.end() as usize]).map_err(Fail::Flash)?;
+    match opened {
+        Opened::Created => hprintln!(
+            "flash: {} created blank ({} bytes)",
+            args.flash,
+            layout.end()
+        ),
+        Opened::Reopened => hprintln!("flash: {} reopened", args.flash),
+        Opened::Extended { from } => {
+            hprintln!("flash: {} extended from {} bytes", args.flash, from)
+        }
+    }
     let device = Device {
-        hw_class: HW_CLASS,
+        hw_class: args.hw_class,
         accel: Accel::EthosU55_256,
         io_bindings: None,
     };
-    let mut keyring = Keyring::<2>::new();
-    keyring
-        .add(TRUSTED_KEY)
-        .map_err(|_| Failure::Check("keyring"))?;
-    let arena_bus = arena_mem.as_ptr() as u32;
-
-    let mut agent = Agent::open(RamNor::new(nor), layout, device)?;
-    let mut server = Server {
-        manifest: &MANIFEST,
-        pack: &PACK,
-        sequence: 1,
-        served: 0,
-    };
+    // The replay floor is the journal's: the board has no OTP counter to spare.
+    let unbooted = Agent::power_on(flash, JournalOnly, layout, device).map_err(Fail::Agent)?;
     let mut npu = RecordingNpu::default();
     let mut arena = Arena {
+        bus_address: arena_mem.as_ptr() as u32,
         bytes: &mut arena_mem[..],
-        bus_address: arena_bus,
     };
-    stack::paint();
-    let sp = stack::sp();
-    let polled = agent.poll(&mut server, &keyring, &mut npu, &mut arena, None);
-    let install_stack = stack::peak(sp);
-    let installed = match polled? {
-        Poll::Installed(v) => v,
-        Poll::UpToDate => return Err(Failure::Check("the server's manifest was not taken")),
-    };
-    check(&installed, &layout, agent.flash(), &npu)?;
-    hprintln!(
-        "installed {} bytes into slot {}: QBASE {:#010x} QSIZE {} BASEP0 {:#010x} BASEP1 {:#010x}",
-        server.served,
-        installed.slot().name(),
-        installed.registers().qbase,
-        installed.registers().qsize,
-        installed.registers().basep[0],
-        installed.registers().basep[1]
-    );
+    let (mut agent, booted) = unbooted.boot(&mut npu, &mut arena);
+    let booted = boot(booted);
 
-    // Power off and on: the journal is mounted afresh and the slot re-validated before binding.
-    let nor = agent.into_flash().into_inner();
-    let mut agent = Agent::open(RamNor::reopen(nor), layout, device)?;
-    let mut npu = RecordingNpu::default();
-    stack::paint();
-    let sp = stack::sp();
-    let booted = agent.boot(&mut npu, &mut arena);
-    let boot_stack = stack::peak(sp);
-    let booted = booted?;
-    if booted.verified != installed || npu.programmed.as_ref() != Some(installed.registers()) {
-        return Err(Failure::Check("the reboot bound something else"));
+    let nic = Lan9118::start().map_err(Fail::Nic)?;
+    let mac = nic.mac();
+    let seed = u64::from_le_bytes([mac[0], mac[1], mac[2], mac[3], mac[4], mac[5], 0, 0])
+        ^ semi::unix_time();
+    let mut net = Net::new(nic, sockets, tcp_rx, tcp_tx, seed);
+    let (addr, router) = net.up(DHCP_MS).ok_or(Fail::NoDhcp)?;
+    let m = mac;
+    hprintln!(
+        "net: {} via {} (LAN9118 {:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x})",
+        addr,
+        router.map_or(core::net::Ipv4Addr::UNSPECIFIED, |r| r),
+        m[0],
+        m[1],
+        m[2],
+        m[3],
+        m[4],
+        m[5]
+    );
+    let mut config = Config::new(args.server, args.token).map_err(Fail::Url)?;
+    config.window_bytes = args.window_kib.saturating_mul(1024);
+    let mut transport = Logged::new(HttpIo::new(net, SysClock, config));
+    let link = core::mem::size_of::<Net<'_>>();
+    hprintln!(
+        "ram: transport {} B, link {} B (smoltcp interface, LAN9118 frames {} B), TCP buffers {} B, \
+         socket storage {} B",
+        core::mem::size_of::<HttpIo<'_, Net<'_>, SysClock>>() - link,
+        link,
+        core::mem::size_of::<Lan9118>(),
+        net::TCP_RX_BYTES + net::TCP_TX_BYTES,
+        core::mem::size_of::<[SocketStorage<'static>; 2]>()
+    );
+    if let Some((sequence, state)) = booted {
+        report(&mut transport, sequence, state);
     }
-    hprintln!(
-        "rebooted: slot {} re-validated and bound",
-        booted.verified.slot().name()
-    );
-    hprintln!(
-        "stack peak (whole program / the agent call alone): install {} / {} bytes, boot {} / {} bytes",
-        install_stack.0,
-        install_stack.1,
-        boot_stack.0,
-        boot_stack.1
-    );
-    Ok(())
+    poll_loop(
+        &args,
+        &mut agent,
+        &mut transport,
+        &keyring,
+        &mut npu,
+        &mut arena,
+    )
 }
 
-/// The registers point into the slot as it sits in flash: QBASE at the command stream, BASEP0 at
-/// the weights (zero copy), BASEP1 into the arena.
-fn check(
-    v: &device_agent::VerifiedSlot,
-    layout: &Layout,
-    flash: &RamNor,
-    npu: &RecordingNpu,
-) -> Result<(), Failure> {
-    use device_agent::Mapped;
-    let blob = npub_core::Blob::parse(&PACK).map_err(|_| Failure::Check("pack"))?;
-    let regs = v.registers();
-    let xip = layout.slot_xip(Slot::A);
-    let mapped = flash.mapped();
-    let at = |bus: u32, len: usize| {
-        let off = (bus - layout.xip_base) as usize;
-        &mapped[off..off + len]
-    };
-    let weights = blob.baked_bytes(0).ok_or(Failure::Check("region 0"))?;
-    let ok = v.slot() == Slot::A
-        && npu.programmed.as_ref() == Some(regs)
-        && regs.qbase == xip + blob.header().cmd_offset
-        && at(regs.qbase, regs.qsize as usize) == blob.command_stream()
-        && regs.basep[0] == xip + blob.region(0).map_or(0, |r| r.data_offset)
-        && at(regs.basep[0], weights.len()) == weights
-        && regs.basep[1] % 16 == 0
-        && regs.region_bytes[1] == 19_424;
-    if !ok {
-        return Err(Failure::Check(
-            "NPU registers do not point at the pack in flash",
-        ));
+fn keyring(args: &Args) -> Result<Keyring<{ args::MAX_TRUST }>, Fail> {
+    let mut keyring = Keyring::new();
+    for path in args.trust.iter().flatten() {
+        let file =
+            semi::File::open(path, semi::Mode::Read).ok_or(Fail::Trust(path, "cannot open"))?;
+        let mut text = [0u8; 256];
+        let n = file.read(&mut text);
+        let key = args::trust_key(&text[..n]).ok_or(Fail::Trust(
+            path,
+            "not an `npub-ed25519-public-v1 <hex>` key file",
+        ))?;
+        keyring
+            .add(&key)
+            .map_err(|_| Fail::Trust(path, "not a usable ed25519 public key"))?;
     }
-    Ok(())
+    Ok(keyring)
+}
+
+/// What the boot did; the report to send once the network is up.
+fn boot(booted: Result<Booted, Error>) -> Option<(u64, ReportState)> {
+    match booted {
+        Ok(b) => {
+            if let Some(r) = b.reverted {
+                hprintln!(
+                    "boot: rolled back sequence {} from slot {}: {}",
+                    r.sequence,
+                    r.slot.name(),
+                    r.reason
+                );
+            }
+            let v = b.verified;
+            hprintln!(
+                "boot: sequence {} bound from slot {}",
+                v.pack().sequence,
+                v.slot().name()
+            );
+            Some((v.pack().sequence, ReportState::Bound))
+        }
+        Err(Error::NoBootableSlot) => {
+            hprintln!("boot: no pack installed yet");
+            None
+        }
+        Err(e) => {
+            hprintln!("boot: failed: {}", e);
+            None
+        }
+    }
+}
+
+fn report<T: Transport>(t: &mut T, sequence: u64, state: ReportState) {
+    let _ = t.report(&Report {
+        sequence,
+        state,
+        progress: None,
+        reason: None,
+    });
+}
+
+/// The errors after which the download stays journalled and a later poll resumes it.
+fn resumable(e: &Error) -> bool {
+    matches!(
+        e,
+        Error::Transport(_) | Error::Flash(_) | Error::PackTruncated { .. }
+    )
+}
+
+fn poll_loop(
+    args: &Args,
+    agent: &mut Agent<Flash, JournalOnly>,
+    t: &mut Logged<'_, Net<'_>>,
+    keyring: &Keyring<{ args::MAX_TRUST }>,
+    npu: &mut RecordingNpu,
+    arena: &mut Arena<'_>,
+) -> Result<(), Fail> {
+    let mut backoff = Backoff::new(500, 8_000, args.token.len() as u32 ^ clock::now_ms() as u32);
+    let mut failed = 0u32;
+    loop {
+        let state = *agent.state();
+        if let Some((_, pack, written)) = state.receiving() {
+            hprintln!(
+                "resume: sequence {} at byte {} of {}",
+                pack.sequence,
+                written,
+                pack.len
+            );
+        }
+        hprintln!("poll: after sequence {}", state.last_sequence());
+        let (t0, s0) = (clock::now_ms(), t.io.stats());
+        let sp = stack::sp();
+        let outcome = agent.poll(t, keyring, npu, arena, Some(semi::unix_time()));
+        let poll_stack = stack::peak(sp).1;
+        let (ms, s) = (clock::now_ms() - t0, t.io.stats());
+        match outcome {
+            Ok(Poll::UpToDate) => {
+                hprintln!("up to date: sequence {}", agent.state().last_sequence());
+                failed = 0;
+                backoff.reset();
+                if args.once {
+                    t.io.finish();
+                    return Ok(());
+                }
+            }
+            Ok(Poll::Installed(v)) => {
+                let r = v.registers();
+                hprintln!(
+                    "installed: sequence {} in slot {} (QBASE {:#010x} QSIZE {} BASEP0 {:#010x} BASEP1 {:#010x})",
+                    v.pack().sequence,
+                    v.slot().name(),
+                    r.qbase,
+                    r.qsize,
+                    r.basep[0],
+                    r.basep[1]
+                );
+                let bytes = s.pack_bytes - s0.pack_bytes;
+                hprintln!(
+                    "download: {} bytes in {} ms ({} KiB/s), {} range requests, {} requests, {} connections; stack {} B",
+                    bytes,
+                    ms,
+                    bytes * 1000 / 1024 / ms.max(1),
+                    s.pack_requests - s0.pack_requests,
+                    s.requests - s0.requests,
+                    s.connects - s0.connects,
+                    poll_stack
+                );
+                report(t, v.pack().sequence, ReportState::Bound);
+                failed = 0;
+                backoff.reset();
+                if args.once {
+                    t.io.finish();
+                    return Ok(());
+                }
+            }
+            Err(e) if resumable(&e) => {
+                failed += 1;
+                match t.io.last_error() {
+                    Some(h) => hprintln!("failed: {} ({})", e, h),
+                    None => hprintln!("failed: {}", e),
+                }
+                if args.once && failed >= args.attempts {
+                    return Err(Fail::GaveUp(failed));
+                }
+                let delay = backoff.next_delay_ms();
+                hprintln!("retry: in {} ms", delay);
+                t.io.clock().sleep_ms(delay);
+                continue;
+            }
+            Err(e) => {
+                hprintln!("refused: {}", e);
+                if args.once {
+                    return Err(Fail::Refused(e));
+                }
+            }
+        }
+        let wait = t.io.poll_interval_s().unwrap_or(60).clamp(1, 3600);
+        hprintln!("sleep: {} s", wait);
+        t.io.clock().sleep_ms(wait * 1000);
+    }
 }
 
 #[exception]
-unsafe fn HardFault(_frame: &ExceptionFrame) -> ! {
-    hprintln!("FAIL: hard fault");
+unsafe fn HardFault(frame: &ExceptionFrame) -> ! {
+    hprintln!("FAIL: hard fault at {:#010x}", frame.pc());
     debug::exit(debug::EXIT_FAILURE);
     halt()
 }

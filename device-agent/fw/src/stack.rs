@@ -19,7 +19,8 @@ fn bottom() -> usize {
     addr_of!(__sheap) as usize
 }
 
-fn top() -> usize {
+/// The top of the stack (the initial stack pointer).
+pub fn top() -> usize {
     addr_of!(_stack_start) as usize
 }
 
@@ -31,7 +32,8 @@ pub fn paint() {
     let mut p = bottom();
     while p + 4 <= sp - MARGIN {
         // SAFETY: [__sheap, sp − MARGIN) is RAM that nothing uses yet: below every live frame and
-        // above all statics; interrupts are not enabled, so no handler can be using it.
+        // above all statics; the only interrupt (SysTick) runs below the live stack pointer and
+        // writes its own frame there, which is stack use like any other.
         unsafe { write_volatile(p as *mut u32, PAINT) };
         p += 4;
     }

@@ -2,7 +2,8 @@
 //! emulated OSPI NOR kept in a file, talking to an npub server's device API over HTTP.
 //!
 //! It boots (re-validating and binding whatever the flash holds), then polls, installs, reports,
-//! and repeats every `--interval` seconds (or once, with `--once`).
+//! and repeats every `--interval` seconds (or once, with `--once`). The replay floor is also kept
+//! in a monotonic counter: two sectors of a second emulated NOR, in the file `<flash>.counter`.
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
@@ -11,7 +12,8 @@ use clap::Parser;
 use device_agent::http::HttpTransport;
 use device_agent::nor_emu::NorEmu;
 use device_agent::{
-    Agent, Arena, Device, Error, Layout, Poll, RecordingNpu, Report, ReportState, Transport,
+    Agent, Arena, Device, Error, Layout, NorCounter, Poll, RecordingNpu, Report, ReportState,
+    Transport,
 };
 use npub_core::Accel;
 use npub_core::manifest::Keyring;
@@ -19,6 +21,9 @@ use npub_core::manifest::Keyring;
 /// The emulated part: 16-byte program unit (the coarsest OSPI/MRAM granularity the agent
 /// supports), 4 KiB sectors.
 type Flash = NorEmu<16, 4096>;
+/// The counter's part: two 4 KiB sectors.
+type CounterFlash = NorEmu<16, 4096>;
+const COUNTER_BYTES: usize = 2 * 4096;
 /// Signing keys a device trusts at once (current and next, with room for a rotation).
 const TRUST_SLOTS: usize = 4;
 /// The simulated NPU's arena: enough for the fixtures' scratch regions.
@@ -34,21 +39,26 @@ struct Args {
     /// The npub server's base URL, e.g. http://127.0.0.1:8080.
     #[arg(long, env = "NPUB_SERVER")]
     server: String,
-    /// This device's token (from `POST /api/v1/devices`).
+    /// This device's token: shown once in the `token` field of `POST /api/v1/devices` (the web
+    /// UI's Fleet page, "Add devices"), or a new one from `POST /api/v1/devices/{id}/token`.
     #[arg(long, env = "NPUB_DEVICE_TOKEN")]
     token: String,
     /// The emulated flash, created blank if missing; it keeps the packs and journal across runs.
+    /// The monotonic counter lives beside it, in `<flash>.counter`.
     #[arg(long)]
     flash: PathBuf,
-    /// A trusted signing key's public key file (`KEYFILE.pub`); repeat for several.
+    /// A trusted signing key's public key file (`npub-ed25519-public-v1 <hex>`): the server's
+    /// `GET /api/v1/keys/{id}/trust` (the web UI's Tokens & keys, "Trust file"), or the
+    /// `KEYFILE.pub` of `npub keygen`; repeat for several.
     #[arg(long = "trust", required = true)]
     trust: Vec<PathBuf>,
     /// The board's hardware class id, as in the manifests.
     #[arg(long, env = "NPUB_HW_CLASS", default_value_t = 1)]
     hw_class: u32,
-    /// The NPU configuration, by Vela's name.
-    #[arg(long, default_value = "ethos-u55-256")]
-    accel: String,
+    /// The NPU configuration, by Vela's name. Default: what the server registered for this
+    /// device (`GET /api/v1/device`); when given, it must agree with the server's.
+    #[arg(long)]
+    accel: Option<String>,
     /// The IO bindings the simulated application is built for (canonical binary form): packs
     /// whose manifest digests other bindings are refused.
     #[arg(long)]
@@ -76,8 +86,8 @@ fn main() -> ExitCode {
 }
 
 fn run(args: &Args) -> Result<ExitCode, String> {
-    let accel = Accel::from_name(&args.accel)
-        .ok_or_else(|| format!("--accel {}: not a Vela accelerator name", args.accel))?;
+    let mut transport = HttpTransport::new(&args.server, &args.token).map_err(|e| e.to_string())?;
+    let accel = accelerator(args, &transport)?;
     let mut keyring = Keyring::<TRUST_SLOTS>::new();
     for path in &args.trust {
         let key = npub_core::keys::read_public_key(path)
@@ -109,8 +119,11 @@ fn run(args: &Args) -> Result<ExitCode, String> {
         accel,
         io_bindings,
     };
-    let mut agent = Agent::open(flash, layout, device).map_err(|e| e.to_string())?;
-    let mut transport = HttpTransport::new(&args.server, &args.token).map_err(|e| e.to_string())?;
+    let counter_path = counter_path(&args.flash);
+    let counter = CounterFlash::with_file(&counter_path, COUNTER_BYTES)
+        .map_err(|e| format!("{}: {e}", counter_path.display()))?;
+    let agent = Agent::power_on(flash, NorCounter::new(counter, 0), layout, device)
+        .map_err(|e| e.to_string())?;
     let mut npu = RecordingNpu::default();
     let mut arena_mem = vec![0u8; ARENA_BYTES + 16];
     // The arena must be 16-byte aligned in memory as on the bus.
@@ -120,11 +133,14 @@ fn run(args: &Args) -> Result<ExitCode, String> {
         bus_address: ARENA_BUS,
     };
 
-    boot(&mut agent, &mut npu, &mut arena, &mut transport);
+    let (mut agent, booted) = agent.boot(&mut npu, &mut arena);
+    report_boot(booted, &mut transport);
     loop {
         let outcome = agent.poll(&mut transport, &keyring, &mut npu, &mut arena, now());
         match &outcome {
-            Ok(Poll::UpToDate) => println!("up to date (sequence {})", agent.state().last_sequence),
+            Ok(Poll::UpToDate) => {
+                println!("up to date (sequence {})", agent.state().last_sequence())
+            }
             Ok(Poll::Installed(v)) => {
                 println!(
                     "installed sequence {} in slot {}: QBASE {:#010x}, BASEP {:08x?}",
@@ -153,14 +169,59 @@ fn run(args: &Args) -> Result<ExitCode, String> {
     }
 }
 
-/// Boots whatever the flash holds and tells the server.
-fn boot(
-    agent: &mut Agent<Flash>,
-    npu: &mut RecordingNpu,
-    arena: &mut Arena<'_>,
-    transport: &mut HttpTransport,
-) {
-    match agent.boot(npu, arena) {
+/// The simulated NPU: `--accel`, checked against the server's registration, or the server's.
+///
+/// A device that believes it is another NPU than the server does would be offered packs compiled
+/// for the server's, refuse each one as "compiled for another accelerator" and fail the install,
+/// and failures count towards the whole group deployment's auto-abort: so the disagreement is
+/// refused here, before any poll.
+fn accelerator(args: &Args, transport: &HttpTransport) -> Result<Accel, String> {
+    let parse = |name: &str, from: &str| {
+        Accel::from_name(name).ok_or_else(|| format!("{from} {name}: not a Vela accelerator name"))
+    };
+    let given = args
+        .accel
+        .as_deref()
+        .map(|n| parse(n, "--accel"))
+        .transpose()?;
+    match (given, transport.registered_accelerator()) {
+        (Some(given), Ok(registered)) => {
+            let registered_accel = parse(&registered, "the server's registration:")?;
+            if registered_accel != given {
+                return Err(format!(
+                    "--accel {} disagrees with the server, which registered this device as \
+                     {registered}: it would be offered packs compiled for {registered} and refuse \
+                     them; drop --accel, or change the device's registration on the server",
+                    given.name()
+                ));
+            }
+            Ok(given)
+        }
+        (None, Ok(registered)) => parse(&registered, "the server's registration:"),
+        (Some(given), Err(e)) => {
+            println!(
+                "could not check --accel against the server ({e}); going on with {}",
+                given.name()
+            );
+            Ok(given)
+        }
+        (None, Err(e)) => Err(format!(
+            "cannot learn this device's accelerator from the server (GET /api/v1/device: {e}); \
+             pass --accel (e.g. ethos-u55-256) to run while the server is unreachable"
+        )),
+    }
+}
+
+/// Where the counter of the flash at `flash` is kept.
+fn counter_path(flash: &std::path::Path) -> PathBuf {
+    let mut name = flash.as_os_str().to_owned();
+    name.push(".counter");
+    PathBuf::from(name)
+}
+
+/// Tells the server what boot bound.
+fn report_boot(booted: Result<device_agent::Booted, Error>, transport: &mut HttpTransport) {
+    match booted {
         Ok(booted) => {
             if let Some(r) = booted.reverted {
                 println!(

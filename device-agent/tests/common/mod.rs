@@ -8,7 +8,8 @@ use std::sync::Mutex;
 
 use device_agent::nor_emu::NorEmu;
 use device_agent::{
-    Agent, Arena, Booted, Device, Error, Layout, RecordingNpu, Report, Transport, TransportError,
+    Agent, Arena, Booted, Device, Error, Layout, MonotonicCounter, NorCounter, RecordingNpu,
+    Report, Transport, TransportError, Unbooted,
 };
 use npub_core::format::build::{RegionSpec, build_pack};
 use npub_core::keys::KeyPair;
@@ -276,21 +277,63 @@ impl ArenaMem {
     }
 }
 
-/// Opens an agent on `flash` (a power-on: the journal is mounted afresh).
+/// Opens an agent on `flash` (a power-on: the journal is mounted afresh), without a counter,
+/// through the entry point that boots lazily.
 pub fn power_on(mut flash: Flash, layout: Layout) -> Agent<Flash> {
     flash.power_on();
     Agent::open(flash, layout, device()).unwrap()
 }
 
+/// The part that holds the monotonic counter: two sectors of its own NOR.
+pub type CounterFlash = NorEmu<WRITE, ERASE>;
+pub type Counter = NorCounter<CounterFlash>;
+/// An agent with a monotonic counter, after boot.
+pub type Counted = Agent<Flash, Counter>;
+
+pub fn blank_counter() -> CounterFlash {
+    CounterFlash::new(2 * ERASE)
+}
+
+/// A power-on with a counter: both parts get their power back; the agent is not booted yet.
+pub fn power_on_counted(
+    mut flash: Flash,
+    mut counter: CounterFlash,
+    layout: Layout,
+) -> Unbooted<Flash, Counter> {
+    flash.power_on();
+    counter.power_on();
+    Agent::power_on(flash, NorCounter::new(counter, 0), layout, device()).unwrap()
+}
+
+/// Powers on and boots with a fresh NPU.
+pub fn boot_counted(
+    flash: Flash,
+    counter: CounterFlash,
+    layout: Layout,
+    npu: &mut RecordingNpu,
+) -> (Counted, Result<Booted, Error>) {
+    let mut mem = ArenaMem::new();
+    power_on_counted(flash, counter, layout).boot(npu, &mut mem.arena())
+}
+
+/// Takes a counted agent apart: its flash and its counter's flash.
+pub fn parts(agent: Counted) -> (Flash, CounterFlash) {
+    let (flash, counter) = agent.into_parts();
+    (flash, counter.into_flash())
+}
+
 /// Boots an agent with a fresh NPU; the booted pack's sequence, or the error.
-pub fn boot(agent: &mut Agent<Flash>, npu: &mut RecordingNpu) -> Result<Booted, Error> {
+pub fn boot<C: MonotonicCounter>(
+    agent: &mut Agent<Flash, C>,
+    npu: &mut RecordingNpu,
+) -> Result<Booted, Error> {
     let mut mem = ArenaMem::new();
     agent.boot(npu, &mut mem.arena())
 }
 
 /// Polls once with the test keyring.
-pub fn poll(
-    agent: &mut Agent<Flash>,
+pub fn poll<C: MonotonicCounter>(
+    agent: &mut Agent<Flash, C>,
     server: &mut Server,
     npu: &mut RecordingNpu,
 ) -> Result<device_agent::Poll, Error> {
@@ -299,12 +342,22 @@ pub fn poll(
 }
 
 /// Installs an already verified manifest (skips the slow signature check of `poll`).
-pub fn install(
-    agent: &mut Agent<Flash>,
+pub fn install<C: MonotonicCounter>(
+    agent: &mut Agent<Flash, C>,
     manifest: &VerifiedManifest,
     server: &mut Server,
     npu: &mut RecordingNpu,
 ) -> Result<device_agent::VerifiedSlot, Error> {
     let mut mem = ArenaMem::new();
     agent.install(manifest, server, npu, &mut mem.arena())
+}
+
+/// The offsets of the journal bytes that `after` programmed and `before` did not hold: where the
+/// records of the commits in between lie (found from the flash, whatever the record format).
+pub fn new_journal_bytes(layout: &Layout, before: &[u8], after: &[u8]) -> Vec<u32> {
+    let end = (layout.journal + 2 * layout.journal_bank_bytes) as usize;
+    (layout.journal as usize..end)
+        .filter(|&i| after[i] != 0xFF && after[i] != before[i])
+        .map(|i| i as u32)
+        .collect()
 }

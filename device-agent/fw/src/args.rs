@@ -1,0 +1,119 @@
+//! The firmware's command line, from semihosting (`qemu-system-arm … -append "…"`):
+//!
+//! | flag               | meaning                                                              | default |
+//! |--------------------|----------------------------------------------------------------------|---------|
+//! | `--server URL`     | the npub server, `http://ADDRESS:PORT` (10.0.2.2 is the host's loopback in QEMU's user network) | required |
+//! | `--token TOKEN`    | this device's token (`POST /api/v1/devices` shows it once)             | required |
+//! | `--trust FILE`     | a host file `npub-ed25519-public-v1 <hex>` (`GET /api/v1/keys/{id}/trust`); up to 4 | at least one |
+//! | `--flash FILE`     | the host file that is the OSPI NOR; created blank                     | required |
+//! | `--once`           | exit after the first poll that succeeds (installed or up to date); a refused manifest or pack exits 1 | poll forever |
+//! | `--window-kib N`   | KiB per range request; 0 = the rest of the pack in one response      | 64 |
+//! | `--slot-kib N`     | size of each pack slot                                                 | 1280 |
+//! | `--hw-class N`     | the board's hardware class, as the server signs it                    | 1 |
+//! | `--attempts N`     | with `--once`: polls that failed for the network or the flash before giving up (exit 1) | 100 |
+//!
+//! Values cannot contain spaces. Anything before the first `--` word (QEMU puts the kernel's
+//! name there) is skipped.
+
+/// Trust files at most.
+pub const MAX_TRUST: usize = 4;
+
+/// What the command line asked for.
+#[derive(Debug, Clone, Copy)]
+pub struct Args {
+    pub server: &'static str,
+    pub token: &'static str,
+    pub trust: [Option<&'static str>; MAX_TRUST],
+    pub flash: &'static str,
+    pub once: bool,
+    pub window_kib: u32,
+    pub slot_kib: u32,
+    pub hw_class: u32,
+    pub attempts: u32,
+}
+
+/// Parses `line`; the error names the flag.
+pub fn parse(line: &'static str) -> Result<Args, &'static str> {
+    let mut words = line
+        .split_ascii_whitespace()
+        .skip_while(|w| !w.starts_with("--"));
+    let (mut server, mut token, mut flash) = (None, None, None);
+    let mut args = Args {
+        server: "",
+        token: "",
+        trust: [None; MAX_TRUST],
+        flash: "",
+        once: false,
+        window_kib: 64,
+        slot_kib: 1280,
+        hw_class: 1,
+        attempts: 100,
+    };
+    let mut trusts = 0;
+    while let Some(flag) = words.next() {
+        let mut value = |name: &'static str| words.next().ok_or(name);
+        let number = |v: &str, name: &'static str| v.parse::<u32>().map_err(|_| name);
+        match flag {
+            "--server" => server = Some(value("--server needs a URL")?),
+            "--token" => token = Some(value("--token needs a value")?),
+            "--flash" => flash = Some(value("--flash needs a file")?),
+            "--trust" => {
+                let v = value("--trust needs a file")?;
+                *args.trust.get_mut(trusts).ok_or("--trust: at most 4")? = Some(v);
+                trusts += 1;
+            }
+            "--once" => args.once = true,
+            "--window-kib" => {
+                args.window_kib = number(
+                    value("--window-kib needs a number")?,
+                    "--window-kib: not a number",
+                )?
+            }
+            "--slot-kib" => {
+                args.slot_kib = number(
+                    value("--slot-kib needs a number")?,
+                    "--slot-kib: not a number",
+                )?
+            }
+            "--hw-class" => {
+                args.hw_class = number(
+                    value("--hw-class needs a number")?,
+                    "--hw-class: not a number",
+                )?
+            }
+            "--attempts" => {
+                args.attempts = number(
+                    value("--attempts needs a number")?,
+                    "--attempts: not a number",
+                )?
+            }
+            _ => return Err("unknown flag (see fw/src/args.rs)"),
+        }
+    }
+    args.server = server.ok_or("--server is required")?;
+    args.token = token.ok_or("--token is required")?;
+    args.flash = flash.ok_or("--flash is required")?;
+    if trusts == 0 {
+        return Err("--trust is required");
+    }
+    Ok(args)
+}
+
+/// The key in a trust file: the line `npub-ed25519-public-v1 <64 hex digits>`.
+pub fn trust_key(text: &[u8]) -> Option<[u8; 32]> {
+    let text = core::str::from_utf8(text).ok()?;
+    let line = text.lines().map(str::trim).find(|l| !l.is_empty())?;
+    let hex = line
+        .strip_prefix("npub-ed25519-public-v1 ")?
+        .trim()
+        .as_bytes();
+    if hex.len() != 64 {
+        return None;
+    }
+    let digit = |c: u8| (c as char).to_digit(16).map(|d| d as u8);
+    let mut key = [0u8; 32];
+    for (i, k) in key.iter_mut().enumerate() {
+        *k = digit(hex[2 * i])? << 4 | digit(hex[2 * i + 1])?;
+    }
+    Some(key)
+}

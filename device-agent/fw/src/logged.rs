@@ -1,0 +1,53 @@
+//! The transport as the firmware uses it: [`HttpIo`] with a line on the console for what the
+//! agent does through it (where a download starts, every report).
+use cortex_m_semihosting::hprintln;
+use device_agent::http_io::{HttpIo, Link};
+use device_agent::{Report, Transport, TransportError};
+
+use crate::clock::SysClock;
+
+pub struct Logged<'a, L> {
+    pub io: HttpIo<'a, L, SysClock>,
+    /// The pack offset the next fetch continues from.
+    next: Option<u32>,
+}
+
+impl<'a, L: Link> Logged<'a, L> {
+    pub fn new(io: HttpIo<'a, L, SysClock>) -> Self {
+        Self { io, next: None }
+    }
+}
+
+impl<L: Link> Transport for Logged<'_, L> {
+    fn fetch_manifest(
+        &mut self,
+        after: u64,
+        buf: &mut [u8],
+    ) -> Result<Option<usize>, TransportError> {
+        self.next = None;
+        self.io.fetch_manifest(after, buf)
+    }
+
+    fn fetch_pack(
+        &mut self,
+        sha256: &[u8; 32],
+        offset: u32,
+        buf: &mut [u8],
+    ) -> Result<usize, TransportError> {
+        if self.next != Some(offset) {
+            hprintln!("download: from byte {}", offset);
+        }
+        let n = self.io.fetch_pack(sha256, offset, buf)?;
+        self.next = Some(offset + n as u32);
+        Ok(n)
+    }
+
+    fn report(&mut self, r: &Report) -> Result<(), TransportError> {
+        match (r.progress, r.reason) {
+            (Some(p), _) => hprintln!("report: {} {} bytes", r.state.name(), p),
+            (None, Some(reason)) => hprintln!("report: {} ({})", r.state.name(), reason),
+            (None, None) => hprintln!("report: {} sequence {}", r.state.name(), r.sequence),
+        }
+        self.io.report(r)
+    }
+}

@@ -1,0 +1,197 @@
+//! Slot descriptors: what a slot holds, beside the slot, so that boot can bind a pack that
+//! verifies even when the journal is lost.
+//!
+//! A slot's last erase sector ([`Layout::descriptor`]) holds:
+//!
+//! | Offset | Size | Content                                                                     |
+//! |--------|------|-----------------------------------------------------------------------------|
+//! | 0      | 128  | the descriptor record, below; programmed once the slot verified in flash, before the journal says *pending* |
+//! | 128    | 128  | the *confirmed* mark: all `0x00`, programmed after the journal says *confirmed* |
+//! | 256    | 128  | the *revoked* mark: all `0x00`, programmed after the journal gives the pending pack up |
+//!
+//! Record (128 bytes, little-endian):
+//!
+//! | Offset | Size | Field      | Meaning                                   |
+//! |--------|------|------------|-------------------------------------------|
+//! | 0      | 4    | `magic`    | [`DESCRIPTOR_MAGIC`], bytes `4e 50 44 31` ("NPD1") |
+//! | 4      | 4    | `len`      | the pack's length                          |
+//! | 8      | 8    | `sequence` | its manifest sequence                      |
+//! | 16     | 32   | `sha256`   | its SHA-256 from the manifest              |
+//! | 48     | 76   | reserved   | 0                                          |
+//! | 124    | 4    | `crc`      | CRC-32 of bytes 0..124                     |
+//!
+//! The sector is erased whenever an install (or a resumed one) starts on the slot, before any
+//! pack byte is erased, so a descriptor never describes bytes that are being replaced. Each part
+//! is programmed at most once between erases: the record once per install, each mark on the one
+//! journal transition that calls for it, and the journal is written *first*, so a cut inside a
+//! mark leaves a journal that never asks for that mark again. The journal stays the authority:
+//! descriptors are read only when it holds no record at all. A mark counts as set when most of
+//! three reads of it see a programmed bit (one glitch cannot set it; a torn mark usually is set).
+use embedded_storage::nor_flash::NorFlash;
+
+use crate::error::Error;
+use crate::layout::{Layout, Slot};
+use crate::state::PackId;
+
+/// `"NPD1"` little-endian.
+pub const DESCRIPTOR_MAGIC: u32 = 0x3144_504E;
+const PART_BYTES: usize = 128;
+const CONFIRMED_AT: u32 = 128;
+const REVOKED_AT: u32 = 256;
+const CRC_AT: usize = 124;
+/// Reads of a record that does not decode (or does not read back), after the first.
+const MISREAD_REREADS: usize = 2;
+
+/// What a slot's descriptor says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Descriptor {
+    pub(crate) pack: PackId,
+    pub(crate) confirmed: bool,
+    pub(crate) revoked: bool,
+}
+
+/// Erases `slot`'s descriptor sector: the slot describes nothing until [`write`].
+pub(crate) fn erase<F: NorFlash>(flash: &mut F, layout: &Layout, slot: Slot) -> Result<(), Error> {
+    let at = layout.descriptor::<F>(slot);
+    flash.erase(at, at + F::ERASE_SIZE as u32)?;
+    Ok(())
+}
+
+/// Programs the record for `pack` (on a sector [`erase`]d in this power cycle) and reads it back.
+pub(crate) fn write<F: NorFlash>(
+    flash: &mut F,
+    layout: &Layout,
+    slot: Slot,
+    pack: &PackId,
+) -> Result<(), Error> {
+    let at = layout.descriptor::<F>(slot);
+    let record = encode(pack);
+    flash.write(at, &record)?;
+    let mut buf = [0u8; PART_BYTES];
+    for _ in 0..=MISREAD_REREADS {
+        flash.read(at, &mut buf)?;
+        if buf == record {
+            return Ok(());
+        }
+    }
+    Err(Error::DescriptorReadBack { slot })
+}
+
+/// Programs the confirmed mark (after the journal confirmed the slot's pending pack).
+pub(crate) fn mark_confirmed<F: NorFlash>(
+    flash: &mut F,
+    layout: &Layout,
+    slot: Slot,
+) -> Result<(), Error> {
+    flash.write(
+        layout.descriptor::<F>(slot) + CONFIRMED_AT,
+        &[0; PART_BYTES],
+    )?;
+    Ok(())
+}
+
+/// Programs the revoked mark (after the journal gave the slot's pending pack up).
+pub(crate) fn mark_revoked<F: NorFlash>(
+    flash: &mut F,
+    layout: &Layout,
+    slot: Slot,
+) -> Result<(), Error> {
+    flash.write(layout.descriptor::<F>(slot) + REVOKED_AT, &[0; PART_BYTES])?;
+    Ok(())
+}
+
+/// `slot`'s descriptor, if its record decodes (read again when it does not).
+pub(crate) fn read<F: NorFlash>(
+    flash: &mut F,
+    layout: &Layout,
+    slot: Slot,
+) -> Result<Option<Descriptor>, Error> {
+    let at = layout.descriptor::<F>(slot);
+    let mut buf = [0u8; PART_BYTES];
+    let mut pack = None;
+    for _ in 0..=MISREAD_REREADS {
+        flash.read(at, &mut buf)?;
+        pack = decode(&buf, layout.pack_capacity::<F>());
+        if pack.is_some() {
+            break;
+        }
+    }
+    let Some(pack) = pack else {
+        return Ok(None);
+    };
+    Ok(Some(Descriptor {
+        pack,
+        confirmed: mark_set(flash, at + CONFIRMED_AT)?,
+        revoked: mark_set(flash, at + REVOKED_AT)?,
+    }))
+}
+
+fn mark_set<F: NorFlash>(flash: &mut F, at: u32) -> Result<bool, Error> {
+    let mut buf = [0u8; PART_BYTES];
+    let mut touched = 0;
+    for _ in 0..3 {
+        flash.read(at, &mut buf)?;
+        if buf.iter().any(|&b| b != 0xFF) {
+            touched += 1;
+        }
+    }
+    Ok(touched >= 2)
+}
+
+fn encode(pack: &PackId) -> [u8; PART_BYTES] {
+    let mut r = [0u8; PART_BYTES];
+    r[0..4].copy_from_slice(&DESCRIPTOR_MAGIC.to_le_bytes());
+    r[4..8].copy_from_slice(&pack.len.to_le_bytes());
+    r[8..16].copy_from_slice(&pack.sequence.to_le_bytes());
+    r[16..48].copy_from_slice(&pack.sha256);
+    let crc = crate::crc::crc32(&r[..CRC_AT]);
+    r[CRC_AT..].copy_from_slice(&crc.to_le_bytes());
+    r
+}
+
+fn decode(r: &[u8; PART_BYTES], pack_capacity: u32) -> Option<PackId> {
+    let u32_at = |at: usize| {
+        let mut w = [0u8; 4];
+        w.copy_from_slice(&r[at..at + 4]);
+        u32::from_le_bytes(w)
+    };
+    if u32_at(0) != DESCRIPTOR_MAGIC
+        || u32_at(CRC_AT) != crate::crc::crc32(&r[..CRC_AT])
+        || r[48..CRC_AT].iter().any(|&b| b != 0)
+    {
+        return None;
+    }
+    let mut seq = [0u8; 8];
+    seq.copy_from_slice(&r[8..16]);
+    let mut sha256 = [0u8; 32];
+    sha256.copy_from_slice(&r[16..48]);
+    let pack = PackId {
+        sequence: u64::from_le_bytes(seq),
+        len: u32_at(4),
+        sha256,
+    };
+    let min = npub_core::format::HEADER_BYTES;
+    ((min..=pack_capacity).contains(&pack.len) && pack.sequence > 0).then_some(pack)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_descriptor_decodes_to_what_was_encoded_and_rejects_every_bit_flip() {
+        let pack = PackId {
+            sequence: 7,
+            len: 900,
+            sha256: [0x3C; 32],
+        };
+        let r = encode(&pack);
+        assert_eq!(decode(&r, 1000), Some(pack));
+        assert_eq!(decode(&r, 899), None, "longer than the slot");
+        for bit in 0..PART_BYTES * 8 {
+            let mut bad = r;
+            bad[bit / 8] ^= 1 << (bit % 8);
+            assert_eq!(decode(&bad, 1000), None, "bit {bit}");
+        }
+    }
+}

@@ -1,0 +1,348 @@
+//! The bytes on the wire: the server URL, request formatting into a fixed buffer, and the
+//! response head as httparse parses it, reduced to the few headers the device API uses.
+//!
+//! | header                | used for                                                     | refused when                          |
+//! |-----------------------|--------------------------------------------------------------|---------------------------------------|
+//! | `Content-Length`      | every body the transport reads, and keep-alive              | not a number; two that disagree       |
+//! | `Transfer-Encoding`   | — (the device API never chunks)                               | a body the transport must read has one |
+//! | `Content-Range`       | a 206: the bytes really sent, and the pack's total length    | not `bytes FIRST-LAST/TOTAL`          |
+//! | `ETag`                | the manifest's, sent back as `If-None-Match`                 | — (longer than [`ETAG_MAX`]: not kept) |
+//! | `Npub-Poll-Interval`  | seconds until the next poll                                  | — (garbage is ignored)                |
+//! | `Connection: close`   | not reusing the connection                                   | —                                     |
+use core::fmt;
+
+use super::error::HttpError;
+
+/// Headers httparse is given room for; the server sends fewer than ten.
+pub const MAX_HEADERS: usize = 24;
+/// The longest `ETag` kept (the server's are `"m<sequence>-<hw class>"`).
+pub const ETAG_MAX: usize = 80;
+
+/// The server, from `http://HOST[:PORT][/PATH]`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Server<'a> {
+    /// Host name or address, as given.
+    pub host: &'a str,
+    /// TCP port (80 when not given).
+    pub port: u16,
+    /// Path prefix before `/api/v1/…`, without a trailing slash (often empty).
+    pub path: &'a str,
+}
+
+impl<'a> Server<'a> {
+    /// Parses `http://HOST[:PORT][/PATH]` (no TLS: that is the network stack's business).
+    pub fn parse(url: &'a str) -> Result<Self, HttpError> {
+        let rest = url
+            .strip_prefix("http://")
+            .ok_or(HttpError::BadUrl("the URL must start with http://"))?;
+        let (authority, path) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
+        let (host, port) = match authority.rsplit_once(':') {
+            Some((h, p)) => (
+                h,
+                p.parse::<u16>()
+                    .ok()
+                    .filter(|&p| p != 0)
+                    .ok_or(HttpError::BadUrl("the port is not a number in 1..=65535"))?,
+            ),
+            None => (authority, 80),
+        };
+        let printable = |s: &str| s.bytes().all(|b| b.is_ascii_graphic());
+        if host.is_empty() || !printable(host) || host.contains('@') {
+            return Err(HttpError::BadUrl("the host is empty or not printable"));
+        }
+        if !printable(path) || path.contains(['?', '#']) {
+            return Err(HttpError::BadUrl(
+                "the path is not printable or has a query",
+            ));
+        }
+        Ok(Self {
+            host,
+            port,
+            path: path.trim_end_matches('/'),
+        })
+    }
+}
+
+/// A `fmt::Write` over a fixed buffer that fails instead of growing.
+pub struct Cursor<'b> {
+    buf: &'b mut [u8],
+    len: usize,
+}
+
+impl<'b> Cursor<'b> {
+    /// An empty cursor over `buf`.
+    pub fn new(buf: &'b mut [u8]) -> Self {
+        Self { buf, len: 0 }
+    }
+
+    /// Bytes written.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Appends `bytes`, or fails if they do not fit.
+    pub fn put(&mut self, bytes: &[u8]) -> fmt::Result {
+        let end = self.len.checked_add(bytes.len()).ok_or(fmt::Error)?;
+        self.buf
+            .get_mut(self.len..end)
+            .ok_or(fmt::Error)?
+            .copy_from_slice(bytes);
+        self.len = end;
+        Ok(())
+    }
+
+    /// Appends `bytes` as lowercase hex.
+    pub fn hex(&mut self, bytes: &[u8]) -> fmt::Result {
+        const DIGITS: &[u8; 16] = b"0123456789abcdef";
+        for &b in bytes {
+            self.put(&[DIGITS[usize::from(b >> 4)], DIGITS[usize::from(b & 15)]])?;
+        }
+        Ok(())
+    }
+}
+
+impl fmt::Write for Cursor<'_> {
+    fn write_str(&mut self, s: &str) -> fmt::Result {
+        self.put(s.as_bytes())
+    }
+}
+
+/// Writes a string into a JSON string literal's inside: `"` and `\` escaped, control characters
+/// (which the server refuses in a reason) as spaces, and cut at a character boundary once
+/// `room` bytes are used (the reason is best effort, the report must still go).
+pub struct JsonText<'c, 'b> {
+    /// Where the text goes.
+    pub out: &'c mut Cursor<'b>,
+    /// Bytes it may still use.
+    pub room: usize,
+}
+
+impl fmt::Write for JsonText<'_, '_> {
+    fn write_str(&mut self, s: &str) -> fmt::Result {
+        for c in s.chars() {
+            let mut tmp = [0u8; 4];
+            let bytes: &[u8] = match c {
+                '"' => b"\\\"",
+                '\\' => b"\\\\",
+                c if c.is_control() => b" ",
+                c => c.encode_utf8(&mut tmp).as_bytes(),
+            };
+            if bytes.len() > self.room {
+                self.room = 0;
+                return Ok(());
+            }
+            self.room -= bytes.len();
+            self.out.put(bytes)?;
+        }
+        Ok(())
+    }
+}
+
+/// `Content-Range: bytes FIRST-LAST/TOTAL` (RFC 9110 §14.4), as numbers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ContentRange {
+    /// First byte sent.
+    pub first: u64,
+    /// Last byte sent (inclusive).
+    pub last: u64,
+    /// The whole representation's length.
+    pub total: u64,
+}
+
+impl ContentRange {
+    /// Parses the header value; `None` unless it is exactly a satisfied byte range with a known
+    /// total and `FIRST ≤ LAST < TOTAL`.
+    pub fn parse(value: &[u8]) -> Option<Self> {
+        let value = core::str::from_utf8(value).ok()?.trim();
+        let rest = value.strip_prefix("bytes ")?;
+        let (range, total) = rest.split_once('/')?;
+        let (first, last) = range.split_once('-')?;
+        let num = |s: &str| {
+            (!s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()))
+                .then(|| s.parse::<u64>().ok())
+                .flatten()
+        };
+        let (first, last, total) = (num(first)?, num(last)?, num(total)?);
+        (first <= last && last < total).then_some(Self { first, last, total })
+    }
+}
+
+/// The response head, reduced to what the transport uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Head {
+    /// The status code.
+    pub status: u16,
+    /// `Content-Length`, if present.
+    pub content_length: Option<u64>,
+    /// A `Transfer-Encoding` header was present.
+    pub transfer_coding: bool,
+    /// `Content-Range`: absent (`None`), or parsed (`Some(None)` = malformed).
+    pub content_range: Option<Option<ContentRange>>,
+    /// `ETag`, if present and at most [`ETAG_MAX`] bytes.
+    pub etag: Option<([u8; ETAG_MAX], usize)>,
+    /// `Npub-Poll-Interval` in seconds, if present and a number.
+    pub poll_interval_s: Option<u32>,
+    /// The connection must not be reused (`Connection: close`, or HTTP/1.0 without keep-alive).
+    pub close: bool,
+}
+
+/// Parses the response head at the start of `buf`: `Ok(None)` while it is incomplete,
+/// `Ok(Some((head, len)))` with the head's length once it is whole.
+pub fn parse_head(buf: &[u8]) -> Result<Option<(Head, usize)>, HttpError> {
+    let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
+    let mut resp = httparse::Response::new(&mut headers);
+    let len = match resp.parse(buf).map_err(HttpError::MalformedHead)? {
+        httparse::Status::Partial => return Ok(None),
+        httparse::Status::Complete(len) => len,
+    };
+    let status = resp
+        .code
+        .ok_or(HttpError::MalformedHead(httparse::Error::Status))?;
+    let mut head = Head {
+        status,
+        content_length: None,
+        transfer_coding: false,
+        content_range: None,
+        etag: None,
+        poll_interval_s: None,
+        close: resp.version == Some(0),
+    };
+    for h in resp.headers.iter() {
+        let name = h.name;
+        let value = trim(h.value);
+        if name.eq_ignore_ascii_case("content-length") {
+            let n = decimal(value).ok_or(HttpError::MalformedHeader {
+                name: "Content-Length",
+            })?;
+            if head.content_length.is_some_and(|m| m != n) {
+                return Err(HttpError::ConflictingContentLength);
+            }
+            head.content_length = Some(n);
+        } else if name.eq_ignore_ascii_case("transfer-encoding") {
+            head.transfer_coding = true;
+        } else if name.eq_ignore_ascii_case("content-range") {
+            head.content_range = Some(ContentRange::parse(value));
+        } else if name.eq_ignore_ascii_case("etag") {
+            if value.len() <= ETAG_MAX && value.iter().all(|b| b.is_ascii_graphic()) {
+                let mut tag = [0u8; ETAG_MAX];
+                tag[..value.len()].copy_from_slice(value);
+                head.etag = Some((tag, value.len()));
+            }
+        } else if name.eq_ignore_ascii_case("npub-poll-interval") {
+            head.poll_interval_s = decimal(value).and_then(|n| u32::try_from(n).ok());
+        } else if name.eq_ignore_ascii_case("connection") {
+            let v = value;
+            if v.eq_ignore_ascii_case(b"close") {
+                head.close = true;
+            } else if v.eq_ignore_ascii_case(b"keep-alive") {
+                head.close = false;
+            }
+        }
+    }
+    Ok(Some((head, len)))
+}
+
+fn trim(v: &[u8]) -> &[u8] {
+    let start = v
+        .iter()
+        .position(|b| !b.is_ascii_whitespace())
+        .unwrap_or(v.len());
+    let end = v
+        .iter()
+        .rposition(|b| !b.is_ascii_whitespace())
+        .map_or(start, |e| e + 1);
+    &v[start..end]
+}
+
+/// A non-empty run of ASCII digits that fits a `u64`.
+fn decimal(v: &[u8]) -> Option<u64> {
+    if v.is_empty() || v.len() > 19 || !v.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    Some(v.iter().fold(0u64, |n, &d| n * 10 + u64::from(d - b'0')))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rejects_content_ranges_that_are_not_one_satisfied_byte_range() {
+        assert_eq!(
+            ContentRange::parse(b"bytes 0-99/100"),
+            Some(ContentRange {
+                first: 0,
+                last: 99,
+                total: 100
+            })
+        );
+        for bad in [
+            &b"bytes 0-99/*"[..],
+            b"bytes */100",
+            b"bytes 10-5/100",
+            b"bytes 0-100/100",
+            b"items 0-9/10",
+            b"bytes -1-9/10",
+            b"bytes 0-9/10, 20-29/30",
+            b"bytes 0-99999999999999999999/1",
+        ] {
+            assert_eq!(
+                ContentRange::parse(bad),
+                None,
+                "{}",
+                String::from_utf8_lossy(bad)
+            );
+        }
+    }
+
+    #[test]
+    fn rejects_urls_that_are_not_plain_http() {
+        assert_eq!(
+            Server::parse("http://10.0.2.2:8080/"),
+            Ok(Server {
+                host: "10.0.2.2",
+                port: 8080,
+                path: ""
+            })
+        );
+        assert_eq!(
+            Server::parse("http://fleet/npub"),
+            Ok(Server {
+                host: "fleet",
+                port: 80,
+                path: "/npub"
+            })
+        );
+        for bad in [
+            "https://h",
+            "http://",
+            "http://h:0",
+            "http://h:99999",
+            "http://u@h",
+            "http://h/p?q",
+        ] {
+            assert!(
+                matches!(Server::parse(bad), Err(HttpError::BadUrl(_))),
+                "{bad}"
+            );
+        }
+    }
+
+    #[test]
+    fn rejects_conflicting_or_garbage_content_lengths() {
+        let two = b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\nContent-Length: 6\r\n\r\n";
+        assert_eq!(parse_head(two), Err(HttpError::ConflictingContentLength));
+        let garbage = b"HTTP/1.1 200 OK\r\nContent-Length: 5x\r\n\r\n";
+        assert_eq!(
+            parse_head(garbage),
+            Err(HttpError::MalformedHeader {
+                name: "Content-Length"
+            })
+        );
+        assert!(matches!(
+            parse_head(b"SSH-2.0-x\r\n\r\n"),
+            Err(HttpError::MalformedHead(_))
+        ));
+        assert_eq!(parse_head(b"HTTP/1.1 200 OK\r\nX: y\r\n"), Ok(None));
+    }
+}

@@ -1,0 +1,690 @@
+//! The no_std HTTP/1.1 transport (`http_io`) over a host `TcpStream`: against the real npub
+//! server (a 1 MB-class pack in a handful of range requests on one kept connection, ETag,
+//! `Npub-Poll-Interval`, reports the server accepts), and against a hostile server of this file
+//! that lies in every way the transport must notice. Each lie abandons the attempt with its own
+//! [`HttpError`], leaves nothing in flash but erased bytes and bytes of the real pack, and the
+//! next poll against an honest server resumes at the journal's durable offset and finishes.
+mod net;
+
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use device_agent::http_io::std_link::{StdClock, TcpLink};
+use device_agent::http_io::{Config, HttpError, HttpIo, Timeouts};
+use device_agent::{Agent, Arena, Error, Mapped, Poll, RecordingNpu, Slot, Transport};
+use net::{Fleet, RamNor};
+use npub_core::format::build::{RegionSpec, build_pack};
+use npub_core::keys::KeyPair;
+use npub_core::manifest::{Keyring, ManifestFields, PackFacts, sign_manifest};
+use npub_core::{Accel, Role};
+
+const SLOT_BYTES: u32 = 1280 * 1024;
+const XIP: u32 = 0x8000_0000;
+const ARENA_BUS: u32 = 0x2200_0000;
+
+type Io<'a> = HttpIo<'a, TcpLink, StdClock>;
+
+fn transport<'a>(url: &'a str, token: &'a str) -> Io<'a> {
+    let mut config = Config::new(url, token).unwrap();
+    // Short enough that the stall tests end soon; nothing honest comes near them on loopback.
+    config.timeouts = Timeouts {
+        connect_ms: 2_000,
+        read_ms: 500,
+        request_ms: 10_000,
+        download_ms: 60_000,
+    };
+    HttpIo::new(TcpLink::new(), StdClock::default(), config)
+}
+
+fn open(flash: RamNor) -> Agent<RamNor> {
+    let layout = net::layout(SLOT_BYTES, XIP);
+    Agent::open(flash, layout, net::device()).unwrap()
+}
+
+fn blank_agent() -> Agent<RamNor> {
+    let layout = net::layout(SLOT_BYTES, XIP);
+    open(RamNor::blank(layout.end() as usize))
+}
+
+/// One poll with the NPU and arena a test needs.
+fn poll<T: Transport, const K: usize>(
+    agent: &mut Agent<RamNor>,
+    t: &mut T,
+    keyring: &Keyring<K>,
+) -> Result<Poll, Error> {
+    let mut npu = RecordingNpu::default();
+    let mut mem = vec![0u8; 64 * 1024];
+    let mut arena = Arena {
+        bytes: &mut mem,
+        bus_address: ARENA_BUS,
+    };
+    agent.poll(t, keyring, &mut npu, &mut arena, None)
+}
+
+fn slot_bytes(agent: &Agent<RamNor>, slot: Slot, len: usize) -> &[u8] {
+    let start = agent.layout().slot(slot) as usize;
+    &agent.flash().mapped()[start..start + len]
+}
+
+#[test]
+fn installs_a_1mb_pack_from_the_real_server_in_a_range_request_per_64_kib_on_one_connection() {
+    let dir = tempfile::tempdir().unwrap();
+    let fleet = Fleet::start(&dir.path().join("server"));
+    let pack = fleet.upload("vision", "1.0.0", net::big_pack(1 << 20));
+    let token = fleet.provision("dev-1", "lab");
+    let seq = fleet.deploy("vision", "1.0.0", "lab");
+    let mut keyring = Keyring::<2>::new();
+    keyring.add(&fleet.public_key()).unwrap();
+
+    let mut agent = blank_agent();
+    let mut t = transport(&fleet.url, &token);
+    let installed = match poll(&mut agent, &mut t, &keyring) {
+        Ok(Poll::Installed(v)) => v,
+        other => panic!("{other:?}: {:?}", t.last_error()),
+    };
+    assert_eq!(installed.pack().sequence, seq);
+    assert!(slot_bytes(&agent, installed.slot(), pack.len()) == pack.as_slice());
+    let stats = t.stats();
+    let windows = pack.len().div_ceil(64 * 1024) as u32;
+    println!(
+        "pack {} bytes: {} HTTP requests ({} manifest, {} range, {} reports), {} connection(s)",
+        pack.len(),
+        stats.requests,
+        stats.manifest_requests,
+        stats.pack_requests,
+        stats.report_requests,
+        stats.connects
+    );
+    assert_eq!(
+        stats.pack_requests, windows,
+        "one range request per 64 KiB window"
+    );
+    assert!(stats.pack_requests <= pack.len().div_ceil(32 * 1024) as u32);
+    assert_eq!(stats.pack_bytes, pack.len() as u64, "no byte fetched twice");
+    assert_eq!(
+        stats.connects, 1,
+        "one kept-alive connection for everything"
+    );
+    assert_eq!(t.last_report_error(), None, "the server took every report");
+    assert_eq!(t.poll_interval_s(), Some(net::POLL_INTERVAL_S));
+
+    // The server took the progress fractions and the final state.
+    let dev = fleet.device("dev-1");
+    assert_eq!(dev["current_version"], "1.0.0", "{dev}");
+    assert_eq!(dev["current_sequence"], seq, "{dev}");
+    assert_eq!(dev["last_state"], "installed", "{dev}");
+
+    // ETag: asked again for the same manifest, the server answers 304 and the transport hands
+    // out the manifest it kept, byte for byte.
+    let (mut first, mut again) = ([0u8; 280], [0u8; 280]);
+    assert_eq!(t.fetch_manifest(seq - 1, &mut first), Ok(Some(280)));
+    let before = t.stats();
+    assert_eq!(t.fetch_manifest(seq - 1, &mut again), Ok(Some(280)));
+    assert_eq!(t.stats().not_modified, before.not_modified + 1, "a 304");
+    assert_eq!(first, again);
+    // Up to date: nothing newer.
+    assert_eq!(t.fetch_manifest(seq, &mut again), Ok(None));
+    assert_eq!(t.stats().connects, 1);
+}
+
+/// The pack and manifest the hostile server serves: small_net with 300 KiB of weights (five
+/// windows), signed by a test key.
+struct Signed {
+    pack: Vec<u8>,
+    manifest: Vec<u8>,
+    keyring: Keyring<2>,
+}
+
+fn signed() -> Signed {
+    let case = net::vela_dir().join("cases/small_net_u55_256");
+    let cmd = std::fs::read(case.join("cmd.bin")).unwrap();
+    let mut weights = std::fs::read(case.join("weights.bin")).unwrap();
+    weights.resize(300 * 1024, 0x5A);
+    let pack = build_pack(
+        &cmd,
+        &[
+            RegionSpec::Baked {
+                role: Role::Weights,
+                bytes: &weights,
+            },
+            RegionSpec::Runtime {
+                role: Role::Scratch,
+                size: 19_424,
+            },
+        ],
+        Accel::EthosU55_256,
+    )
+    .unwrap();
+    let facts = PackFacts::of(&pack).unwrap();
+    let key = KeyPair::from_seed([0x42; 32]);
+    let manifest = sign_manifest(
+        &ManifestFields {
+            sequence: 1,
+            model_name: "small_net",
+            model_version: "1.0.0",
+            accel: Accel::EthosU55_256,
+            hw_class: net::HW_CLASS,
+            pack_len: facts.len,
+            pack_checksum: facts.checksum,
+            pack_sha256: facts.sha256,
+            io_digest: [0; 32],
+            issued_at: 1_700_000_000,
+            expires_at: 0,
+        },
+        &key,
+    )
+    .unwrap()
+    .to_vec();
+    let mut keyring = Keyring::<2>::new();
+    keyring.add(&key.public_key()).unwrap();
+    Signed {
+        pack,
+        manifest,
+        keyring,
+    }
+}
+
+/// How the hostile server answers the first range request at or past `Hostile::from`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Lie {
+    /// Honest.
+    None,
+    /// The head is right; half the body, then FIN.
+    Truncate,
+    /// The head is right; some body, then RST.
+    Reset,
+    /// `Content-Range` names the asked length but from offset 0, and sends those bytes.
+    WrongRange,
+    /// 200 with the whole pack.
+    Whole,
+    /// `Content-Range` says the pack is 4 KiB longer than the manifest.
+    Longer,
+    /// `Content-Length` 100 more than the range.
+    LengthMismatch,
+    /// A header line without a colon.
+    GarbageHead,
+    /// Not HTTP at all.
+    NotHttp,
+    /// Reads the request, answers nothing.
+    StallHead,
+    /// The head and 100 body bytes, then nothing.
+    StallBody,
+    /// The body one byte every 10 ms.
+    Drip,
+    /// 416 for an offset inside the pack.
+    Unsatisfiable,
+    /// 16 bytes of garbage after the body, in the same write.
+    Trailing,
+    /// 503, once.
+    Busy,
+    /// Honest, but every connection is closed after one answer (without saying so).
+    CloseEach,
+}
+
+#[derive(Debug)]
+struct HostileState {
+    lie: Lie,
+    /// Offsets of the range requests, in order.
+    ranges: Vec<u32>,
+}
+
+struct Hostile {
+    url: String,
+    state: Arc<Mutex<HostileState>>,
+}
+
+impl Hostile {
+    fn start(s: &Signed, lie: Lie, from: u32) -> Self {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        let state = Arc::new(Mutex::new(HostileState {
+            lie,
+            ranges: Vec::new(),
+        }));
+        let (pack, manifest) = (Arc::new(s.pack.clone()), Arc::new(s.manifest.clone()));
+        let shared = Arc::clone(&state);
+        std::thread::spawn(move || {
+            for stream in listener.incoming() {
+                let Ok(stream) = stream else { return };
+                let (pack, manifest, state) = (
+                    Arc::clone(&pack),
+                    Arc::clone(&manifest),
+                    Arc::clone(&shared),
+                );
+                std::thread::spawn(move || serve(stream, &pack, &manifest, &state, from));
+            }
+        });
+        Self { url, state }
+    }
+
+    fn honest(&self) {
+        self.state.lock().unwrap().lie = Lie::None;
+    }
+
+    fn ranges(&self) -> Vec<u32> {
+        self.state.lock().unwrap().ranges.clone()
+    }
+}
+
+/// One request head and body, or `None` at EOF.
+fn read_request(stream: &mut TcpStream) -> Option<(String, Option<(u32, u32)>)> {
+    let mut buf = Vec::new();
+    let mut byte = [0u8; 1];
+    while !buf.ends_with(b"\r\n\r\n") {
+        match stream.read(&mut byte) {
+            Ok(1) => buf.push(byte[0]),
+            _ => return None,
+        }
+    }
+    let mut headers = [httparse::EMPTY_HEADER; 16];
+    let mut req = httparse::Request::new(&mut headers);
+    req.parse(&buf).unwrap();
+    let path = req.path.unwrap().to_owned();
+    let mut range = None;
+    let mut body = 0usize;
+    for h in req.headers.iter() {
+        let v = std::str::from_utf8(h.value).unwrap();
+        if h.name.eq_ignore_ascii_case("range") {
+            let (a, b) = v.strip_prefix("bytes=").unwrap().split_once('-').unwrap();
+            range = Some((a.parse().unwrap(), b.parse().unwrap()));
+        }
+        if h.name.eq_ignore_ascii_case("content-length") {
+            body = v.parse().unwrap();
+        }
+    }
+    let mut sink = vec![0u8; body];
+    stream.read_exact(&mut sink).ok()?;
+    Some((path, range))
+}
+
+fn reset(stream: TcpStream) {
+    use std::os::fd::AsRawFd;
+    let linger = libc::linger {
+        l_onoff: 1,
+        l_linger: 0,
+    };
+    // SAFETY: a valid socket descriptor and a `linger` of the size passed.
+    unsafe {
+        libc::setsockopt(
+            stream.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_LINGER,
+            (&raw const linger).cast(),
+            size_of::<libc::linger>() as libc::socklen_t,
+        );
+    }
+    drop(stream);
+}
+
+fn serve(
+    mut stream: TcpStream,
+    pack: &[u8],
+    manifest: &[u8],
+    state: &Mutex<HostileState>,
+    from: u32,
+) {
+    while let Some((path, range)) = read_request(&mut stream) {
+        let lie = state.lock().unwrap().lie;
+        let head = |status: &str, extra: &str, len: usize| {
+            format!(
+                "HTTP/1.1 {status}\r\nContent-Length: {len}\r\nNpub-Poll-Interval: 9\r\n{extra}\r\n"
+            )
+        };
+        if path.starts_with("/api/v1/device/manifest") {
+            let reply = if path.ends_with("seq=0") {
+                [
+                    head("200 OK", "ETag: \"m1\"\r\n", manifest.len()).as_bytes(),
+                    manifest,
+                ]
+                .concat()
+            } else {
+                head("204 No Content", "", 0).into_bytes()
+            };
+            let _ = stream.write_all(&reply);
+        } else if path.starts_with("/api/v1/device/status") {
+            let _ = stream.write_all(head("204 No Content", "", 0).as_bytes());
+        } else {
+            let (first, last) = range.expect("the transport always asks for a range");
+            state.lock().unwrap().ranges.push(first);
+            let last = last.min(pack.len() as u32 - 1);
+            let body = &pack[first as usize..=last as usize];
+            let honest_head = head(
+                "206 Partial Content",
+                &format!("Content-Range: bytes {first}-{last}/{}\r\n", pack.len()),
+                body.len(),
+            );
+            let lie = if first >= from { lie } else { Lie::None };
+            if !matches!(lie, Lie::None | Lie::CloseEach) {
+                state.lock().unwrap().lie = Lie::None;
+            }
+            match lie {
+                Lie::None | Lie::CloseEach => {
+                    let _ = stream.write_all(&[honest_head.as_bytes(), body].concat());
+                }
+                Lie::Truncate => {
+                    let _ = stream
+                        .write_all(&[honest_head.as_bytes(), &body[..body.len() / 2]].concat());
+                    return;
+                }
+                Lie::Reset => {
+                    let _ = stream
+                        .write_all(&[honest_head.as_bytes(), &body[..body.len() / 3]].concat());
+                    std::thread::sleep(Duration::from_millis(50));
+                    return reset(stream);
+                }
+                Lie::WrongRange => {
+                    let h = head(
+                        "206 Partial Content",
+                        &format!(
+                            "Content-Range: bytes 0-{}/{}\r\n",
+                            body.len() - 1,
+                            pack.len()
+                        ),
+                        body.len(),
+                    );
+                    let _ = stream.write_all(&[h.as_bytes(), &pack[..body.len()]].concat());
+                }
+                Lie::Whole => {
+                    let _ = stream
+                        .write_all(&[head("200 OK", "", pack.len()).as_bytes(), pack].concat());
+                }
+                Lie::Longer => {
+                    let h = head(
+                        "206 Partial Content",
+                        &format!(
+                            "Content-Range: bytes {first}-{last}/{}\r\n",
+                            pack.len() + 4096
+                        ),
+                        body.len(),
+                    );
+                    let _ = stream.write_all(&[h.as_bytes(), body].concat());
+                }
+                Lie::LengthMismatch => {
+                    let h = head(
+                        "206 Partial Content",
+                        &format!("Content-Range: bytes {first}-{last}/{}\r\n", pack.len()),
+                        body.len() + 100,
+                    );
+                    let _ = stream.write_all(&[h.as_bytes(), body, &[0u8; 100]].concat());
+                }
+                Lie::GarbageHead => {
+                    let _ = stream
+                        .write_all(b"HTTP/1.1 206 Partial Content\r\nContent-Range bytes\r\n\r\n");
+                }
+                Lie::NotHttp => {
+                    let _ = stream.write_all(b"SSH-2.0-OpenSSH_9.2\r\n\r\n");
+                }
+                Lie::StallHead => {
+                    std::thread::sleep(Duration::from_secs(3));
+                    return;
+                }
+                Lie::StallBody => {
+                    let _ = stream.write_all(&[honest_head.as_bytes(), &body[..100]].concat());
+                    std::thread::sleep(Duration::from_secs(3));
+                    return;
+                }
+                Lie::Drip => {
+                    let _ = stream.write_all(honest_head.as_bytes());
+                    for b in body.iter().take(400) {
+                        if stream.write_all(&[*b]).is_err() {
+                            return;
+                        }
+                        std::thread::sleep(Duration::from_millis(10));
+                    }
+                    return;
+                }
+                Lie::Unsatisfiable => {
+                    let h = head(
+                        "416 Range Not Satisfiable",
+                        &format!("Content-Range: bytes */{}\r\n", pack.len()),
+                        0,
+                    );
+                    let _ = stream.write_all(h.as_bytes());
+                }
+                Lie::Trailing => {
+                    let _ = stream
+                        .write_all(&[honest_head.as_bytes(), body, b"XXXXXXXXXXXXXXXX"].concat());
+                }
+                Lie::Busy => {
+                    let _ = stream.write_all(head("503 Service Unavailable", "", 0).as_bytes());
+                }
+            }
+        }
+        if lie == Lie::CloseEach {
+            return;
+        }
+    }
+}
+
+/// Every byte of the target slot is erased or the real pack's: nothing the validator did not
+/// pass was programmed.
+fn assert_only_pack_bytes(agent: &Agent<RamNor>, pack: &[u8]) -> u32 {
+    let (slot, _, written) = agent
+        .state()
+        .receiving()
+        .expect("an interrupted download stays journalled for the resume");
+    let bytes = slot_bytes(agent, slot, pack.len());
+    for (i, (&b, &p)) in bytes.iter().zip(pack).enumerate() {
+        assert!(
+            b == p || (b == 0xFF && i as u32 >= written),
+            "slot {} byte {i}: {b:#04x}, the pack has {p:#04x} (durable up to {written})",
+            slot.name()
+        );
+    }
+    written
+}
+
+/// Runs one poll against the lie (on the window at 128 KiB), checks the error and the flash, then
+/// resumes against the honest server and checks where it resumed.
+fn abandoned_then_resumed(lie: Lie, window: u32, want: impl Fn(HttpError) -> bool) {
+    let s = signed();
+    let h = Hostile::start(&s, lie, 128 * 1024);
+    let mut agent = blank_agent();
+    let token = "hostile-token";
+    let mut t = transport(&h.url, token);
+    t.set_window_bytes(window);
+    let result = poll(&mut agent, &mut t, &s.keyring);
+    let err = t.last_error();
+    assert!(
+        matches!(result, Err(Error::Transport(_))),
+        "{lie:?}: {result:?} ({err:?})"
+    );
+    let err = err.expect("the transport kept its error");
+    assert!(want(err), "{lie:?}: {err:?}");
+    println!("{lie:?}: {err}");
+    let written = assert_only_pack_bytes(&agent, &s.pack);
+    assert!(written >= 128 * 1024 || window < 128 * 1024, "{written}");
+
+    h.honest();
+    let asked_before = h.ranges().len();
+    let mut t = transport(&h.url, token);
+    t.set_window_bytes(window);
+    match poll(&mut agent, &mut t, &s.keyring) {
+        Ok(Poll::Installed(v)) => {
+            assert!(slot_bytes(&agent, v.slot(), s.pack.len()) == s.pack.as_slice());
+        }
+        other => panic!("{lie:?}: resume: {other:?} ({:?})", t.last_error()),
+    }
+    assert_eq!(
+        h.ranges()[asked_before],
+        written,
+        "{lie:?}: the resume starts at the durable offset"
+    );
+}
+
+const WINDOW: u32 = 64 * 1024;
+
+#[test]
+fn rejects_a_truncated_body() {
+    abandoned_then_resumed(
+        Lie::Truncate,
+        WINDOW,
+        |e| matches!(e, HttpError::BodyTruncated { expected, received, .. } if received == expected / 2),
+    );
+}
+
+#[test]
+fn rejects_a_connection_reset_mid_body() {
+    abandoned_then_resumed(Lie::Reset, WINDOW, |e| {
+        matches!(
+            e,
+            HttpError::Receive(embedded_io::ErrorKind::ConnectionReset)
+        )
+    });
+}
+
+#[test]
+fn rejects_a_content_range_that_lies() {
+    abandoned_then_resumed(
+        Lie::WrongRange,
+        WINDOW,
+        |e| matches!(e, HttpError::WrongRange { asked_first, first: 0, .. } if asked_first == 128 * 1024),
+    );
+}
+
+#[test]
+fn rejects_200_to_a_range_request() {
+    abandoned_then_resumed(Lie::Whole, WINDOW, |e| {
+        e == HttpError::RangeIgnored { offset: 128 * 1024 }
+    });
+}
+
+#[test]
+fn rejects_a_pack_longer_than_the_manifests_length() {
+    abandoned_then_resumed(
+        Lie::Longer,
+        WINDOW,
+        |e| matches!(e, HttpError::PackLength { manifest, server } if server == u64::from(manifest) + 4096),
+    );
+}
+
+#[test]
+fn rejects_a_content_length_that_disagrees_with_the_range() {
+    abandoned_then_resumed(
+        Lie::LengthMismatch,
+        WINDOW,
+        |e| matches!(e, HttpError::BodyLength { content_length, range } if content_length == range + 100),
+    );
+}
+
+#[test]
+fn rejects_garbage_headers() {
+    abandoned_then_resumed(Lie::GarbageHead, WINDOW, |e| {
+        matches!(e, HttpError::MalformedHead(_))
+    });
+}
+
+#[test]
+fn rejects_a_server_that_is_not_http() {
+    abandoned_then_resumed(Lie::NotHttp, WINDOW, |e| {
+        matches!(e, HttpError::MalformedHead(_))
+    });
+}
+
+#[test]
+fn rejects_a_server_that_stalls_before_the_head() {
+    abandoned_then_resumed(
+        Lie::StallHead,
+        WINDOW,
+        |e| matches!(e, HttpError::ReadTimeout { waited_ms, .. } if waited_ms >= 500),
+    );
+}
+
+#[test]
+fn rejects_a_server_that_stalls_mid_body() {
+    abandoned_then_resumed(
+        Lie::StallBody,
+        WINDOW,
+        |e| matches!(e, HttpError::ReadTimeout { waited_ms, .. } if waited_ms >= 500),
+    );
+}
+
+#[test]
+fn rejects_416_inside_the_pack() {
+    abandoned_then_resumed(Lie::Unsatisfiable, WINDOW, |e| {
+        e == HttpError::Unsatisfiable { offset: 128 * 1024 }
+    });
+}
+
+#[test]
+fn rejects_bytes_past_the_end_of_a_window() {
+    // Small windows, so that the head, the whole body and what follows arrive in one read.
+    abandoned_then_resumed(Lie::Trailing, 256, |e| {
+        e == HttpError::TrailingBytes { extra: 16 }
+    });
+}
+
+#[test]
+fn rejects_a_download_that_drips_past_its_deadline() {
+    let s = signed();
+    let h = Hostile::start(&s, Lie::Drip, 128 * 1024);
+    let mut agent = blank_agent();
+    let mut config = Config::new(&h.url, "t").unwrap();
+    config.timeouts.read_ms = 500;
+    // Each byte comes in time; the attempt as a whole does not.
+    config.timeouts.download_ms = 1_500;
+    let mut t = HttpIo::new(TcpLink::new(), StdClock::default(), config);
+    let result = poll(&mut agent, &mut t, &s.keyring);
+    assert!(matches!(result, Err(Error::Transport(_))), "{result:?}");
+    assert!(
+        matches!(t.last_error(), Some(HttpError::DownloadTimeout { elapsed_ms }) if elapsed_ms >= 1_500),
+        "{:?}",
+        t.last_error()
+    );
+    assert_only_pack_bytes(&agent, &s.pack);
+}
+
+#[test]
+fn survives_a_503_with_backoff() {
+    let s = signed();
+    let h = Hostile::start(&s, Lie::Busy, 128 * 1024);
+    let mut agent = blank_agent();
+    let mut t = transport(&h.url, "t");
+    let result = poll(&mut agent, &mut t, &s.keyring);
+    assert!(
+        matches!(result, Ok(Poll::Installed(_))),
+        "{result:?} {:?}",
+        t.last_error()
+    );
+    let ranges = h.ranges();
+    assert_eq!(
+        ranges.iter().filter(|&&o| o == 128 * 1024).count(),
+        2,
+        "the 503 was retried: {ranges:?}"
+    );
+}
+
+#[test]
+fn survives_a_server_that_closes_every_kept_connection() {
+    let s = signed();
+    let h = Hostile::start(&s, Lie::CloseEach, 0);
+    let mut agent = blank_agent();
+    let mut t = transport(&h.url, "t");
+    let result = poll(&mut agent, &mut t, &s.keyring);
+    assert!(
+        matches!(result, Ok(Poll::Installed(_))),
+        "{result:?} {:?}",
+        t.last_error()
+    );
+    let stats = t.stats();
+    assert!(stats.connects >= stats.pack_requests, "{stats:?}");
+    assert_eq!(stats.pack_bytes, s.pack.len() as u64, "{stats:?}");
+}
+
+#[test]
+fn rejects_a_304_that_was_not_asked_for() {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    std::thread::spawn(move || {
+        let (mut s, _) = listener.accept().unwrap();
+        read_request(&mut s);
+        let _ = s.write_all(b"HTTP/1.1 304 Not Modified\r\n\r\n");
+        std::thread::sleep(Duration::from_millis(200));
+    });
+    let mut t = transport(&url, "t");
+    let mut buf = [0u8; 280];
+    assert!(t.fetch_manifest(0, &mut buf).is_err());
+    assert_eq!(t.last_error(), Some(HttpError::UnaskedNotModified));
+}

@@ -1,0 +1,521 @@
+//! The caller's callbacks as the agent's traits: `NorFlash + Mapped`, the HTTP transport's
+//! `Link` and `Clock`, a whole-request `Transport`, and an `Npu` that remembers what is bound.
+//!
+//! Nothing a callback returns is trusted: a length past its buffer, a write of 0 bytes, a code
+//! that is not one of the header's, a clock that goes back — each becomes an error (and a
+//! [`Fault`] the message reports), never a slice past its end or a panic.
+use core::cell::Cell;
+use core::ffi::c_char;
+
+use device_agent::http_io::{Clock, HttpIo, Link};
+use device_agent::{Mapped, Npu, NpuRegisters, Report, Transport, TransportError};
+use embedded_io::ErrorKind;
+use embedded_storage::nor_flash::{
+    ErrorType as NorErrorType, NorFlash, NorFlashError, NorFlashErrorKind, ReadNorFlash,
+};
+
+use crate::types::*;
+
+/// A callback that broke its contract: what it was and what it returned.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fault {
+    /// A flash callback returned a positive value.
+    Flash { op: &'static str, returned: i32 },
+    /// A stream or request callback returned more than its buffer, or 0 from a write.
+    Length {
+        op: &'static str,
+        returned: i64,
+        len: usize,
+    },
+    /// A callback returned a code the header does not define.
+    Code { op: &'static str, returned: i32 },
+}
+
+impl core::fmt::Display for Fault {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match *self {
+            Fault::Flash { op, returned } => write!(
+                f,
+                "callback flash.{op} returned {returned} (0 or a negative error expected)"
+            ),
+            Fault::Length { op, returned, len } => write!(
+                f,
+                "callback {op} returned {returned} for a {len}-byte buffer"
+            ),
+            Fault::Code { op, returned } => {
+                write!(f, "callback {op} returned {returned}, not a defined result")
+            }
+        }
+    }
+}
+
+/// The last failed flash operation, for the message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FlashFailure {
+    pub op: &'static str,
+    pub offset: u32,
+    pub len: u32,
+    pub returned: i32,
+}
+
+/// The flash driver's error: its portable kind.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FlashError(pub NorFlashErrorKind);
+
+impl NorFlashError for FlashError {
+    fn kind(&self) -> NorFlashErrorKind {
+        self.0
+    }
+}
+
+/// The caller's flash (geometry checked by `npub_agent_open`).
+pub struct CFlash {
+    pub ops: npub_flash,
+    pub fault: Option<Fault>,
+    pub failure: Option<FlashFailure>,
+}
+
+impl CFlash {
+    fn outcome(
+        &mut self,
+        op: &'static str,
+        offset: u32,
+        len: u32,
+        rc: i32,
+    ) -> Result<(), FlashError> {
+        match rc {
+            0 => Ok(()),
+            rc if rc > 0 => {
+                self.fault = Some(Fault::Flash { op, returned: rc });
+                Err(FlashError(NorFlashErrorKind::Other))
+            }
+            rc => {
+                self.failure = Some(FlashFailure {
+                    op,
+                    offset,
+                    len,
+                    returned: rc,
+                });
+                Err(FlashError(NorFlashErrorKind::Other))
+            }
+        }
+    }
+
+    fn bounds(&self, offset: u32, len: usize, unit: u32) -> Result<(), FlashError> {
+        let end = u64::from(offset) + len as u64;
+        if end > u64::from(self.ops.capacity) {
+            return Err(FlashError(NorFlashErrorKind::OutOfBounds));
+        }
+        if offset % unit != 0 || len as u64 % u64::from(unit) != 0 {
+            return Err(FlashError(NorFlashErrorKind::NotAligned));
+        }
+        Ok(())
+    }
+}
+
+impl NorErrorType for CFlash {
+    type Error = FlashError;
+}
+
+impl ReadNorFlash for CFlash {
+    const READ_SIZE: usize = 1;
+
+    fn read(&mut self, offset: u32, bytes: &mut [u8]) -> Result<(), FlashError> {
+        self.bounds(offset, bytes.len(), 1)?;
+        match self.ops.read {
+            Some(read) => {
+                let len = bytes.len() as u32;
+                // SAFETY: `bytes` is a live buffer of `len` bytes; the callback writes at most that.
+                let rc = unsafe { read(self.ops.ctx, offset, bytes.as_mut_ptr(), len) };
+                self.outcome("read", offset, len, rc)
+            }
+            None => {
+                let at = offset as usize;
+                bytes.copy_from_slice(&self.mapped()[at..at + bytes.len()]);
+                Ok(())
+            }
+        }
+    }
+
+    fn capacity(&self) -> usize {
+        self.ops.capacity as usize
+    }
+}
+
+impl NorFlash for CFlash {
+    const WRITE_SIZE: usize = NPUB_FLASH_WRITE_BYTES as usize;
+    const ERASE_SIZE: usize = NPUB_FLASH_ERASE_BYTES as usize;
+
+    fn erase(&mut self, from: u32, to: u32) -> Result<(), FlashError> {
+        if to < from {
+            return Err(FlashError(NorFlashErrorKind::OutOfBounds));
+        }
+        self.bounds(from, (to - from) as usize, NPUB_FLASH_ERASE_BYTES)?;
+        let erase = self.ops.erase.ok_or(FlashError(NorFlashErrorKind::Other))?;
+        // SAFETY: the callback was checked non-NULL at open; it gets plain integers.
+        let rc = unsafe { erase(self.ops.ctx, from, to - from) };
+        self.outcome("erase", from, to - from, rc)
+    }
+
+    fn write(&mut self, offset: u32, bytes: &[u8]) -> Result<(), FlashError> {
+        self.bounds(offset, bytes.len(), NPUB_FLASH_WRITE_BYTES)?;
+        let program = self
+            .ops
+            .program
+            .ok_or(FlashError(NorFlashErrorKind::Other))?;
+        let len = bytes.len() as u32;
+        // SAFETY: `bytes` is live for `len` bytes; the callback only reads it.
+        let rc = unsafe { program(self.ops.ctx, offset, bytes.as_ptr(), len) };
+        self.outcome("program", offset, len, rc)
+    }
+}
+
+impl Mapped for CFlash {
+    fn mapped(&self) -> &[u8] {
+        // SAFETY: `npub_agent_open` checked `xip` non-NULL; the caller promises (npub_flash) that
+        // `capacity` bytes from it stay readable while the agent lives. The agent never holds
+        // this slice across a program or erase (those take `&mut self`).
+        unsafe { core::slice::from_raw_parts(self.ops.xip, self.ops.capacity as usize) }
+    }
+
+    fn invalidate(&mut self) {
+        if let Some(invalidate) = self.ops.invalidate {
+            // SAFETY: a plain call with the caller's context.
+            unsafe { invalidate(self.ops.ctx) }
+        }
+    }
+}
+
+/// The caller's byte stream as the HTTP transport's link.
+pub struct CLink {
+    pub ops: npub_stream,
+    pub fault: Option<Fault>,
+}
+
+/// A stream error: its kind.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LinkError(pub ErrorKind);
+
+impl core::fmt::Display for LinkError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        write!(f, "{:?}", self.0)
+    }
+}
+
+impl core::error::Error for LinkError {}
+
+impl embedded_io::Error for LinkError {
+    fn kind(&self) -> ErrorKind {
+        self.0
+    }
+}
+
+impl embedded_io::ErrorType for CLink {
+    type Error = LinkError;
+}
+
+impl CLink {
+    fn code(&mut self, op: &'static str, rc: i32) -> LinkError {
+        match rc {
+            NPUB_IO_TIMEOUT => LinkError(ErrorKind::TimedOut),
+            NPUB_IO_ERROR => LinkError(ErrorKind::ConnectionReset),
+            returned => {
+                self.fault = Some(Fault::Code { op, returned });
+                LinkError(ErrorKind::InvalidData)
+            }
+        }
+    }
+}
+
+impl embedded_io::Read for CLink {
+    fn read(&mut self, buf: &mut [u8]) -> Result<usize, LinkError> {
+        let read = self.ops.read.ok_or(LinkError(ErrorKind::NotConnected))?;
+        // SAFETY: `buf` is live for `buf.len()` bytes; the callback writes at most that.
+        let rc = unsafe { read(self.ops.ctx, buf.as_mut_ptr(), buf.len()) };
+        match rc {
+            rc if rc >= 0 && rc as usize <= buf.len() => Ok(rc as usize),
+            rc if rc > 0 => {
+                self.fault = Some(Fault::Length {
+                    op: "stream.read",
+                    returned: rc.into(),
+                    len: buf.len(),
+                });
+                Err(LinkError(ErrorKind::InvalidData))
+            }
+            rc => Err(self.code("stream.read", rc)),
+        }
+    }
+}
+
+impl embedded_io::Write for CLink {
+    fn write(&mut self, buf: &[u8]) -> Result<usize, LinkError> {
+        if buf.is_empty() {
+            return Ok(0);
+        }
+        let write = self.ops.write.ok_or(LinkError(ErrorKind::NotConnected))?;
+        // SAFETY: `buf` is live for `buf.len()` bytes; the callback only reads it.
+        let rc = unsafe { write(self.ops.ctx, buf.as_ptr(), buf.len()) };
+        match rc {
+            // 0 would make a write loop spin (embedded-io's `write_all` panics on it).
+            rc if rc > 0 && rc as usize <= buf.len() => Ok(rc as usize),
+            rc if rc >= 0 => {
+                self.fault = Some(Fault::Length {
+                    op: "stream.write",
+                    returned: rc.into(),
+                    len: buf.len(),
+                });
+                Err(LinkError(ErrorKind::InvalidData))
+            }
+            rc => Err(self.code("stream.write", rc)),
+        }
+    }
+
+    fn flush(&mut self) -> Result<(), LinkError> {
+        Ok(())
+    }
+}
+
+impl Link for CLink {
+    fn connect(&mut self, host: &str, port: u16, timeout_ms: u32) -> Result<(), ErrorKind> {
+        let connect = self.ops.connect.ok_or(ErrorKind::NotConnected)?;
+        // SAFETY: `host` is live for `host.len()` bytes; the callback only reads it.
+        let rc = unsafe {
+            connect(
+                self.ops.ctx,
+                host.as_ptr().cast::<c_char>(),
+                host.len(),
+                port,
+                timeout_ms,
+            )
+        };
+        match rc {
+            0 => Ok(()),
+            NPUB_IO_ERROR => Err(ErrorKind::ConnectionRefused),
+            rc => Err(self.code("stream.connect", rc).0),
+        }
+    }
+
+    fn close(&mut self) {
+        if let Some(close) = self.ops.close {
+            // SAFETY: a plain call with the caller's context.
+            unsafe { close(self.ops.ctx) }
+        }
+    }
+}
+
+/// The caller's clock, made monotonic.
+pub struct CClock {
+    pub ops: npub_clock,
+    pub last: Cell<u64>,
+}
+
+impl CClock {
+    pub fn now(&self) -> u64 {
+        let now = match self.ops.now_ms {
+            // SAFETY: checked non-NULL at open; a plain call.
+            Some(now) => unsafe { now(self.ops.ctx) },
+            None => 0,
+        };
+        let now = now.max(self.last.get());
+        self.last.set(now);
+        now
+    }
+
+    /// Seconds since 1970, when the caller gave a wall clock.
+    pub fn unix_time_s(&self) -> Option<u64> {
+        // SAFETY: a plain call with the caller's context.
+        let t = self.ops.unix_time_s.map(|f| unsafe { f(self.ops.ctx) });
+        t.filter(|&t| t > 0)
+    }
+}
+
+impl Clock for CClock {
+    fn now_ms(&mut self) -> u64 {
+        self.now()
+    }
+
+    fn sleep_ms(&mut self, ms: u32) {
+        if let Some(sleep) = self.ops.sleep_ms {
+            // SAFETY: a plain call with the caller's context.
+            unsafe { sleep(self.ops.ctx, ms) }
+        }
+    }
+}
+
+/// Whole-request callbacks as the agent's transport.
+pub struct CRequests {
+    pub ops: npub_requests,
+    pub fault: Option<Fault>,
+}
+
+impl CRequests {
+    fn error(&mut self, op: &'static str, rc: i32) -> TransportError {
+        match rc {
+            NPUB_IO_ERROR | NPUB_IO_TIMEOUT => TransportError::Unreachable,
+            rc if (-599..=-100).contains(&rc) => TransportError::Status(rc.unsigned_abs() as u16),
+            returned => {
+                self.fault = Some(Fault::Code { op, returned });
+                TransportError::Protocol("a request callback returned an undefined code")
+            }
+        }
+    }
+}
+
+impl Transport for CRequests {
+    fn fetch_manifest(
+        &mut self,
+        after: u64,
+        buf: &mut [u8],
+    ) -> Result<Option<usize>, TransportError> {
+        let f = self.ops.fetch_manifest.ok_or(TransportError::Unreachable)?;
+        let mut len = 0usize;
+        // SAFETY: `buf` is live for its length, `len` for one usize; the callback writes those.
+        let rc = unsafe { f(self.ops.ctx, after, buf.as_mut_ptr(), buf.len(), &mut len) };
+        match rc {
+            NPUB_NO_MANIFEST => Ok(None),
+            // A longer length is the manifest's own: the agent refuses it by its length.
+            NPUB_MANIFEST => Ok(Some(len)),
+            rc => Err(self.error("requests.fetch_manifest", rc)),
+        }
+    }
+
+    fn fetch_pack(
+        &mut self,
+        sha256: &[u8; 32],
+        offset: u32,
+        buf: &mut [u8],
+    ) -> Result<usize, TransportError> {
+        let f = self.ops.fetch_pack.ok_or(TransportError::Unreachable)?;
+        // SAFETY: `sha256` is 32 live bytes, `buf` live for its length.
+        let rc = unsafe {
+            f(
+                self.ops.ctx,
+                sha256.as_ptr(),
+                offset,
+                buf.as_mut_ptr(),
+                buf.len(),
+            )
+        };
+        match rc {
+            rc if rc >= 0 && rc as usize <= buf.len() => Ok(rc as usize),
+            rc if rc > 0 => {
+                self.fault = Some(Fault::Length {
+                    op: "requests.fetch_pack",
+                    returned: rc.into(),
+                    len: buf.len(),
+                });
+                Err(TransportError::Protocol(
+                    "fetch_pack claims more bytes than its buffer",
+                ))
+            }
+            rc => Err(self.error("requests.fetch_pack", rc)),
+        }
+    }
+
+    fn report(&mut self, report: &Report) -> Result<(), TransportError> {
+        let Some(f) = self.ops.report else {
+            return Ok(());
+        };
+        let mut state = [0u8; 16];
+        let name = report.state.name().as_bytes();
+        state[..name.len()].copy_from_slice(name);
+        let mut reason = [0u8; 320];
+        let has_reason = report.reason.is_some_and(|r| {
+            crate::message::write_c(&mut reason, format_args!("{r}"));
+            true
+        });
+        let c = npub_report {
+            sequence: report.sequence,
+            state: state.as_ptr().cast(),
+            progress: report.progress.map_or(-1, i64::from),
+            reason: if has_reason {
+                reason.as_ptr().cast()
+            } else {
+                core::ptr::null()
+            },
+        };
+        // SAFETY: `c` and the strings it points at live across the call.
+        match unsafe { f(self.ops.ctx, &c) } {
+            0 => Ok(()),
+            rc => Err(self.error("requests.report", rc)),
+        }
+    }
+}
+
+/// The transport `npub_config.transport` chose.
+#[allow(clippy::large_enum_variant)]
+pub enum CTransport {
+    Stream(HttpIo<'static, CLink, CClock>),
+    Requests(CRequests, CClock),
+}
+
+impl CTransport {
+    pub fn clock(&mut self) -> &CClock {
+        match self {
+            CTransport::Stream(h) => h.clock(),
+            CTransport::Requests(_, c) => c,
+        }
+    }
+
+    /// Takes the fault a callback left, if any.
+    pub fn take_fault(&mut self) -> Option<Fault> {
+        match self {
+            CTransport::Stream(h) => h.link().fault.take(),
+            CTransport::Requests(r, _) => r.fault.take(),
+        }
+    }
+}
+
+impl Transport for CTransport {
+    fn fetch_manifest(
+        &mut self,
+        after: u64,
+        buf: &mut [u8],
+    ) -> Result<Option<usize>, TransportError> {
+        match self {
+            CTransport::Stream(h) => h.fetch_manifest(after, buf),
+            CTransport::Requests(r, _) => r.fetch_manifest(after, buf),
+        }
+    }
+
+    fn fetch_pack(
+        &mut self,
+        sha256: &[u8; 32],
+        offset: u32,
+        buf: &mut [u8],
+    ) -> Result<usize, TransportError> {
+        match self {
+            CTransport::Stream(h) => h.fetch_pack(sha256, offset, buf),
+            CTransport::Requests(r, _) => r.fetch_pack(sha256, offset, buf),
+        }
+    }
+
+    fn report(&mut self, report: &Report) -> Result<(), TransportError> {
+        match self {
+            CTransport::Stream(h) => h.report(report),
+            CTransport::Requests(r, _) => r.report(report),
+        }
+    }
+}
+
+/// The NPU as the C application drives it: the agent says what is bound, the application reads
+/// it as an `npub_job` and runs its own self-test (`npub_agent_confirm`).
+#[derive(Default)]
+pub struct CNpu {
+    pub bound: Option<NpuRegisters>,
+}
+
+impl Npu for CNpu {
+    fn program(&mut self, regs: &NpuRegisters) {
+        self.bound = Some(*regs);
+    }
+
+    fn unbind(&mut self) {
+        self.bound = None;
+    }
+
+    fn self_test(&mut self, _regs: &NpuRegisters) -> Result<(), u32> {
+        // Never called: the C path confirms through `finish_install` / `settle_trial`.
+        Err(u32::MAX)
+    }
+}

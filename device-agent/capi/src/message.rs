@@ -1,0 +1,183 @@
+//! Result codes and the human message of the last failure: which call, which step, and what was
+//! wrong, formatted on demand into the caller's buffer (the agent keeps only `Copy` values).
+use core::fmt::{self, Write};
+
+use device_agent::http_io::HttpError;
+use device_agent::{Error, LayoutError};
+
+use crate::adapt::{Fault, FlashFailure};
+use crate::types::*;
+
+/// Why a configuration was refused at open.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ConfigError {
+    /// A required pointer or callback is NULL.
+    Missing(&'static str),
+    /// A field's value is out of its range (the text says which and why).
+    Invalid(&'static str, u64, &'static str),
+    /// The layout breaks a rule.
+    Layout(LayoutError),
+    /// A string is not UTF-8.
+    NotUtf8(&'static str),
+    /// The server URL or the token.
+    Http(HttpError),
+    /// A trusted key or the IO bindings.
+    Rejected(&'static str, npub_core::Error),
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match *self {
+            ConfigError::Missing(field) => write!(f, "config.{field} is NULL"),
+            ConfigError::Invalid(field, value, why) => {
+                write!(f, "config.{field} = {value:#x}: {why}")
+            }
+            ConfigError::Layout(e) => write!(f, "config.layout: {e}"),
+            ConfigError::NotUtf8(field) => write!(f, "config.{field} is not UTF-8"),
+            ConfigError::Http(e) => write!(f, "config.stream: {e}"),
+            ConfigError::Rejected(field, e) => write!(f, "config.{field}: {e}"),
+        }
+    }
+}
+
+/// What the last failed call said.
+#[derive(Debug, Clone, Copy)]
+pub enum Detail {
+    Config(ConfigError),
+    Agent {
+        error: Error,
+        http: Option<HttpError>,
+        flash: Option<FlashFailure>,
+    },
+    Fault(Fault),
+    Order(&'static str),
+    Panic([u8; 96], usize),
+}
+
+/// The last failure: its code, the call and step it happened in, the detail.
+#[derive(Debug, Clone, Copy)]
+pub struct LastError {
+    pub code: i32,
+    pub call: &'static str,
+    pub step: &'static str,
+    pub detail: Detail,
+}
+
+impl fmt::Display for LastError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} ({}): ", self.call, self.step)?;
+        match &self.detail {
+            Detail::Config(e) => write!(f, "{e}"),
+            Detail::Agent { error, http, flash } => {
+                write!(f, "{error}")?;
+                if let Some(h) = http {
+                    write!(f, "; {h}")?;
+                }
+                if let Some(fl) = flash {
+                    write!(
+                        f,
+                        "; flash.{} at {:#x} (+{:#x}) returned {}",
+                        fl.op, fl.offset, fl.len, fl.returned
+                    )?;
+                }
+                Ok(())
+            }
+            Detail::Fault(fault) => write!(f, "{fault}"),
+            Detail::Order(what) => f.write_str(what),
+            Detail::Panic(msg, len) => write!(
+                f,
+                "the library panicked (a bug, please report it): {}",
+                core::str::from_utf8(&msg[..*len]).unwrap_or("?")
+            ),
+        }
+    }
+}
+
+/// The code for an agent error.
+pub fn code_of(e: &Error) -> i32 {
+    match e {
+        Error::Flash(_) | Error::Counter(_) => NPUB_E_FLASH,
+        Error::Transport(_) | Error::PackTruncated { .. } => NPUB_E_TRANSPORT,
+        Error::TransportOverrun { .. } => NPUB_E_CALLBACK,
+        Error::Rejected(_) | Error::SequenceTooFar { .. } | Error::IoBindingsMismatch => {
+            NPUB_E_REJECTED
+        }
+        Error::DigestMismatch { .. } | Error::DescriptorReadBack { .. } => NPUB_E_INTEGRITY,
+        Error::Misaligned { .. }
+        | Error::AddressOverflow { .. }
+        | Error::TooManyIoBindings { .. } => NPUB_E_BIND,
+        Error::SelfTestFailed { .. } | Error::TrialBootsExhausted { .. } => NPUB_E_SELF_TEST,
+        Error::NoBootableSlot => NPUB_E_NO_PACK,
+        Error::JournalExhausted | Error::JournalReadBack => NPUB_E_JOURNAL,
+        Error::NotPending => NPUB_E_ORDER,
+        _ => NPUB_E_REJECTED,
+    }
+}
+
+/// The name of a result code, NUL-terminated (it goes out through the C ABI as it is).
+pub fn name_of(code: i32) -> &'static str {
+    match code {
+        NPUB_OK => "NPUB_OK\0",
+        NPUB_UP_TO_DATE => "NPUB_UP_TO_DATE\0",
+        NPUB_IN_PROGRESS => "NPUB_IN_PROGRESS\0",
+        NPUB_PENDING => "NPUB_PENDING\0",
+        NPUB_E_NULL => "NPUB_E_NULL\0",
+        NPUB_E_STORAGE => "NPUB_E_STORAGE\0",
+        NPUB_E_ALIGN => "NPUB_E_ALIGN\0",
+        NPUB_E_CONFIG => "NPUB_E_CONFIG\0",
+        NPUB_E_NOT_OPEN => "NPUB_E_NOT_OPEN\0",
+        NPUB_E_ORDER => "NPUB_E_ORDER\0",
+        NPUB_E_BUSY => "NPUB_E_BUSY\0",
+        NPUB_E_PANIC => "NPUB_E_PANIC\0",
+        NPUB_E_FLASH => "NPUB_E_FLASH\0",
+        NPUB_E_TRANSPORT => "NPUB_E_TRANSPORT\0",
+        NPUB_E_REJECTED => "NPUB_E_REJECTED\0",
+        NPUB_E_INTEGRITY => "NPUB_E_INTEGRITY\0",
+        NPUB_E_BIND => "NPUB_E_BIND\0",
+        NPUB_E_SELF_TEST => "NPUB_E_SELF_TEST\0",
+        NPUB_E_NO_PACK => "NPUB_E_NO_PACK\0",
+        NPUB_E_JOURNAL => "NPUB_E_JOURNAL\0",
+        NPUB_E_CALLBACK => "NPUB_E_CALLBACK\0",
+        NPUB_E_NOT_BOUND => "NPUB_E_NOT_BOUND\0",
+        NPUB_E_ABI => "NPUB_E_ABI\0",
+        _ => "unknown npub result\0",
+    }
+}
+
+/// Writes into a byte buffer, keeping the last byte for a NUL; counts what did not fit.
+pub struct Truncating<'a> {
+    pub buf: &'a mut [u8],
+    pub len: usize,
+    pub wanted: usize,
+}
+
+impl Write for Truncating<'_> {
+    fn write_str(&mut self, s: &str) -> fmt::Result {
+        self.wanted += s.len();
+        let room = self.buf.len().saturating_sub(1).saturating_sub(self.len);
+        // Cut on a character boundary, so the text stays UTF-8.
+        let mut take = s.len().min(room);
+        while !s.is_char_boundary(take) {
+            take -= 1;
+        }
+        self.buf[self.len..self.len + take].copy_from_slice(&s.as_bytes()[..take]);
+        self.len += take;
+        Ok(())
+    }
+}
+
+/// Formats `args` into `buf` as a NUL-terminated string (truncated to fit); returns the length
+/// the whole text needs, without its NUL.
+pub fn write_c(buf: &mut [u8], args: fmt::Arguments<'_>) -> usize {
+    let mut t = Truncating {
+        buf,
+        len: 0,
+        wanted: 0,
+    };
+    let _ = t.write_fmt(args);
+    let (len, wanted) = (t.len, t.wanted);
+    if let Some(b) = buf.get_mut(len) {
+        *b = 0;
+    }
+    wanted
+}

@@ -1,0 +1,376 @@
+/* The shared checks (see agent_test.h). */
+#include <stdio.h>
+#include <string.h>
+
+#include "agent_test.h"
+
+static uint8_t flash_mem[TEST_FLASH_BYTES] __attribute__((aligned(16)));
+static uint8_t snapshot[TEST_FLASH_BYTES];
+static uint8_t arena_mem[TEST_ARENA_BYTES] __attribute__((aligned(16)));
+static npub_agent agent_storage;
+
+/* ---- the RAM NOR ---- */
+
+static int nor_power(ram_nor *n) {
+  if (n->dead) return 0;
+  n->ops++;
+  if (n->cut_at != 0 && n->ops >= n->cut_at) {
+    n->dead = 1;
+    return 0;
+  }
+  return 1;
+}
+
+static int32_t nor_program(void *ctx, uint32_t offset, const uint8_t *data, uint32_t len) {
+  ram_nor *n = ctx;
+  if (offset % NPUB_FLASH_WRITE_BYTES || len % NPUB_FLASH_WRITE_BYTES || len > 512 ||
+      offset + len > TEST_FLASH_BYTES)
+    return -3;
+  if (!nor_power(n)) return -1;
+  for (uint32_t i = 0; i < len; i++) n->mem[offset + i] &= data[i]; /* NOR: only clears bits */
+  return 0;
+}
+
+static int32_t nor_erase(void *ctx, uint32_t offset, uint32_t len) {
+  ram_nor *n = ctx;
+  if (offset % NPUB_FLASH_ERASE_BYTES || len % NPUB_FLASH_ERASE_BYTES ||
+      offset + len > TEST_FLASH_BYTES)
+    return -3;
+  if (!nor_power(n)) return -1;
+  memset(n->mem + offset, 0xFF, len);
+  return 0;
+}
+
+/* ---- the in-memory server ---- */
+
+static int32_t mem_fetch_manifest(void *ctx, uint64_t after, uint8_t *buf, size_t cap, size_t *len) {
+  mem_server *s = ctx;
+  if (s->reenter) s->reenter_rc = npub_agent_poll((npub_agent *)s->reenter, NULL);
+  if (s->manifest == NULL || s->sequence <= after) return NPUB_NO_MANIFEST;
+  memcpy(buf, s->manifest, s->manifest_len < cap ? s->manifest_len : cap);
+  *len = s->manifest_len;
+  return NPUB_MANIFEST;
+}
+
+static int32_t mem_fetch_pack(void *ctx, const uint8_t *sha256, uint32_t offset, uint8_t *buf, size_t len) {
+  mem_server *s = ctx;
+  (void)sha256;
+  s->fetches++;
+  if (s->garbage_at && s->fetches == s->garbage_at) return (int32_t)len + 1000;
+  if (offset >= s->pack_len) return 0;
+  size_t n = s->pack_len - offset < len ? s->pack_len - offset : len;
+  memcpy(buf, s->pack + offset, n);
+  return (int32_t)n;
+}
+
+static int32_t mem_report(void *ctx, const npub_report *r) {
+  (void)ctx;
+  (void)r;
+  return 0;
+}
+
+static void serve(mem_server *s, int which) {
+  memset(s, 0, sizeof *s);
+  if (which == 1) {
+    s->manifest = npub_test_manifest1, s->manifest_len = npub_test_manifest1_len;
+    s->pack = npub_test_pack1, s->pack_len = npub_test_pack1_len, s->sequence = npub_test_seq1;
+  } else {
+    s->manifest = npub_test_manifest2, s->manifest_len = npub_test_manifest2_len;
+    s->pack = npub_test_pack2, s->pack_len = npub_test_pack2_len, s->sequence = npub_test_seq2;
+  }
+}
+
+void test_config(npub_config *c, ram_nor *nor, uint8_t *arena, mem_server *server) {
+  memset(c, 0, sizeof *c);
+  c->flash.ctx = nor;
+  c->flash.xip = nor->mem;
+  c->flash.xip_bus_address = TEST_XIP_BUS;
+  c->flash.capacity = TEST_FLASH_BYTES;
+  c->flash.program_unit = 4;
+  c->flash.erase_unit = 4096;
+  c->flash.program = nor_program;
+  c->flash.erase = nor_erase;
+  c->layout.journal_offset = 0;
+  c->layout.journal_bank_bytes = TEST_BANK_BYTES;
+  c->layout.slot_offset[0] = 2 * TEST_BANK_BYTES;
+  c->layout.slot_offset[1] = 2 * TEST_BANK_BYTES + TEST_SLOT_BYTES;
+  c->layout.slot_bytes = TEST_SLOT_BYTES;
+  c->layout.progress_bytes = 16 * 1024;
+  c->transport = NPUB_TRANSPORT_REQUESTS;
+  c->requests.ctx = server;
+  c->requests.fetch_manifest = mem_fetch_manifest;
+  c->requests.fetch_pack = mem_fetch_pack;
+  c->requests.report = mem_report;
+  c->clock.now_ms = test_now_ms;
+  c->clock.sleep_ms = test_sleep_ms;
+  c->trusted_keys = (const uint8_t(*)[32])npub_test_key;
+  c->trusted_key_count = 1;
+  c->hw_class = npub_test_hw_class;
+  c->accel = NPUB_ACCEL_U55_256;
+  c->arena = arena;
+  c->arena_bytes = TEST_ARENA_BYTES;
+  c->arena_bus_address = TEST_ARENA_BUS;
+  c->step_bytes = 8192;
+}
+
+int32_t test_install(npub_agent *agent, npub_job *job) {
+  for (int steps = 0; steps < 10000; steps++) {
+    int32_t rc = npub_agent_poll(agent, job);
+    if (rc == NPUB_IN_PROGRESS) continue;
+    if (rc == NPUB_PENDING) {
+      /* The application's self-test would run an inference on `job` here. */
+      return npub_agent_confirm(agent, 0, job);
+    }
+    return rc;
+  }
+  return -1000;
+}
+
+void test_print_job(const char *what, const npub_job *job) {
+  printf("%s: slot %c sequence %llu, %u bytes; QBASE 0x%08lx QSIZE %lu; driver payload %s (%d bytes); "
+         "%d base addresses:",
+         what, job->slot ? 'B' : 'A', (unsigned long long)job->sequence, (unsigned)job->pack_bytes,
+         (unsigned long)job->qbase, (unsigned long)job->qsize,
+         job->driver_payload ? "in flash" : "none", job->driver_payload_bytes, job->num_base_addr);
+  for (int i = 0; i < job->num_base_addr; i++)
+    printf(" [%d] 0x%08llx+%lu%s", i, (unsigned long long)job->base_addr[i],
+           (unsigned long)job->base_addr_size[i], (job->baked_mask >> i) & 1 ? " (flash)" : "");
+  printf("\n");
+}
+
+/* What Arm's driver checks of its payload, from the job alone: "COP1", records up to a stream
+ * tag whose stream is the job's QBASE/QSIZE, 16-byte aligned, ending the payload. */
+static int driver_would_accept(const npub_job *job) {
+  const uint8_t *p = job->driver_payload;
+  if (p == NULL || job->driver_payload_bytes < 4 || job->driver_payload_bytes % 4) return 0;
+  uint32_t w;
+  memcpy(&w, p, 4);
+  if (w != NPUB_COP1_MAGIC) return 0;
+  for (int at = 4; at < job->driver_payload_bytes;) {
+    memcpy(&w, p + at, 4);
+    switch (w & 0xFF) {
+      case 1: at += 12; break;
+      case 5: at += 4; break;
+      case 2: {
+        uint32_t words = ((w >> 8) & 0xFF) << 16 | (w >> 16);
+        const uint8_t *stream = p + at + 4;
+        return stream == job->command_stream && words * 4 == job->qsize &&
+               ((uintptr_t)stream & 15) == 0 && at + 4 + (int)(words * 4) == job->driver_payload_bytes;
+      }
+      default: return 0;
+    }
+  }
+  return 0;
+}
+
+static int check_job(const npub_job *job, uint64_t sequence, const uint8_t *pack, size_t pack_len) {
+  int failures = 0;
+  CHECK(job->sequence == sequence, "sequence %llu", (unsigned long long)job->sequence);
+  CHECK(job->pack_bytes == pack_len, "pack_bytes %u", (unsigned)job->pack_bytes);
+  CHECK(driver_would_accept(job), "the driver payload is not what ethosu_invoke_v3 walks");
+  CHECK(job->num_base_addr >= 1 && (job->baked_mask & 1), "region 0 is the baked weights");
+  for (int i = 0; i < job->num_base_addr; i++)
+    CHECK(job->base_addr[i] % NPUB_NPU1_ARENA_ALIGN == 0, "BASEP%d unaligned", i);
+  /* The stream and the payload are the pack's own bytes, where they lie. */
+  uint32_t cmd_offset;
+  memcpy(&cmd_offset, pack + 16, 4);
+  CHECK(memcmp(job->command_stream, pack + cmd_offset, job->qsize) == 0, "stream bytes");
+  return failures;
+}
+
+static int32_t open_agent(npub_config *c) {
+  return npub_agent_open(&agent_storage, sizeof agent_storage, c);
+}
+
+static int last_error_has(const char *needle) {
+  char msg[512];
+  npub_agent_last_error(&agent_storage, msg, sizeof msg);
+  if (strstr(msg, needle) == NULL) {
+    printf("  message: %s\n", msg);
+    return 0;
+  }
+  return 1;
+}
+
+/* ---- the checks ---- */
+
+static int bad_calls(void) {
+  int failures = 0;
+  ram_nor nor = {flash_mem, 0, 0, 0};
+  mem_server server;
+  npub_config c;
+  npub_job job;
+  char msg[256];
+  static uint64_t small[16];
+  memset(flash_mem, 0xFF, sizeof flash_mem);
+  serve(&server, 1);
+  test_config(&c, &nor, arena_mem, &server);
+
+  CHECK(npub_agent_abi_ok() == NPUB_OK, "header and library disagree on the ABI");
+  CHECK(npub_agent_storage_bytes() <= sizeof(npub_agent), "storage constant too small");
+  CHECK(npub_agent_open(NULL, sizeof agent_storage, &c) == NPUB_E_NULL, "NULL agent");
+  CHECK(npub_agent_open((npub_agent *)small, sizeof small, &c) == NPUB_E_STORAGE, "small storage");
+  CHECK(npub_agent_open((npub_agent *)((char *)&agent_storage + 4), sizeof agent_storage - 4, &c) ==
+            NPUB_E_ALIGN, "misaligned storage");
+  CHECK(open_agent(NULL) == NPUB_E_NULL, "NULL config");
+  memset(&agent_storage, 0, sizeof agent_storage);
+  CHECK(npub_agent_poll(&agent_storage, &job) == NPUB_E_NOT_OPEN, "never opened");
+  CHECK(npub_agent_last_error(&agent_storage, msg, sizeof msg) == NPUB_E_NOT_OPEN && strstr(msg, "no open agent"),
+        "%s", msg);
+  CHECK(npub_agent_poll(NULL, &job) == NPUB_E_NULL, "NULL to poll");
+  CHECK(npub_agent_last_error(NULL, msg, sizeof msg) == NPUB_E_NULL, "NULL to last_error");
+
+  c.flash.program = NULL;
+  CHECK(open_agent(&c) == NPUB_E_CONFIG && last_error_has("config.flash.program is NULL"), "program NULL");
+  c.flash.program = nor_program;
+  c.layout.slot_offset[1] += 16;
+  CHECK(open_agent(&c) == NPUB_E_CONFIG && last_error_has("slot B") && last_error_has("erase size"),
+        "unaligned slot");
+  c.layout.slot_offset[1] -= 16;
+  c.flash.erase_unit = 3000;
+  CHECK(open_agent(&c) == NPUB_E_CONFIG && last_error_has("flash.erase_unit"), "erase unit");
+  c.flash.erase_unit = 4096;
+  c.trusted_key_count = 9;
+  CHECK(open_agent(&c) == NPUB_E_CONFIG && last_error_has("trusted_key_count"), "key count");
+  c.trusted_key_count = 1;
+  c.arena = arena_mem + 4;
+  CHECK(open_agent(&c) == NPUB_E_CONFIG && last_error_has("16-byte aligned"), "arena alignment");
+  c.arena = arena_mem;
+  c.transport = 7;
+  CHECK(open_agent(&c) == NPUB_E_CONFIG && last_error_has("config.transport"), "transport kind");
+  c.transport = NPUB_TRANSPORT_REQUESTS;
+  /* A message never overruns its buffer, and is NUL-terminated when cut. */
+  memset(msg, 'x', sizeof msg);
+  npub_agent_last_error(&agent_storage, msg, 8);
+  CHECK(msg[7] == '\0' && msg[8] == 'x', "truncation");
+
+  /* Out of order. */
+  CHECK(open_agent(&c) == NPUB_OK, "open");
+  CHECK(npub_agent_poll(&agent_storage, &job) == NPUB_E_ORDER && last_error_has("npub_agent_boot first"),
+        "poll before boot");
+  CHECK(npub_agent_confirm(&agent_storage, 0, &job) == NPUB_E_ORDER, "confirm before boot");
+  CHECK(npub_agent_boot(&agent_storage, &job) == NPUB_E_NO_PACK, "a blank flash binds nothing");
+  CHECK(npub_agent_job(&agent_storage, &job) == NPUB_E_NOT_BOUND, "nothing bound");
+  CHECK(npub_agent_boot(&agent_storage, &job) == NPUB_E_ORDER, "boot twice");
+  CHECK(npub_agent_confirm(&agent_storage, 0, &job) == NPUB_E_ORDER, "confirm with nothing pending");
+
+  /* A callback calling back into the agent is refused, not run. */
+  server.reenter = &agent_storage;
+  CHECK(npub_agent_poll(&agent_storage, &job) == NPUB_IN_PROGRESS, "poll");
+  CHECK(server.reenter_rc == NPUB_E_BUSY, "re-entered poll: %d", (int)server.reenter_rc);
+  server.reenter = NULL;
+
+  /* A fetch_pack that claims more than its buffer. */
+  server.garbage_at = server.fetches + 1;
+  int32_t rc;
+  while ((rc = npub_agent_poll(&agent_storage, &job)) == NPUB_IN_PROGRESS) {
+  }
+  CHECK(rc == NPUB_E_CALLBACK && last_error_has("requests.fetch_pack returned"), "garbage length: %s",
+        npub_result_name(rc));
+  /* The next poll resumes and installs. */
+  server.garbage_at = 0;
+  CHECK(test_install(&agent_storage, &job) == NPUB_OK, "install after garbage");
+  failures += check_job(&job, npub_test_seq1, npub_test_pack1, npub_test_pack1_len);
+  npub_agent_close(&agent_storage);
+  CHECK(npub_agent_poll(&agent_storage, &job) == NPUB_E_NOT_OPEN, "closed");
+  printf("bad calls: %d failures\n", failures);
+  return failures;
+}
+
+/* A self-test that fails gives the new pack up and binds the previous one. */
+static int self_test_failure(void) {
+  int failures = 0;
+  ram_nor nor = {flash_mem, 0, 0, 0};
+  mem_server server;
+  npub_config c;
+  npub_job job;
+  memcpy(flash_mem, snapshot, sizeof flash_mem);
+  serve(&server, 2);
+  test_config(&c, &nor, arena_mem, &server);
+  CHECK(open_agent(&c) == NPUB_OK && npub_agent_boot(&agent_storage, &job) == NPUB_OK, "boot v1");
+  int32_t rc;
+  while ((rc = npub_agent_poll(&agent_storage, &job)) == NPUB_IN_PROGRESS) {
+  }
+  CHECK(rc == NPUB_PENDING && job.sequence == npub_test_seq2, "v2 pending");
+  CHECK(npub_agent_poll(&agent_storage, &job) == NPUB_E_ORDER, "poll while pending");
+  CHECK(npub_agent_confirm(&agent_storage, 42, &job) == NPUB_E_SELF_TEST && last_error_has("code 42"),
+        "failed self-test");
+  CHECK(job.sequence == npub_test_seq1, "v1 bound again: %llu", (unsigned long long)job.sequence);
+  printf("self-test failure: %d failures\n", failures);
+  return failures;
+}
+
+/* Power cut at every flash operation of the upgrade from pack 1 to pack 2 (every cut_stride-th
+ * one): after each the device boots pack 1 or pack 2, and the next polls finish on pack 2. */
+static int power_cuts(long cut_stride) {
+  int failures = 0;
+  ram_nor nor = {flash_mem, 0, 0, 0};
+  mem_server server;
+  npub_config c;
+  npub_job job;
+  memcpy(flash_mem, snapshot, sizeof flash_mem);
+  serve(&server, 2);
+  test_config(&c, &nor, arena_mem, &server);
+  CHECK(open_agent(&c) == NPUB_OK && npub_agent_boot(&agent_storage, &job) == NPUB_OK, "boot");
+  long start = nor.ops;
+  CHECK(test_install(&agent_storage, &job) == NPUB_OK, "upgrade");
+  long ops = nor.ops - start;
+  long tried = 0, old_bound = 0, new_bound = 0;
+  for (long n = 1; n <= ops; n += cut_stride) {
+    memcpy(flash_mem, snapshot, sizeof flash_mem);
+    nor = (ram_nor){flash_mem, 0, 0, 0};
+    serve(&server, 2);
+    test_config(&c, &nor, arena_mem, &server);
+    open_agent(&c);
+    npub_agent_boot(&agent_storage, &job);
+    nor.cut_at = nor.ops + n;
+    /* (The last operations, the descriptor's confirmed mark, are best effort: the install may
+     * still say NPUB_OK.) */
+    int32_t rc = test_install(&agent_storage, &job);
+    CHECK(rc != NPUB_OK || n + 1 >= ops, "cut %ld: the install succeeded without power", n);
+    /* Reboot on the same flash. */
+    nor = (ram_nor){flash_mem, 0, 0, 0};
+    rc = open_agent(&c);
+    CHECK(rc == NPUB_OK, "cut %ld: open %s", n, npub_result_name(rc));
+    rc = npub_agent_boot(&agent_storage, &job);
+    if (rc == NPUB_PENDING) rc = npub_agent_confirm(&agent_storage, 0, &job);
+    CHECK(rc == NPUB_OK && (job.sequence == npub_test_seq1 || job.sequence == npub_test_seq2),
+          "cut %ld: boot %s, sequence %llu", n, npub_result_name(rc), (unsigned long long)job.sequence);
+    if (job.sequence == npub_test_seq1) old_bound++; else new_bound++;
+    rc = test_install(&agent_storage, &job);
+    CHECK((rc == NPUB_OK || rc == NPUB_UP_TO_DATE) && job.sequence == npub_test_seq2,
+          "cut %ld: finish %s, sequence %llu", n, npub_result_name(rc), (unsigned long long)job.sequence);
+    if (job.sequence == npub_test_seq2 && rc == NPUB_OK)
+      failures += check_job(&job, npub_test_seq2, npub_test_pack2, npub_test_pack2_len);
+    tried++;
+  }
+  printf("power cuts: %ld of %ld flash operations cut, %ld booted the old pack, %ld the new, %d failures\n",
+         tried, ops, old_bound, new_bound, failures);
+  return failures;
+}
+
+int run_common_tests(long cut_stride) {
+  int failures = bad_calls();
+  /* The flash with pack 1 installed and confirmed (bad_calls installed it): the base of the rest. */
+  memcpy(snapshot, flash_mem, sizeof flash_mem);
+  {
+    ram_nor nor = {flash_mem, 0, 0, 0};
+    mem_server server;
+    npub_config c;
+    npub_job job;
+    serve(&server, 2);
+    test_config(&c, &nor, arena_mem, &server);
+    int ok = open_agent(&c) == NPUB_OK && npub_agent_boot(&agent_storage, &job) == NPUB_OK;
+    if (!ok) failures++;
+    if (ok) test_print_job("boot (memory transport)", &job);
+    if (ok && test_install(&agent_storage, &job) == NPUB_OK) {
+      test_print_job("installed (memory transport)", &job);
+      failures += check_job(&job, npub_test_seq2, npub_test_pack2, npub_test_pack2_len);
+    } else {
+      failures++;
+    }
+  }
+  failures += self_test_failure();
+  failures += power_cuts(cut_stride);
+  return failures;
+}

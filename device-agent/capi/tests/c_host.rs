@@ -1,0 +1,68 @@
+//! The C program (`tests/c/`), built with the host's gcc under AddressSanitizer and
+//! UndefinedBehaviorSanitizer and linked with this crate's static library, pulls a deployment
+//! from a real npub server on loopback over a POSIX socket, installs, binds and prints the job;
+//! then (memory transport, the server's own manifests and packs) the bad calls, a failed
+//! self-test, and a power cut at every flash operation of one upgrade.
+mod common;
+
+use std::path::PathBuf;
+use std::process::Command;
+
+use common::{Fleet, crate_dir, run, write_data_c};
+
+/// The static library cargo built beside this test (target/<profile>/libnpub_agent.a).
+fn staticlib() -> PathBuf {
+    let exe = std::env::current_exe().unwrap();
+    let lib = exe
+        .parent()
+        .unwrap()
+        .parent()
+        .unwrap()
+        .join("libnpub_agent.a");
+    assert!(
+        lib.is_file(),
+        "{} is missing: `cargo test` builds only the rlib; run `cargo build -p npub-agent` first \
+         (.ci/run does)",
+        lib.display()
+    );
+    lib
+}
+
+#[test]
+fn a_c_program_installs_from_a_real_server_and_survives_every_power_cut() {
+    let dir = tempfile::tempdir().unwrap();
+    let fleet = Fleet::start(&dir.path().join("server"));
+    let served = fleet.deploy_two_versions();
+    let data = dir.path().join("data.c");
+    write_data_c(&served, &data);
+    let c = crate_dir().join("tests/c");
+    let exe = dir.path().join("host_test");
+    run(Command::new("gcc")
+        .args(["-std=c99", "-g", "-O1", "-Wall", "-Wextra", "-Werror"])
+        .args([
+            "-fsanitize=address,undefined",
+            "-fno-sanitize-recover=all",
+            "-fno-omit-frame-pointer",
+        ])
+        .arg("-I")
+        .arg(crate_dir().join("include"))
+        .arg("-I")
+        .arg(&c)
+        .arg(c.join("agent_test.c"))
+        .arg(c.join("host_main.c"))
+        .arg(&data)
+        .arg(staticlib())
+        .args(["-lpthread", "-ldl", "-lm", "-o"])
+        .arg(&exe));
+    let out = run(Command::new(&exe)
+        .arg(&fleet.url)
+        .arg(&served.token)
+        .env("ASAN_OPTIONS", "detect_leaks=0:abort_on_error=1")
+        .env("UBSAN_OPTIONS", "print_stacktrace=1"));
+    println!("{out}");
+    assert!(out.contains("installed from the server: slot"), "{out}");
+    assert!(out.contains("driver payload in flash"), "{out}");
+    assert!(out.contains("PASSED: 0 failures"), "{out}");
+    // The server saw the C device install the pack.
+    fleet.stop();
+}

@@ -1,0 +1,247 @@
+//! What the C tests share: a real npub server in-process on 127.0.0.1:0 with two versions of a
+//! model deployed one after the other, what it serves a device, and the generated `data.c`.
+#![allow(dead_code)]
+
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use npub_server::{Config, Server};
+use serde_json::{Value, json};
+
+const ADMIN: &str = "npub_op_capi-admin-0123456789abcdef0123456789abcdef";
+
+/// A real npub server on its own runtime.
+pub struct Fleet {
+    pub url: String,
+    http: reqwest::blocking::Client,
+    rt: tokio::runtime::Runtime,
+    shutdown: Option<tokio::sync::oneshot::Sender<()>>,
+    task: Option<tokio::task::JoinHandle<std::io::Result<()>>>,
+}
+
+/// What the server served a device, for the C program's in-memory transport.
+pub struct Served {
+    pub token: String,
+    pub key: [u8; 32],
+    pub hw_class: u32,
+    pub versions: Vec<(u64, Vec<u8>, Vec<u8>)>,
+}
+
+impl Fleet {
+    pub fn start(dir: &Path) -> Self {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .unwrap();
+        let mut config = Config::new(dir, "127.0.0.1:0".parse().unwrap());
+        config.admin_token = Some(ADMIN.into());
+        let server = rt.block_on(Server::start(config)).expect("server starts");
+        let url = format!("http://{}", server.local_addr());
+        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+        let task = rt.spawn(server.run(async move {
+            let _ = rx.await;
+        }));
+        Self {
+            url,
+            http: reqwest::blocking::Client::new(),
+            rt,
+            shutdown: Some(tx),
+            task: Some(task),
+        }
+    }
+
+    fn call(
+        &self,
+        token: &str,
+        method: &str,
+        path: &str,
+        body: Option<Vec<u8>>,
+        json: bool,
+    ) -> (u16, Vec<u8>) {
+        let method = reqwest::Method::from_bytes(method.as_bytes()).unwrap();
+        let mut req = self
+            .http
+            .request(method, format!("{}{path}", self.url))
+            .bearer_auth(token);
+        if json {
+            req = req.header("content-type", "application/json");
+        }
+        if let Some(b) = body {
+            req = req.body(b);
+        }
+        let r = req.send().unwrap();
+        (r.status().as_u16(), r.bytes().unwrap().to_vec())
+    }
+
+    fn admin(
+        &self,
+        method: &str,
+        path: &str,
+        body: Option<Value>,
+        raw: Option<Vec<u8>>,
+        want: u16,
+    ) -> Value {
+        let json = body.is_some();
+        let bytes = body.map(|v| serde_json::to_vec(&v).unwrap()).or(raw);
+        let (status, out) = self.call(ADMIN, method, path, bytes, json);
+        assert_eq!(
+            status,
+            want,
+            "{method} {path}: {}",
+            String::from_utf8_lossy(&out)
+        );
+        serde_json::from_slice(&out).unwrap_or(Value::Null)
+    }
+
+    /// Model "kws" 1.0.0 (conv1) and 2.0.0 (small_net) from the Vela fixtures, one device in
+    /// group "lab"; 1.0.0 deployed, then 2.0.0. Returns what a device is served at each step.
+    pub fn deploy_two_versions(&self) -> Served {
+        self.admin(
+            "POST",
+            "/api/v1/models",
+            Some(json!({"name": "kws"})),
+            None,
+            201,
+        );
+        for (v, file) in [
+            ("1.0.0", "conv1_vela.tflite"),
+            ("2.0.0", "small_net_vela.tflite"),
+        ] {
+            let path = fixtures().join(file);
+            let bytes = std::fs::read(&path).unwrap();
+            self.admin(
+                "POST",
+                &format!("/api/v1/models/kws/versions/{v}"),
+                None,
+                Some(bytes),
+                201,
+            );
+        }
+        let devices = self.admin(
+            "POST",
+            "/api/v1/devices",
+            Some(
+                json!({"devices": [{"id": "c-1", "accelerator": "ethos-u55-256", "group": "lab"}]}),
+            ),
+            None,
+            201,
+        );
+        let token = devices[0]["token"].as_str().unwrap().to_owned();
+        let keys = self.admin("GET", "/api/v1/keys", None, None, 200);
+        let hex = keys["active"]["public_key"].as_str().unwrap();
+        let mut key = [0u8; 32];
+        for (i, b) in key.iter_mut().enumerate() {
+            *b = u8::from_str_radix(&hex[2 * i..2 * i + 2], 16).unwrap();
+        }
+        let me = self.call(&token, "GET", "/api/v1/device", None, false);
+        let me: Value = serde_json::from_slice(&me.1).unwrap();
+        let hw_class = me["hw_class"].as_u64().unwrap_or(1) as u32;
+        let mut versions = Vec::new();
+        for v in ["1.0.0", "2.0.0"] {
+            let d = self.admin(
+                "POST",
+                "/api/v1/deployments",
+                Some(json!({"model": "kws", "version": v, "group": "lab"})),
+                None,
+                201,
+            );
+            let seq = d["sequence"].as_u64().unwrap();
+            let (status, manifest) =
+                self.call(&token, "GET", "/api/v1/device/manifest?seq=0", None, false);
+            assert_eq!(status, 200);
+            // The manifest's pack digest: bytes 48..80 of the 280-byte manifest (docs/manifest.md).
+            let view = npub_core::manifest::ManifestView::new(&manifest).unwrap();
+            assert_eq!(view.sequence(), seq);
+            let sha: String = view
+                .pack_sha256()
+                .iter()
+                .map(|b| format!("{b:02x}"))
+                .collect();
+            let (status, pack) = self.call(
+                &token,
+                "GET",
+                &format!("/api/v1/device/packs/{sha}"),
+                None,
+                false,
+            );
+            assert_eq!(status, 200);
+            versions.push((seq, manifest, pack));
+        }
+        Served {
+            token,
+            key,
+            hw_class,
+            versions,
+        }
+    }
+
+    pub fn stop(mut self) {
+        let _ = self.shutdown.take().unwrap().send(());
+        let task = self.task.take().unwrap();
+        self.rt.block_on(task).unwrap().unwrap();
+    }
+}
+
+pub fn fixtures() -> PathBuf {
+    PathBuf::from(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../../shared/fixtures/vela/vela_out/u55_256/tflite"
+    ))
+}
+
+pub fn crate_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// `data.c`: the key, both manifests and packs, as C arrays.
+pub fn write_data_c(served: &Served, path: &Path) {
+    fn array(out: &mut String, name: &str, bytes: &[u8]) {
+        writeln!(
+            out,
+            "const uint8_t {name}[] __attribute__((aligned(16))) = {{"
+        )
+        .unwrap();
+        for line in bytes.chunks(24) {
+            for b in line {
+                write!(out, "{b},").unwrap();
+            }
+            out.push('\n');
+        }
+        writeln!(out, "}};\nconst size_t {name}_len = {};", bytes.len()).unwrap();
+    }
+    let mut out = String::from(
+        "/* Generated by tests/common/mod.rs: what a real npub server served. */\n#include \"agent_test.h\"\n",
+    );
+    write!(out, "const uint8_t npub_test_key[32] = {{").unwrap();
+    for b in served.key {
+        write!(out, "{b},").unwrap();
+    }
+    out.push_str("};\n");
+    for (i, (seq, manifest, pack)) in served.versions.iter().enumerate() {
+        let n = i + 1;
+        array(&mut out, &format!("npub_test_manifest{n}"), manifest);
+        array(&mut out, &format!("npub_test_pack{n}"), pack);
+        writeln!(out, "const uint64_t npub_test_seq{n} = {seq};").unwrap();
+    }
+    writeln!(
+        out,
+        "const uint32_t npub_test_hw_class = {};",
+        served.hw_class
+    )
+    .unwrap();
+    std::fs::write(path, out).unwrap();
+}
+
+/// Runs `cmd`; panics with its output unless it succeeds.
+pub fn run(cmd: &mut Command) -> String {
+    let out = cmd.output().unwrap_or_else(|e| panic!("{cmd:?}: {e}"));
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.status.success(), "{cmd:?} failed:\n{text}");
+    text
+}

@@ -102,6 +102,7 @@ struct AuditRow {
 
 /// `GET /api/v1/audit` query.
 #[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 pub struct AuditQuery {
     /// Entries to return, newest first (default 100, at most 1000).

@@ -7,13 +7,21 @@
 //! | `--data-dir`         | `NPUB_DATA_DIR`         | `./npub-data`    | database, pack store, staging, keys       |
 //! | `--listen`           | `NPUB_LISTEN`           | `127.0.0.1:8080` | address to serve HTTP on (port 0: any)    |
 //! | `--max-upload-bytes` | `NPUB_MAX_UPLOAD_BYTES` | 64 MiB           | largest `.npub` / `.tflite` / `.npz` body  |
+//! | `--max-uploads`      | `NPUB_MAX_UPLOADS`      | 16               | uploads in flight at once; one more gets 503 with `Retry-After` |
 //! | `--admin-token`      | `NPUB_ADMIN_TOKEN`      | (generated)      | bootstrap admin token, first start only   |
 //! | `--log`              | `NPUB_LOG`              | `info`           | log filter, e.g. `info,sqlx=warn`         |
 //! | `--poll-interval`    | `NPUB_POLL_INTERVAL`    | 60               | seconds devices are told to wait between manifest polls (`Npub-Poll-Interval`) |
 //! | `--last-seen-flush`  | `NPUB_LAST_SEEN_FLUSH`  | 10               | seconds between batched writes of devices' last-seen times |
 //! | `--header-timeout`   | `NPUB_HEADER_TIMEOUT`   | 30               | seconds a connection may take to send a request's headers, and may sit idle between keep-alive requests |
-//! | `--max-connections`  | `NPUB_MAX_CONNECTIONS`  | 512              | connections served at once; more get 503 and are closed |
+//! | `--idle-timeout`     | `NPUB_IDLE_TIMEOUT`     | 60               | seconds a connection may move no byte while no request is being handled (a client that stopped reading) |
+//! | `--body-min-rate`    | `NPUB_BODY_MIN_RATE`    | 512              | bytes/s a request body must average once its grace is over (0: no minimum); slower gets 408 |
+//! | `--body-grace`       | `NPUB_BODY_GRACE`       | 10               | seconds a request body may take before its rate is measured |
+//! | `--max-connections`  | `NPUB_MAX_CONNECTIONS`  | 4096             | connections served at once; more get 503 and are closed (lowered to fit the open-file limit) |
 //! | `--cache-check`      | `NPUB_CACHE_CHECK`      | 1                | seconds between checks for fleet changes made by another replica |
+//! | `--auth-failure-burst` | `NPUB_AUTH_FAILURE_BURST` | 30           | failed authentications a peer may make in a row before it gets 429 |
+//! | `--auth-failure-refill` | `NPUB_AUTH_FAILURE_REFILL` | 1          | failed authentications per second a peer's allowance regains |
+//! | `--pack-store`       | `NPUB_PACK_STORE`       | (`<data-dir>/packs`) | `s3://bucket/prefix`: packs in an S3-compatible bucket; endpoint, region, credentials from `AWS_*` |
+//! | `--presign-downloads` | `NPUB_PRESIGN_DOWNLOADS` | off            | with an `s3://` store: device downloads answer `307` to a presigned URL |
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
@@ -41,6 +49,12 @@ pub struct Config {
     /// Larger uploads are refused with 413 before anything is stored.
     #[arg(long, env = "NPUB_MAX_UPLOAD_BYTES", default_value_t = DEFAULT_MAX_UPLOAD_BYTES)]
     pub max_upload_bytes: u64,
+
+    /// Uploads in flight at once (receiving, validating, storing); one more is answered 503 with
+    /// `Retry-After: 1` before its body is read. Bodies stream to disk; only as many uploads as
+    /// there are CPUs are validated (held in memory) at a time, whatever this says.
+    #[arg(long, env = "NPUB_MAX_UPLOADS", default_value_t = DEFAULT_MAX_UPLOADS)]
+    pub max_uploads: usize,
 
     /// Bootstrap admin token, used only on the first start (when the database holds no token):
     /// at least 32 characters. If unset on first start, one is generated and printed once.
@@ -72,19 +86,75 @@ pub struct Config {
     #[arg(long, env = "NPUB_HEADER_TIMEOUT", default_value_t = DEFAULT_HEADER_TIMEOUT_SECS)]
     pub header_timeout: u64,
 
+    /// Seconds a connection may go without a byte moving either way while none of its requests
+    /// is being handled; past it the connection is closed. Catches a client that stopped reading
+    /// a response. A slow but live download (a 2G modem) moves bytes every few seconds and is
+    /// never cut off; a request whose handler is still working is never idle.
+    #[arg(long, env = "NPUB_IDLE_TIMEOUT", default_value_t = DEFAULT_IDLE_TIMEOUT_SECS)]
+    pub idle_timeout: u64,
+
+    /// Bytes per second a request body (an upload, a JSON body) must average once its grace is
+    /// over; a slower one is answered 408 and its staged upload removed. 0: no minimum. The
+    /// default lets a 2G uplink (a few kB/s) through.
+    #[arg(long, env = "NPUB_BODY_MIN_RATE", default_value_t = crate::body_rate::DEFAULT_MIN_RATE)]
+    pub body_min_rate: u64,
+
+    /// Seconds a request body may take before `--body-min-rate` is measured (a slow start).
+    #[arg(long, env = "NPUB_BODY_GRACE", default_value_t = crate::body_rate::DEFAULT_GRACE.as_secs())]
+    pub body_grace: u64,
+
     /// Connections served at once. A connection beyond it is answered 503 and closed instead of
-    /// exhausting file descriptors (keep it well below `LimitNOFILE=`).
+    /// exhausting file descriptors. Lowered at start to fit the open-file limit (the soft
+    /// `RLIMIT_NOFILE`, which the server raises to the hard one) with 128 descriptors to spare.
     #[arg(long, env = "NPUB_MAX_CONNECTIONS", default_value_t = DEFAULT_MAX_CONNECTIONS)]
     pub max_connections: usize,
+
+    /// Failed authentications (no token, a wrong or revoked one) a peer (an IPv4 address or an
+    /// IPv6 /64) may make in a row; past it, failures get 429 with `Retry-After` instead of 401.
+    /// A valid token is never refused or slowed, whatever its peer did.
+    #[arg(long, env = "NPUB_AUTH_FAILURE_BURST", default_value_t = crate::auth::guard::DEFAULT_BURST)]
+    pub auth_failure_burst: u32,
+
+    /// Failed authentications per second a throttled peer's allowance regains.
+    #[arg(long, env = "NPUB_AUTH_FAILURE_REFILL", default_value_t = crate::auth::guard::DEFAULT_REFILL_PER_SEC)]
+    pub auth_failure_refill: u32,
+
+    /// Where packs are stored. Unset: files under `<data-dir>/packs/`. `s3://bucket/prefix`: objects
+    /// `prefix/<sha256>` in an S3-compatible bucket, reached with the usual `AWS_*` variables
+    /// (`AWS_ENDPOINT`, `AWS_REGION`, `AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`,
+    /// `AWS_SESSION_TOKEN`; `AWS_ALLOW_HTTP=true` for a plain-HTTP endpoint). Uploads are staged
+    /// and validated in `<data-dir>/tmp/` either way.
+    #[arg(long, env = "NPUB_PACK_STORE")]
+    pub pack_store: Option<String>,
+
+    /// With an `s3://` pack store: answer a device's pack download with `307 Temporary Redirect`
+    /// to a presigned URL of the object (valid 10 minutes), so the bytes flow from the bucket to
+    /// the device directly. The device must follow the redirect (device-agent does). Off: the
+    /// server streams the pack from the bucket itself.
+    #[arg(long, env = "NPUB_PRESIGN_DOWNLOADS")]
+    pub presign_downloads: bool,
+
+    /// `AWS_*` settings applied over the process environment's when the pack store is `s3://`
+    /// (for embedders and tests, which should not change their process's environment).
+    #[arg(skip)]
+    pub aws_overrides: Vec<(String, String)>,
 }
+
+/// Default for `--max-uploads`: more operators uploading at once than a fleet has.
+pub const DEFAULT_MAX_UPLOADS: usize = 16;
 
 /// Default for `--header-timeout`: generous for a slow link, short enough that idle sockets do not
 /// pile up.
 pub const DEFAULT_HEADER_TIMEOUT_SECS: u64 = 30;
 
-/// Default for `--max-connections`: half of the service's `LimitNOFILE=1024` floor, leaving room for
-/// the database, pack files and staging.
-pub const DEFAULT_MAX_CONNECTIONS: usize = 512;
+/// Default for `--idle-timeout`: a minute without a byte is no slow link, it is a dead or a
+/// hostile one.
+pub const DEFAULT_IDLE_TIMEOUT_SECS: u64 = 60;
+
+/// Default for `--max-connections`: a fleet polling every minute, and 1,100 idle sockets an
+/// attacker opens, fit (an idle connection costs some kB); the unit's `LimitNOFILE=65536` leaves
+/// room for it and for the database, pack files and staging.
+pub const DEFAULT_MAX_CONNECTIONS: usize = 4096;
 
 impl Config {
     /// The defaults, with `data_dir` and `listen` given: what tests and embedders start from.
@@ -93,13 +163,22 @@ impl Config {
             data_dir: data_dir.into(),
             listen,
             max_upload_bytes: DEFAULT_MAX_UPLOAD_BYTES,
+            max_uploads: DEFAULT_MAX_UPLOADS,
             admin_token: None,
             log: "info".into(),
             poll_interval: crate::fleet::DEFAULT_POLL_INTERVAL_SECS,
             last_seen_flush: crate::fleet::DEFAULT_LAST_SEEN_FLUSH_SECS,
             cache_check: crate::fleet::DEFAULT_CACHE_CHECK_SECS,
             header_timeout: DEFAULT_HEADER_TIMEOUT_SECS,
+            idle_timeout: DEFAULT_IDLE_TIMEOUT_SECS,
+            body_min_rate: crate::body_rate::DEFAULT_MIN_RATE,
+            body_grace: crate::body_rate::DEFAULT_GRACE.as_secs(),
             max_connections: DEFAULT_MAX_CONNECTIONS,
+            auth_failure_burst: crate::auth::guard::DEFAULT_BURST,
+            auth_failure_refill: crate::auth::guard::DEFAULT_REFILL_PER_SEC,
+            pack_store: None,
+            presign_downloads: false,
+            aws_overrides: Vec::new(),
         }
     }
 }

@@ -6,9 +6,17 @@
 //! | `packs/aa/<sha256>` | packs, named by the SHA-256 of their bytes, fanned out by the first two hex digits |
 //! | `tmp/`         | uploads being received; emptied at every start                    |
 //! | `keys/`        | the manifest signing key (`signing.key`, 0600) and retired keys    |
-//! | `lock`         | held (advisory lock) while a server runs on this directory        |
+//! | `lock`         | `flock`ed while a server runs on this directory (for servers before #11) |
 //!
 //! The whole directory is created 0700: it holds the signing key and the token hashes.
+//!
+//! ## One server per directory
+//! A server holds an exclusive `flock` on the data directory itself for as long as it runs (the
+//! OS drops it when the process ends, however it ends). Locking only the `lock` file could be
+//! bypassed by deleting the file: the next server would create and lock a new one beside the
+//! running server. The directory cannot be deleted or replaced while it holds the server's
+//! files. The `lock` file is still locked too, so that an older server refuses to start beside
+//! this one.
 use std::fs::{self, File, TryLockError};
 use std::io;
 use std::path::{Path, PathBuf};
@@ -17,7 +25,8 @@ use std::path::{Path, PathBuf};
 #[derive(Debug)]
 pub struct DataDir {
     root: PathBuf,
-    _lock: File,
+    /// The directory and the `lock` file, both `flock`ed until this value is dropped.
+    _locks: [File; 2],
 }
 
 impl DataDir {
@@ -28,25 +37,27 @@ impl DataDir {
     pub fn open(root: &Path) -> io::Result<Self> {
         create_private_dir(root)?;
         let root = fs::canonicalize(root)?;
-        let lock = File::options()
+        let in_use = || {
+            io::Error::new(
+                io::ErrorKind::WouldBlock,
+                format!("{} is in use by another npub-server", root.display()),
+            )
+        };
+        let dir = File::open(&root)?;
+        lock(&dir).map_err(|e| e.unwrap_or_else(in_use))?;
+        let file = File::options()
             .create(true)
             .truncate(false)
             .write(true)
             .open(root.join("lock"))?;
-        match lock.try_lock() {
-            Ok(()) => {}
-            Err(TryLockError::WouldBlock) => {
-                return Err(io::Error::new(
-                    io::ErrorKind::WouldBlock,
-                    format!("{} is in use by another npub-server", root.display()),
-                ));
-            }
-            Err(TryLockError::Error(e)) => return Err(e),
-        }
+        lock(&file).map_err(|e| e.unwrap_or_else(in_use))?;
         for sub in ["packs", "tmp", "keys"] {
             create_private_dir(&root.join(sub))?;
         }
-        Ok(Self { root, _lock: lock })
+        Ok(Self {
+            root,
+            _locks: [dir, file],
+        })
     }
 
     /// The directory itself (absolute).
@@ -72,6 +83,15 @@ impl DataDir {
     /// Signing keys.
     pub fn keys(&self) -> PathBuf {
         self.root.join("keys")
+    }
+}
+
+/// Takes an exclusive `flock` without waiting: `Err(None)` when another process holds it.
+fn lock(file: &File) -> Result<(), Option<io::Error>> {
+    match file.try_lock() {
+        Ok(()) => Ok(()),
+        Err(TryLockError::WouldBlock) => Err(None),
+        Err(TryLockError::Error(e)) => Err(Some(e)),
     }
 }
 

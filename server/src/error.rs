@@ -15,7 +15,8 @@ use utoipa::ToSchema;
 #[derive(Debug, Serialize, ToSchema)]
 pub struct ErrorBody {
     /// Stable code: `unauthorized`, `forbidden`, `not_found`, `conflict`, `invalid_pack`,
-    /// `invalid_request`, `payload_too_large`, `unavailable` or `internal`.
+    /// `invalid_request`, `request_timeout`, `payload_too_large`, `range_not_satisfiable`,
+    /// `too_many_requests`, `unavailable` or `internal`.
     pub error: &'static str,
     /// What was wrong, for a person. For `invalid_pack`, npub-core's own message.
     pub detail: String,
@@ -42,13 +43,30 @@ pub enum ApiError {
         /// Which field, and what is wrong with it.
         detail: String,
     },
-    /// 413: the body is larger than the configured limit.
+    /// 408: the request body arrived slower than `--body-min-rate`; the detail says how slow.
+    RequestTimeout(String),
+    /// 413: the body, or one part of a multipart form, is larger than its limit.
     PayloadTooLarge {
-        /// The limit, in bytes.
+        /// What is too large: `"the body"`, `"multipart part `io`"`, ….
+        what: &'static str,
+        /// Its limit, in bytes.
         limit: u64,
+    },
+    /// 416: a `Range` that starts at or past the end of a pack of `len` bytes.
+    RangeNotSatisfiable {
+        /// The pack's length, for `Content-Range: bytes */LEN`.
+        len: u64,
+    },
+    /// 429: too many failed authentications from this peer (`crate::auth::guard`).
+    TooManyRequests {
+        /// Seconds until the peer may fail again, for `Retry-After`.
+        retry_after_secs: u64,
     },
     /// 503: a dependency (the database) is not answering.
     Unavailable,
+    /// 503 with `Retry-After: 1`: a bounded resource (uploads in flight) is taken; the detail
+    /// names it and its bound.
+    Busy(String),
     /// 500: a bug or an environment failure. Logged, never echoed.
     Internal(Box<dyn std::error::Error + Send + Sync>),
 }
@@ -109,8 +127,11 @@ impl ApiError {
             Self::Conflict(_) => StatusCode::CONFLICT,
             Self::InvalidPack(_) => StatusCode::UNPROCESSABLE_ENTITY,
             Self::InvalidRequest { status, .. } => *status,
+            Self::RequestTimeout(_) => StatusCode::REQUEST_TIMEOUT,
             Self::PayloadTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
-            Self::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
+            Self::RangeNotSatisfiable { .. } => StatusCode::RANGE_NOT_SATISFIABLE,
+            Self::TooManyRequests { .. } => StatusCode::TOO_MANY_REQUESTS,
+            Self::Unavailable | Self::Busy(_) => StatusCode::SERVICE_UNAVAILABLE,
             Self::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
@@ -123,8 +144,11 @@ impl ApiError {
             Self::Conflict(_) => "conflict",
             Self::InvalidPack(_) => "invalid_pack",
             Self::InvalidRequest { .. } => "invalid_request",
+            Self::RequestTimeout(_) => "request_timeout",
             Self::PayloadTooLarge { .. } => "payload_too_large",
-            Self::Unavailable => "unavailable",
+            Self::RangeNotSatisfiable { .. } => "range_not_satisfiable",
+            Self::TooManyRequests { .. } => "too_many_requests",
+            Self::Unavailable | Self::Busy(_) => "unavailable",
             Self::Internal(_) => "internal",
         }
     }
@@ -136,11 +160,21 @@ impl ApiError {
             }
             Self::Forbidden(what) => format!("this token's role may not {what}"),
             Self::NotFound(what) => format!("{what} not found"),
-            Self::Conflict(detail) | Self::InvalidPack(detail) => detail.clone(),
+            Self::Conflict(detail)
+            | Self::InvalidPack(detail)
+            | Self::RequestTimeout(detail)
+            | Self::Busy(detail) => detail.clone(),
             Self::InvalidRequest { detail, .. } => detail.clone(),
-            Self::PayloadTooLarge { limit } => {
-                format!("the body is larger than the limit of {limit} bytes")
+            Self::PayloadTooLarge { what, limit } => {
+                format!("{what} is larger than its limit of {limit} bytes")
             }
+            Self::RangeNotSatisfiable { len } => {
+                format!("the range starts at or past the end of the {len}-byte pack")
+            }
+            Self::TooManyRequests { retry_after_secs } => format!(
+                "too many failed authentications from this address; retry in {retry_after_secs} s \
+                 (a valid token is never refused)"
+            ),
             Self::Unavailable => "the database is not answering".into(),
             Self::Internal(_) => "internal error; the server log has the cause".into(),
         }
@@ -179,10 +213,24 @@ impl IntoResponse for ApiError {
             detail: self.detail(),
         };
         let mut response = (status, Json(body)).into_response();
-        if status == StatusCode::UNAUTHORIZED {
-            response
-                .headers_mut()
-                .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+        let headers = response.headers_mut();
+        match self {
+            Self::Unauthorized => {
+                headers.insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+            }
+            Self::TooManyRequests { retry_after_secs } => {
+                headers.insert(header::RETRY_AFTER, HeaderValue::from(retry_after_secs));
+            }
+            Self::Busy(_) => {
+                headers.insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+            }
+            Self::RangeNotSatisfiable { len } => {
+                if let Ok(v) = HeaderValue::from_str(&format!("bytes */{len}")) {
+                    headers.insert(header::CONTENT_RANGE, v);
+                }
+                headers.insert(header::ACCEPT_RANGES, HeaderValue::from_static("bytes"));
+            }
+            _ => {}
         }
         response
     }

@@ -20,8 +20,9 @@ use std::sync::{Arc, PoisonError, RwLock};
 
 use axum::Json as JsonResponse;
 use axum::extract::State;
-use axum::http::StatusCode;
-use npub_core::keys::{KeyPair, read_secret_key, write_key_files};
+use axum::http::{StatusCode, header};
+use axum::response::IntoResponse;
+use npub_core::keys::{KeyPair, public_key_file_text, read_secret_key, write_key_files};
 use npub_core::manifest::{KeyId, KeyringChange, KeyringUpdate};
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
@@ -29,10 +30,10 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use crate::audit;
-use crate::auth::Operator;
+use crate::auth::{Admin, Operator};
 use crate::db::Db;
 use crate::error::{ApiError, ErrorBody};
-use crate::extract::Json;
+use crate::extract::{Json, Path as UrlPath};
 use crate::state::AppState;
 use crate::store::to_hex;
 use crate::time::{now_ms, rfc3339};
@@ -187,7 +188,9 @@ impl std::fmt::Debug for ImportKey {
 
 /// `/api/v1/keys` routes.
 pub fn router() -> OpenApiRouter<AppState> {
-    OpenApiRouter::new().routes(routes!(list_keys, import_key))
+    OpenApiRouter::new()
+        .routes(routes!(list_keys, import_key))
+        .routes(routes!(trust_file))
 }
 
 /// The active signing key, every earlier one, and the imported keyring updates.
@@ -261,6 +264,51 @@ async fn list_keys(
     }))
 }
 
+/// The public key file a device trusts this key with: exactly what `device-agent --trust FILE`
+/// (and npub-core's `read_public_key`) reads, one line `npub-ed25519-public-v1 <64 hex digits>`,
+/// offered as a download named `<key id>.key.pub`. Any key this server has used (active or
+/// retired) can be fetched, so a device fleet can be told to trust a retired key again on purpose.
+#[utoipa::path(
+    get,
+    path = "/api/v1/keys/{key_id}/trust",
+    tag = "keys",
+    params(("key_id" = String, Path, description = "16 hex digits", pattern = "^[0-9a-f]{16}$")),
+    security(("token" = [])),
+    responses(
+        (status = 200, content_type = "text/plain", body = String,
+         description = "the device agent's --trust file"),
+        (status = 401, body = ErrorBody),
+        (status = 404, body = ErrorBody, description = "no such key"),
+    )
+)]
+async fn trust_file(
+    State(state): State<AppState>,
+    _op: Operator,
+    UrlPath(key_id): UrlPath<String>,
+) -> Result<impl IntoResponse, ApiError> {
+    let unknown = || ApiError::NotFound(format!("signing key {key_id:?}"));
+    let id = KeyId::from_hex(&key_id).ok_or_else(unknown)?;
+    let row: Option<(String,)> =
+        sqlx::query_as("SELECT public_key FROM signing_keys WHERE key_id = $1")
+            .bind(id.to_string())
+            .fetch_optional(&state.db)
+            .await?;
+    let (public_hex,) = row.ok_or_else(unknown)?;
+    let public: [u8; 32] = decode_hex(&public_hex)
+        .and_then(|b| b.try_into().ok())
+        .ok_or_else(|| ApiError::internal(format!("signing_keys: key {id} is not 32 bytes")))?;
+    Ok((
+        [
+            (header::CONTENT_TYPE, "text/plain; charset=utf-8".to_owned()),
+            (
+                header::CONTENT_DISPOSITION,
+                format!("attachment; filename=\"{id}.key.pub\""),
+            ),
+        ],
+        public_key_file_text(&public),
+    ))
+}
+
 /// Imports a signing key (admin only); it becomes the active key and the previous one is
 /// retired. A key that this server has used before cannot be imported again.
 #[utoipa::path(
@@ -278,10 +326,9 @@ async fn list_keys(
 )]
 async fn import_key(
     State(state): State<AppState>,
-    op: Operator,
+    Admin(op): Admin,
     Json(body): Json<ImportKey>,
 ) -> Result<(StatusCode, JsonResponse<KeyInfo>), ApiError> {
-    op.require_admin("manage signing keys")?;
     let pair = parse_secret(&body.secret_key)?;
     let key_id = pair.key_id();
     let update = body

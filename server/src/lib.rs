@@ -10,6 +10,7 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+use axum::handler::Handler as _;
 use axum::http::{Method, StatusCode, Uri};
 use axum::{Extension, Router, middleware};
 use error::ApiError;
@@ -19,11 +20,13 @@ use utoipa_axum::router::OpenApiRouter;
 
 pub mod audit;
 pub mod auth;
+pub mod body_rate;
 pub mod config;
+mod conn;
 pub mod datadir;
 pub mod db;
 pub mod error;
-mod extract;
+pub mod extract;
 pub mod fleet;
 pub mod health;
 pub mod keys;
@@ -32,6 +35,8 @@ pub mod metrics;
 pub mod models;
 pub mod names;
 pub mod openapi;
+mod openapi_rules;
+pub mod ranges;
 mod server;
 pub mod state;
 pub mod store;
@@ -48,7 +53,30 @@ pub use state::AppState;
 /// The HTTP application: every module's routes, the OpenAPI document built from them, request
 /// metrics and tracing. Add a module's routes here (and nowhere else).
 pub fn app(state: AppState) -> Router {
-    let (router, api) = OpenApiRouter::with_openapi(openapi::ApiDoc::openapi())
+    let (router, mut api) = routes().split_for_parts();
+    for unused in openapi_rules::complete(&mut api) {
+        tracing::error!(rule = %unused, "an OpenAPI value rule names nothing in the document");
+    }
+    let track = || middleware::from_fn_with_state(state.metrics.clone(), metrics::track);
+    router
+        .merge(web::router())
+        .method_not_allowed_fallback(no_method)
+        .route_layer(track())
+        // After `route_layer`, which does not reach the fallback: unmatched requests are
+        // counted too, under the route `other`.
+        .fallback(no_route.layer(track()))
+        .layer(middleware::from_fn_with_state(
+            state.limits.body_rate,
+            body_rate::enforce,
+        ))
+        .layer(Extension(openapi::Document::new(&api)))
+        .layer(TraceLayer::new_for_http())
+        .with_state(state)
+}
+
+/// Every documented route, from one `router()` per module.
+fn routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::with_openapi(openapi::ApiDoc::openapi())
         .merge(health::router())
         .merge(metrics::router())
         .merge(openapi::router())
@@ -58,18 +86,6 @@ pub fn app(state: AppState) -> Router {
         .merge(versions::router())
         .merge(keys::router())
         .merge(fleet::router())
-        .split_for_parts();
-    router
-        .merge(web::router())
-        .fallback(no_route)
-        .method_not_allowed_fallback(no_method)
-        .route_layer(middleware::from_fn_with_state(
-            state.metrics.clone(),
-            metrics::track,
-        ))
-        .layer(Extension(openapi::Document::new(&api)))
-        .layer(TraceLayer::new_for_http())
-        .with_state(state)
 }
 
 /// Unknown paths get the same JSON error shape as everything else.

@@ -5,13 +5,21 @@
 //! |----------------------------------------|-----------|---------------------------|
 //! | `npub_http_requests_total`             | counter   | `method`, `route`, `status` |
 //! | `npub_http_request_duration_seconds`   | histogram | `method`, `route`          |
+//! | `npub_auth_failures_total`             | counter   | `kind` (`operator`, `device`), `outcome` (`unauthorized`, `throttled`) |
 //! | `npub_uploads_total`                   | counter   | `source`, `outcome`        |
 //! | `npub_upload_bytes_total`              | counter   | (bytes of stored uploads)  |
 //! | `npub_pack_bytes_served_total`         | counter   | (pack bytes sent)          |
 //!
-//! `route` is the route's pattern (`/api/v1/models/{name}`), never the raw path, so the label set
-//! stays bounded whatever clients send; requests that match no route are not recorded. Latency is
-//! time to the response head (a pack download's body streams after it).
+//! Every label comes from a fixed set, so that no request can add a series (an attacker sending
+//! 10,000 made-up methods once grew `/metrics` to 196 MB):
+//!
+//! | Label    | Values                                                                      |
+//! |----------|-----------------------------------------------------------------------------|
+//! | `method` | `GET` `HEAD` `POST` `PUT` `DELETE` `PATCH` `OPTIONS`; anything else `other`  |
+//! | `route`  | the matched route's template (`/api/v1/models/{name}`), never the raw path; a request that matches no route is `other` |
+//! | `status` | the status class: `1xx` … `5xx`                                              |
+//!
+//! Latency is time to the response head (a pack download's body streams after it).
 //!
 //! The request path is lock-free once a route has been seen: a read lock to find the route's
 //! counters, then atomic increments.
@@ -34,22 +42,48 @@ use crate::state::AppState;
 const BUCKETS: [f64; 14] = [
     0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
 ];
-/// HTTP status codes are three digits, 100..=599.
-const STATUS_MIN: u16 = 100;
-const STATUS_SLOTS: usize = 500;
+/// The `method` label's values; a method not listed is counted as [`OTHER`].
+const METHODS: [&str; 7] = ["GET", "HEAD", "POST", "PUT", "DELETE", "PATCH", "OPTIONS"];
+/// The label value of everything outside a fixed set.
+pub const OTHER: &str = "other";
+/// The `status` label's values, by `status / 100 - 1`.
+const STATUS_CLASSES: [&str; 5] = ["1xx", "2xx", "3xx", "4xx", "5xx"];
+
+/// The `method` label of `method`: itself when it is one of [`METHODS`], else [`OTHER`].
+pub fn method_label(method: &str) -> &'static str {
+    METHODS
+        .into_iter()
+        .find(|known| *known == method)
+        .unwrap_or(OTHER)
+}
+
+/// Index into [`STATUS_CLASSES`]; `None` outside 100..=599 (which `http` allows up to 999).
+fn status_class(status: u16) -> Option<usize> {
+    match status / 100 {
+        c @ 1..=5 => Some(usize::from(c - 1)),
+        _ => None,
+    }
+}
+
+/// The `kind` label of `npub_auth_failures_total` (`crate::auth::guard::Kind`).
+const AUTH_KINDS: [&str; 2] = ["operator", "device"];
+/// Its `outcome` label: answered 401, or 429 (the peer's allowance was spent).
+const AUTH_OUTCOMES: [&str; 2] = ["unauthorized", "throttled"];
 
 /// Everything the server counts.
 #[derive(Debug, Default)]
 pub struct Metrics {
-    routes: RwLock<HashMap<(String, String), Arc<RouteStats>>>,
+    /// Keyed by (`method` label, route template): both from fixed sets.
+    routes: RwLock<HashMap<(&'static str, String), Arc<RouteStats>>>,
     uploads: Mutex<BTreeMap<(&'static str, &'static str), u64>>,
     upload_bytes: AtomicU64,
     pack_bytes_served: AtomicU64,
+    auth_failures: [[AtomicU64; AUTH_OUTCOMES.len()]; AUTH_KINDS.len()],
 }
 
 #[derive(Debug)]
 struct RouteStats {
-    by_status: Box<[AtomicU64; STATUS_SLOTS]>,
+    by_status: [AtomicU64; STATUS_CLASSES.len()],
     buckets: [AtomicU64; BUCKETS.len()],
     count: AtomicU64,
     sum_nanos: AtomicU64,
@@ -58,7 +92,7 @@ struct RouteStats {
 impl RouteStats {
     fn new() -> Self {
         Self {
-            by_status: Box::new(std::array::from_fn(|_| AtomicU64::new(0))),
+            by_status: std::array::from_fn(|_| AtomicU64::new(0)),
             buckets: std::array::from_fn(|_| AtomicU64::new(0)),
             count: AtomicU64::new(0),
             sum_nanos: AtomicU64::new(0),
@@ -67,13 +101,11 @@ impl RouteStats {
 }
 
 impl Metrics {
-    /// Counts one answered request.
+    /// Counts one answered request. `route` must be a route template or [`OTHER`], never a
+    /// path a client chose; `method` is mapped onto [`METHODS`].
     pub fn observe_request(&self, method: &str, route: &str, status: u16, seconds: f64) {
-        let stats = self.route_stats(method, route);
-        if let Some(slot) = status
-            .checked_sub(STATUS_MIN)
-            .and_then(|i| stats.by_status.get(usize::from(i)))
-        {
+        let stats = self.route_stats(method_label(method), route);
+        if let Some(slot) = status_class(status).and_then(|i| stats.by_status.get(i)) {
             slot.fetch_add(1, Ordering::Relaxed);
         }
         if let Some(i) = BUCKETS.iter().position(|&le| seconds <= le) {
@@ -98,21 +130,33 @@ impl Metrics {
         }
     }
 
+    /// Counts one failed authentication on `kind`'s routes (`operator` or `device`; anything else
+    /// is not a label and is dropped).
+    pub fn observe_auth_failure(&self, kind: &str, throttled: bool) {
+        if let Some(row) = AUTH_KINDS
+            .iter()
+            .position(|k| *k == kind)
+            .and_then(|i| self.auth_failures.get(i))
+        {
+            row[usize::from(throttled)].fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
     /// Counts pack bytes sent to a client.
     pub fn add_pack_bytes_served(&self, bytes: u64) {
         self.pack_bytes_served.fetch_add(bytes, Ordering::Relaxed);
     }
 
-    fn route_stats(&self, method: &str, route: &str) -> Arc<RouteStats> {
+    fn route_stats(&self, method: &'static str, route: &str) -> Arc<RouteStats> {
         let read = self.routes.read().unwrap_or_else(PoisonError::into_inner);
-        if let Some(stats) = read.get(&(method.to_owned(), route.to_owned())) {
+        if let Some(stats) = read.get(&(method, route.to_owned())) {
             return Arc::clone(stats);
         }
         drop(read);
         let mut write = self.routes.write().unwrap_or_else(PoisonError::into_inner);
         Arc::clone(
             write
-                .entry((method.to_owned(), route.to_owned()))
+                .entry((method, route.to_owned()))
                 .or_insert_with(|| Arc::new(RouteStats::new())),
         )
     }
@@ -134,10 +178,9 @@ impl Metrics {
              # TYPE npub_http_requests_total counter\n",
         );
         for ((method, route), stats) in &routes {
-            for (i, slot) in stats.by_status.iter().enumerate() {
+            for (status, slot) in STATUS_CLASSES.iter().zip(&stats.by_status) {
                 let n = slot.load(Ordering::Relaxed);
                 if n > 0 {
-                    let status = usize::from(STATUS_MIN) + i;
                     let _ = writeln!(
                         out,
                         "npub_http_requests_total{{method=\"{}\",route=\"{}\",status=\"{status}\"}} {n}",
@@ -185,6 +228,19 @@ impl Metrics {
                 "npub_uploads_total{{source=\"{source}\",outcome=\"{outcome}\"}} {n}"
             );
         }
+        out.push_str(
+            "# HELP npub_auth_failures_total Failed authentications, by route kind and answer.\n\
+             # TYPE npub_auth_failures_total counter\n",
+        );
+        for (kind, row) in AUTH_KINDS.iter().zip(&self.auth_failures) {
+            for (outcome, n) in AUTH_OUTCOMES.iter().zip(row) {
+                let _ = writeln!(
+                    out,
+                    "npub_auth_failures_total{{kind=\"{kind}\",outcome=\"{outcome}\"}} {}",
+                    n.load(Ordering::Relaxed)
+                );
+            }
+        }
         let _ = writeln!(
             out,
             "# HELP npub_upload_bytes_total Bytes of uploads that were stored.\n\
@@ -207,20 +263,18 @@ fn escape(label: &str) -> String {
         .replace('\n', "\\n")
 }
 
-/// Middleware (a route layer, so the matched route is known) that counts every answered request.
+/// Middleware that counts every answered request: a route layer, so that the matched route is
+/// known, and a layer on the fallback, whose requests match no route and count as [`OTHER`].
 pub async fn track(State(metrics): State<Arc<Metrics>>, request: Request, next: Next) -> Response {
-    let Some(route) = request
+    let route = request
         .extensions()
         .get::<MatchedPath>()
-        .map(|m| m.as_str().to_owned())
-    else {
-        return next.run(request).await;
-    };
-    let method = request.method().as_str().to_owned();
+        .map_or_else(|| OTHER.to_owned(), |m| m.as_str().to_owned());
+    let method = method_label(request.method().as_str());
     let start = Instant::now();
     let response = next.run(request).await;
     metrics.observe_request(
-        &method,
+        method,
         &route,
         response.status().as_u16(),
         start.elapsed().as_secs_f64(),
@@ -264,11 +318,11 @@ mod tests {
         m.observe_upload("npub", "rejected", 99);
         let text = m.render();
         assert!(
-            text.contains(r#"npub_http_requests_total{method="GET",route="/a\"b",status="200"} 1"#),
+            text.contains(r#"npub_http_requests_total{method="GET",route="/a\"b",status="2xx"} 1"#),
             "{text}"
         );
         assert!(
-            text.contains(r#"npub_http_requests_total{method="GET",route="/a\"b",status="404"} 1"#),
+            text.contains(r#"npub_http_requests_total{method="GET",route="/a\"b",status="4xx"} 1"#),
             "{text}"
         );
         assert!(
@@ -284,8 +338,32 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("npub_upload_bytes_total 10\n"), "{text}");
+        assert!(!text.contains("5xx"), "{text}");
         assert!(
             text.contains(r#"npub_uploads_total{source="npub",outcome="rejected"} 1"#),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn rejects_unknown_methods_and_statuses_as_labels() {
+        let m = Metrics::default();
+        for i in 0..100 {
+            m.observe_request(&format!("X{i}"), "/r", 200 + i, 0.001);
+        }
+        m.observe_request("get", "/r", 999, 0.001);
+        let text = m.render();
+        assert_eq!(method_label("DELETE"), "DELETE");
+        assert!(!text.contains("X1"), "{text}");
+        assert!(
+            text.contains(
+                r#"npub_http_requests_total{method="other",route="/r",status="2xx"} 100"#
+            ),
+            "{text}"
+        );
+        assert_eq!(
+            text.matches("npub_http_requests_total{").count(),
+            1,
             "{text}"
         );
     }

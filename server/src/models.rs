@@ -1,6 +1,6 @@
 //! `/api/v1/models`: the named things operators version and deploy.
 use axum::Json as JsonResponse;
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::http::StatusCode;
 use npub_core::Accel;
 use serde::{Deserialize, Serialize};
@@ -12,13 +12,13 @@ use crate::audit;
 use crate::auth::Operator;
 use crate::db::Conn;
 use crate::error::{ApiError, ErrorBody};
-use crate::extract::Json;
+use crate::extract::{Json, Path};
 use crate::names;
 use crate::state::AppState;
 use crate::time::{now_ms, rfc3339};
 
-/// Longest description: a paragraph, not a document.
-const DESCRIPTION_MAX_BYTES: usize = 4096;
+/// Longest description, in characters: a paragraph, not a document.
+pub(crate) const DESCRIPTION_MAX_CHARS: usize = 4096;
 
 /// `POST /api/v1/models` body.
 #[derive(Debug, Deserialize, ToSchema)]
@@ -26,7 +26,7 @@ const DESCRIPTION_MAX_BYTES: usize = 4096;
 pub struct NewModel {
     /// 1..=64 of `A-Z a-z 0-9 . _ -`, starting with a letter or digit.
     pub name: String,
-    /// Free text.
+    /// Free text: at most 4096 characters; lines and tabs, but no other control characters.
     #[serde(default)]
     pub description: String,
     /// Vela accelerator config every version must be compiled for (`ethos-u55-256`, …);
@@ -103,11 +103,12 @@ async fn create_model(
     Json(new): Json<NewModel>,
 ) -> Result<(StatusCode, JsonResponse<Model>), ApiError> {
     names::model(&new.name)?;
-    if new.description.len() > DESCRIPTION_MAX_BYTES {
-        return Err(ApiError::invalid(format!(
-            "description: longer than {DESCRIPTION_MAX_BYTES} bytes"
-        )));
-    }
+    names::free_text(
+        "description",
+        &new.description,
+        DESCRIPTION_MAX_CHARS,
+        names::Lines::Many,
+    )?;
     let accel = match new.accelerator.as_deref() {
         None => None,
         Some(name) => Some(

@@ -8,14 +8,15 @@ use std::sync::Arc;
 
 use tokio::net::TcpListener;
 
+use crate::auth::guard::{Guard, Limits as GuardLimits};
 use crate::auth::token::{self, Bootstrap};
 use crate::config::Config;
 use crate::datadir::DataDir;
 use crate::keys::Keys;
 use crate::metrics::Metrics;
 use crate::state::{AppState, Limits};
-use crate::store::{LocalStore, PackDigest, PackStore, Staging};
-use crate::{app, db};
+use crate::store::{PackStore, Staging};
+use crate::{app, conn, db};
 
 /// Why the server could not start.
 #[derive(Debug)]
@@ -38,10 +39,11 @@ fn fail(what: &str) -> impl FnOnce(String) -> StartError + '_ {
 pub struct Server {
     state: AppState,
     listener: TcpListener,
-    conn_limits: ConnLimits,
+    conn_limits: conn::Limits,
     data_dir: DataDir,
     bootstrap: Bootstrap,
     generated_key: bool,
+    pack_store: Option<String>,
 }
 
 impl Server {
@@ -49,13 +51,20 @@ impl Server {
     /// bootstrap token and the signing key on a first start, sweeps interrupted uploads and
     /// orphaned packs, and binds the listener.
     pub async fn start(config: Config) -> Result<Self, StartError> {
+        let nofile = conn::raise_nofile();
         let data_dir = DataDir::open(&config.data_dir)
             .map_err(|e| StartError(format!("data dir {}: {e}", config.data_dir.display())))?;
         let db = db::open(&data_dir.database())
             .await
             .map_err(|e| fail("database")(e.to_string()))?;
         let staging = Staging::new(data_dir.tmp());
-        let store: Arc<dyn PackStore> = Arc::new(LocalStore::new(data_dir.packs()));
+        let store = crate::store::open(
+            config.pack_store.as_deref(),
+            data_dir.packs(),
+            config.presign_downloads,
+            &config.aws_overrides,
+        )
+        .map_err(fail("--pack-store"))?;
         sweep(&db, &staging, store.as_ref()).await?;
         let bootstrap = token::bootstrap(&db, config.admin_token.as_deref())
             .await
@@ -74,28 +83,48 @@ impl Server {
         let fleet = crate::fleet::Fleet::load(&db, &store, timers)
             .await
             .map_err(StartError)?;
+        let metrics = Arc::new(Metrics::default());
+        let auth_guard = Arc::new(Guard::new(
+            GuardLimits {
+                burst: config.auth_failure_burst,
+                refill_per_sec: config.auth_failure_refill,
+            },
+            Arc::clone(&metrics),
+        ));
         let state = AppState {
             fleet: Arc::new(fleet),
             db,
             store,
             staging,
-            metrics: Arc::new(Metrics::default()),
+            metrics,
+            auth_guard,
             keys: Arc::new(keys),
             limits: Limits {
                 max_upload_bytes: config.max_upload_bytes,
+                body_rate: crate::body_rate::MinRateRule {
+                    min_rate: config.body_min_rate,
+                    grace: std::time::Duration::from_secs(config.body_grace),
+                },
+                max_uploads: config.max_uploads.max(1),
             },
+            uploads: Arc::new(tokio::sync::Semaphore::new(config.max_uploads.max(1))),
+            validations: Arc::new(tokio::sync::Semaphore::new(
+                std::thread::available_parallelism().map_or(1, std::num::NonZero::get),
+            )),
             write_lock: Arc::new(tokio::sync::Mutex::new(())),
         };
         Ok(Self {
             state,
             listener,
-            conn_limits: ConnLimits {
+            conn_limits: conn::Limits {
                 header_timeout: std::time::Duration::from_secs(config.header_timeout.max(1)),
-                max_connections: config.max_connections.max(1),
+                idle_timeout: std::time::Duration::from_secs(config.idle_timeout.max(1)),
+                max_connections: conn::fit_connections(config.max_connections, nofile),
             },
             data_dir,
             bootstrap,
             generated_key,
+            pack_store: config.pack_store.filter(|s| !s.is_empty()),
         })
     }
 
@@ -121,11 +150,19 @@ impl Server {
         let key = self.state.keys.active().key_id();
         let mut out = String::new();
         let _ = writeln!(out, "npub-server listening on {url}");
-        let _ = writeln!(
-            out,
-            "  data dir:     {} (database npub.db, packs in packs/)",
-            root.display()
-        );
+        match &self.pack_store {
+            None => {
+                let _ = writeln!(
+                    out,
+                    "  data dir:     {} (database npub.db, packs in packs/)",
+                    root.display()
+                );
+            }
+            Some(url) => {
+                let _ = writeln!(out, "  data dir:     {} (database npub.db)", root.display());
+                let _ = writeln!(out, "  pack store:   {url}");
+            }
+        }
         let _ = writeln!(
             out,
             "  signing key:  {key}{}",
@@ -134,6 +171,13 @@ impl Server {
             } else {
                 ""
             }
+        );
+        let _ = writeln!(
+            out,
+            "  connections:  up to {}; headers within {} s, idle {} s",
+            self.conn_limits.max_connections,
+            self.conn_limits.header_timeout.as_secs(),
+            self.conn_limits.idle_timeout.as_secs()
         );
         match &self.bootstrap {
             Bootstrap::Generated(secret) => {
@@ -183,7 +227,7 @@ impl Server {
                 let _ = stopped.await;
             },
         ));
-        let result = serve(listener, app(state), conn_limits, shutdown).await;
+        let result = conn::serve(listener, app(state), conn_limits, shutdown).await;
         let _ = stop_background.send(());
         let _ = background.await;
         if let Err(e) = fleet.flush_last_seen(&db).await {
@@ -194,80 +238,6 @@ impl Server {
         tracing::info!("stopped");
         result
     }
-}
-
-/// Per-connection limits of the accept loop (`--header-timeout`, `--max-connections`).
-#[derive(Debug, Clone, Copy)]
-struct ConnLimits {
-    header_timeout: std::time::Duration,
-    max_connections: usize,
-}
-
-/// What a connection beyond `--max-connections` is told before it is closed.
-const BUSY_RESPONSE: &[u8] = b"HTTP/1.1 503 Service Unavailable\r\n\
-content-type: application/json\r\nretry-after: 1\r\nconnection: close\r\ncontent-length: 71\r\n\r\n\
-{\"error\":\"unavailable\",\"detail\":\"too many connections; retry shortly\"}\n";
-
-/// The accept loop: every connection gets the header-read timeout (which also bounds how long a
-/// keep-alive connection may sit idle) and holds one of `max_connections` permits; a connection
-/// that finds none is answered 503 and closed, so the process never runs out of descriptors
-/// while it can still accept. Accept errors (e.g. `EMFILE`) are logged and retried after a pause
-/// instead of spinning. On `shutdown`, stops accepting and lets requests in flight finish.
-async fn serve(
-    listener: TcpListener,
-    router: axum::Router,
-    limits: ConnLimits,
-    shutdown: impl Future<Output = ()> + Send + 'static,
-) -> std::io::Result<()> {
-    let permits = Arc::new(tokio::sync::Semaphore::new(limits.max_connections));
-    let graceful = hyper_util::server::graceful::GracefulShutdown::new();
-    let mut builder = hyper::server::conn::http1::Builder::new();
-    builder
-        .timer(hyper_util::rt::TokioTimer::new())
-        .header_read_timeout(limits.header_timeout)
-        .keep_alive(true);
-    let mut shutdown = std::pin::pin!(shutdown);
-    loop {
-        let (stream, peer) = tokio::select! {
-            accepted = listener.accept() => match accepted {
-                Ok(accepted) => accepted,
-                Err(e) => {
-                    tracing::error!(error = %e, "accept error");
-                    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-                    continue;
-                }
-            },
-            () = &mut shutdown => break,
-        };
-        let Ok(permit) = Arc::clone(&permits).try_acquire_owned() else {
-            tracing::warn!(%peer, max = limits.max_connections, "connection refused: too many in flight");
-            tokio::spawn(refuse_busy(stream));
-            continue;
-        };
-        let service = hyper_util::service::TowerToHyperService::new(router.clone());
-        let conn = builder.serve_connection(hyper_util::rt::TokioIo::new(stream), service);
-        let conn = graceful.watch(conn);
-        tokio::spawn(async move {
-            if let Err(e) = conn.await {
-                tracing::debug!(%peer, error = %e, "connection ended with an error");
-            }
-            drop(permit);
-        });
-    }
-    drop(listener);
-    graceful.shutdown().await;
-    Ok(())
-}
-
-/// Writes [`BUSY_RESPONSE`] (bounded by a second, so a client that does not read cannot hold the
-/// socket) and closes.
-async fn refuse_busy(mut stream: tokio::net::TcpStream) {
-    use tokio::io::AsyncWriteExt as _;
-    let write = async {
-        stream.write_all(BUSY_RESPONSE).await?;
-        stream.shutdown().await
-    };
-    let _ = tokio::time::timeout(std::time::Duration::from_secs(1), write).await;
 }
 
 /// Resolves on SIGINT (Ctrl-C) or SIGTERM (systemd stop).
@@ -317,20 +287,34 @@ async fn sweep(db: &db::Db, staging: &Staging, store: &dyn PackStore) -> Result<
             .into_iter()
             .map(|(s,)| s)
             .collect();
-    let stored: Vec<PackDigest> = store
+    let stored = store
         .list()
         .await
         .map_err(|e| StartError(format!("listing the pack store: {e}")))?;
-    for digest in &stored {
-        if !referenced.contains(&digest.hex()) {
-            store
-                .remove(*digest)
-                .await
-                .map_err(|e| StartError(format!("removing orphaned pack {digest}: {e}")))?;
-            tracing::info!(%digest, "removed a pack no version refers to");
+    let grace = store.orphan_grace();
+    let now = std::time::SystemTime::now();
+    for listed in &stored {
+        let digest = listed.digest;
+        if referenced.contains(&digest.hex()) {
+            continue;
         }
+        // Without a time the orphan counts as old (the sweep must still work); a time in the
+        // future (the bucket's clock ahead of this host's) as young.
+        let young = grace > std::time::Duration::ZERO
+            && listed
+                .modified
+                .is_some_and(|m| now.duration_since(m).map_or(true, |age| age < grace));
+        if young {
+            tracing::info!(%digest, "a pack no version refers to is recent; left for now");
+            continue;
+        }
+        store
+            .remove(digest)
+            .await
+            .map_err(|e| StartError(format!("removing orphaned pack {digest}: {e}")))?;
+        tracing::info!(%digest, "removed a pack no version refers to");
     }
-    let stored: HashSet<String> = stored.iter().map(PackDigest::hex).collect();
+    let stored: HashSet<String> = stored.iter().map(|l| l.digest.hex()).collect();
     for missing in referenced.difference(&stored) {
         tracing::error!(sha256 = %missing, "a version's pack is missing from the store");
     }

@@ -21,6 +21,19 @@ pub const IO_JSON_MAX_BYTES: u64 = 256 * 1024;
 /// Allowance for multipart framing (boundaries, part headers) on top of the pack and `io` parts.
 const MULTIPART_OVERHEAD_BYTES: u64 = 64 * 1024;
 
+/// What a 413 names, for each thing that has its own limit.
+const RAW: &str = "the upload";
+const FORM: &str = "the multipart form";
+const PACK_PART: &str = "multipart part `pack`";
+const IO_PART: &str = "multipart part `io`";
+
+/// The whole multipart form's limit: the pack, the `io` part and the framing.
+fn form_limit(pack_limit: u64) -> u64 {
+    pack_limit
+        .saturating_add(IO_JSON_MAX_BYTES)
+        .saturating_add(MULTIPART_OVERHEAD_BYTES)
+}
+
 /// A received upload, fsynced in staging.
 #[derive(Debug)]
 pub struct Received {
@@ -47,13 +60,16 @@ pub async fn receive(state: &AppState, request: Request, what: &str) -> Result<R
     let multipart = content_type
         .to_ascii_lowercase()
         .starts_with("multipart/form-data");
-    let allowed = if multipart {
-        limit + IO_JSON_MAX_BYTES + MULTIPART_OVERHEAD_BYTES
+    let (what_body, allowed) = if multipart {
+        (FORM, form_limit(limit))
     } else {
-        limit
+        (RAW, limit)
     };
     if declared_len.is_some_and(|n| n > allowed) {
-        return Err(ApiError::PayloadTooLarge { limit });
+        return Err(ApiError::PayloadTooLarge {
+            what: what_body,
+            limit: allowed,
+        });
     }
     let mut staged = state.staging.create("upload").await?;
     tracing::info!(upload = what, "receiving upload");
@@ -76,8 +92,11 @@ pub async fn receive(state: &AppState, request: Request, what: &str) -> Result<R
 async fn receive_raw(body: Body, staged: &mut StagedFile, limit: u64) -> Result<(), ApiError> {
     let mut stream = body.into_data_stream();
     while let Some(chunk) = stream.next().await {
-        let chunk = chunk.map_err(|e| ApiError::bad_request(format!("reading the body: {e}")))?;
-        write_limited(staged, &chunk, limit).await?;
+        let chunk = chunk.map_err(|e| match crate::body_rate::too_slow(&e) {
+            Some(slow) => ApiError::RequestTimeout(slow.to_string()),
+            None => ApiError::bad_request(format!("reading the body: {e}")),
+        })?;
+        write_limited(staged, &chunk, RAW, limit).await?;
     }
     Ok(())
 }
@@ -94,7 +113,7 @@ async fn receive_multipart(
         .allowed_fields(vec!["pack", "io"])
         .size_limit(
             multer::SizeLimit::new()
-                .whole_stream(limit + IO_JSON_MAX_BYTES + MULTIPART_OVERHEAD_BYTES)
+                .whole_stream(form_limit(limit))
                 .for_field("pack", limit)
                 .for_field("io", IO_JSON_MAX_BYTES),
         );
@@ -102,22 +121,16 @@ async fn receive_multipart(
         multer::Multipart::with_constraints(body.into_data_stream(), boundary, constraints);
     let mut io_json = None;
     let mut seen_pack = false;
-    while let Some(mut field) = form
-        .next_field()
-        .await
-        .map_err(|e| multipart_error(e, limit))?
-    {
+    while let Some(mut field) = form.next_field().await.map_err(multipart_error)? {
         match field.name() {
             Some("pack") if !seen_pack => {
                 seen_pack = true;
-                while let Some(chunk) =
-                    field.chunk().await.map_err(|e| multipart_error(e, limit))?
-                {
-                    write_limited(staged, &chunk, limit).await?;
+                while let Some(chunk) = field.chunk().await.map_err(multipart_error)? {
+                    write_limited(staged, &chunk, PACK_PART, limit).await?;
                 }
             }
             Some("io") if io_json.is_none() => {
-                io_json = Some(field.text().await.map_err(|e| multipart_error(e, limit))?);
+                io_json = Some(field.text().await.map_err(multipart_error)?);
             }
             name => {
                 return Err(ApiError::bad_request(format!(
@@ -133,18 +146,34 @@ async fn receive_multipart(
     Ok(io_json)
 }
 
-fn multipart_error(e: multer::Error, limit: u64) -> ApiError {
+/// multer's error as an [`ApiError`]; a 413 names the part (or the form) and its own limit.
+fn multipart_error(e: multer::Error) -> ApiError {
     match e {
-        multer::Error::StreamSizeExceeded { .. } | multer::Error::FieldSizeExceeded { .. } => {
-            ApiError::PayloadTooLarge { limit }
+        multer::Error::StreamSizeExceeded { limit } => {
+            ApiError::PayloadTooLarge { what: FORM, limit }
+        }
+        multer::Error::FieldSizeExceeded { limit, field_name } => ApiError::PayloadTooLarge {
+            what: match field_name.as_deref() {
+                Some("io") => IO_PART,
+                _ => PACK_PART,
+            },
+            limit,
+        },
+        multer::Error::StreamReadFailed(e) if crate::body_rate::too_slow(&*e).is_some() => {
+            ApiError::RequestTimeout(e.to_string())
         }
         other => ApiError::bad_request(format!("multipart: {other}")),
     }
 }
 
-async fn write_limited(staged: &mut StagedFile, chunk: &[u8], limit: u64) -> Result<(), ApiError> {
-    if staged.len() + chunk.len() as u64 > limit {
-        return Err(ApiError::PayloadTooLarge { limit });
+async fn write_limited(
+    staged: &mut StagedFile,
+    chunk: &[u8],
+    what: &'static str,
+    limit: u64,
+) -> Result<(), ApiError> {
+    if staged.len().saturating_add(chunk.len() as u64) > limit {
+        return Err(ApiError::PayloadTooLarge { what, limit });
     }
     staged.write(chunk).await?;
     Ok(())

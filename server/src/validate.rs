@@ -73,7 +73,8 @@ pub struct Accepted {
     pub region_count: u32,
     /// `npub_core::arena_bytes_required`.
     pub arena_bytes: u64,
-    /// `npub_core::inspect::report`, as JSON.
+    /// `npub_core::inspect::report`, as JSON, with the Vela import's warnings (if any) under
+    /// `vela_warnings`, so that they are stored with the version.
     pub report: serde_json::Value,
     /// The command-stream verifier's summary, as JSON.
     pub stream: serde_json::Value,
@@ -91,6 +92,7 @@ pub fn judge(
     model_accel: Option<Accel>,
 ) -> Result<Accepted, ApiError> {
     let kind = recognise(upload);
+    let mut warnings: Vec<String> = Vec::new();
     let (built_pack, io_canonical) = match kind {
         SourceKind::Npub => {
             let io = io_json
@@ -107,6 +109,7 @@ pub fn judge(
                 ));
             }
             let imported = npub_core::vela::import(upload).map_err(rejected)?;
+            warnings = imported.warnings.iter().map(ToString::to_string).collect();
             let canonical = if imported.io.is_empty() {
                 None
             } else {
@@ -142,6 +145,12 @@ pub fn judge(
         )));
     }
     let header = blob.header();
+    let mut report = to_json(&inspect::report(pack))?;
+    if !warnings.is_empty()
+        && let Some(object) = report.as_object_mut()
+    {
+        object.insert("vela_warnings".into(), serde_json::json!(warnings));
+    }
     Ok(Accepted {
         kind,
         size: pack.len() as u64,
@@ -149,7 +158,7 @@ pub fn judge(
         accel,
         region_count: blob.region_count(),
         arena_bytes: arena_bytes_required(&blob),
-        report: to_json(&inspect::report(pack))?,
+        report,
         stream: to_json(&summary)?,
         io,
         built_pack,

@@ -6,14 +6,17 @@
 //! its staged file, which is deleted on every error path and swept at the next start after a
 //! crash. A pack file without a row (a crash between the rename and the commit) is removed by the
 //! start-up sweep (`server.rs`).
+use std::sync::Arc;
+
 use axum::Json as JsonResponse;
 use axum::body::Body;
-use axum::extract::{Path, Request, State};
-use axum::http::{HeaderValue, StatusCode, header};
-use axum::response::{IntoResponse, Response};
+use axum::extract::{Request, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::Response;
 use futures_util::StreamExt;
 use npub_core::Accel;
 use serde::Serialize;
+use tokio::io::AsyncReadExt as _;
 use utoipa::ToSchema;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
@@ -21,8 +24,10 @@ use utoipa_axum::routes;
 use crate::audit;
 use crate::auth::Operator;
 use crate::error::{ApiError, ErrorBody};
+use crate::extract::Path;
 use crate::models;
 use crate::names;
+use crate::ranges;
 use crate::state::AppState;
 use crate::store::{PackDigest, Put, Sealed};
 use crate::time::{now_ms, rfc3339};
@@ -79,6 +84,12 @@ pub struct VersionDetail {
     /// The command-stream verifier's summary: commands, operations, per-region accessed spans.
     #[schema(value_type = Object)]
     pub stream: serde_json::Value,
+    /// What the Vela import warned about (missing or suspicious IO metadata in a raw `.npz`, for
+    /// instance): the pack is valid, but these deserve a look. Empty for most uploads.
+    pub warnings: Vec<String>,
+    /// Other versions of this model whose pack is byte-identical (same SHA-256): an upload that
+    /// changed nothing, said at once rather than found out after a deployment.
+    pub identical_to: Vec<String>,
 }
 
 /// `/api/v1/models/{name}/versions…` routes.
@@ -116,6 +127,7 @@ pub fn router() -> OpenApiRouter<AppState> {
         (status = 409, body = ErrorBody, description = "the version exists"),
         (status = 413, body = ErrorBody),
         (status = 422, body = ErrorBody, description = "rejected by npub-core: the detail is its message"),
+        (status = 503, body = ErrorBody, description = "as many uploads as the server takes at once are in flight (`Retry-After`)"),
     )
 )]
 async fn upload_version(
@@ -132,13 +144,51 @@ async fn upload_version(
         Err(ApiError::Conflict(_)) => ("conflict", 0),
         Err(ApiError::PayloadTooLarge { .. }) => ("too_large", 0),
         Err(ApiError::InvalidRequest { .. } | ApiError::NotFound(_)) => ("invalid", 0),
+        Err(ApiError::Busy(_)) => ("busy", 0),
+        Err(ApiError::RequestTimeout(_)) => ("too_slow", 0),
         Err(_) => ("failed", 0),
     };
     state.metrics.observe_upload(source, outcome, bytes);
     if let Err(ApiError::InvalidPack(reason)) = &result {
         tracing::info!(model = %name, version = %version, %reason, "upload rejected");
     }
-    result.map(|(status, detail)| (status, JsonResponse(detail)))
+    let (status, mut detail) = result?;
+    detail.identical_to = identical_versions(&state, &name, &detail.version).await?;
+    if !detail.identical_to.is_empty() {
+        tracing::info!(model = %name, version = %version, same_as = ?detail.identical_to,
+            "the upload is byte-identical to an existing version");
+    }
+    Ok((status, JsonResponse(detail)))
+}
+
+/// The import warnings stored in a version's report.
+fn warnings_of(report: &serde_json::Value) -> Vec<String> {
+    report["vela_warnings"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .filter_map(|w| w.as_str().map(str::to_owned))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The other versions of model `name` whose pack is `v`'s, oldest first.
+async fn identical_versions(
+    state: &AppState,
+    name: &str,
+    v: &Version,
+) -> Result<Vec<String>, ApiError> {
+    let rows: Vec<(String,)> = sqlx::query_as(
+        "SELECT v.version FROM versions v JOIN models m ON m.id = v.model_id \
+         WHERE m.name = $1 AND v.sha256 = $2 AND v.version <> $3 ORDER BY v.id",
+    )
+    .bind(name)
+    .bind(&v.sha256)
+    .bind(&v.version)
+    .fetch_all(&state.db)
+    .await?;
+    Ok(rows.into_iter().map(|(v,)| v).collect())
 }
 
 /// Documents a file body: bytes, not JSON.
@@ -175,7 +225,21 @@ async fn upload_inner(
     if version_id(state, model.id, version).await?.is_some() {
         return Err(conflict(name, version));
     }
+    let _in_flight = Arc::clone(&state.uploads)
+        .try_acquire_owned()
+        .map_err(|_| {
+            ApiError::Busy(format!(
+                "{} uploads are in progress, the most this server takes at once; retry shortly",
+                state.limits.max_uploads
+            ))
+        })?;
     let received = upload::receive(state, request, &object).await?;
+    // From here until the pack is staged, this upload is in memory: one per CPU at a time.
+    let validating = state
+        .validations
+        .acquire()
+        .await
+        .map_err(ApiError::internal)?;
     let source_digest = received.staged.digest();
     let source_size = received.staged.len();
     let (kind, judged) = judge(
@@ -195,6 +259,7 @@ async fn upload_inner(
             staged.finish().await?
         }
     };
+    drop(validating);
     let digest = pack_file.digest();
     let now = now_ms();
 
@@ -320,8 +385,10 @@ fn detail_of(
             .io
             .as_ref()
             .and_then(|(json, _)| serde_json::from_str(json).ok()),
+        warnings: warnings_of(&accepted.report),
         report: accepted.report,
         stream: accepted.stream,
+        identical_to: Vec::new(),
     }
 }
 
@@ -393,11 +460,14 @@ impl VersionRow {
 
     fn detail(self) -> VersionDetail {
         let parse = |s: &str| serde_json::from_str(s).unwrap_or(serde_json::Value::Null);
+        let report = parse(&self.report);
         VersionDetail {
             version: self.summary(),
             io_bindings: self.io_bindings.as_deref().map(parse),
-            report: parse(&self.report),
+            warnings: warnings_of(&report),
+            report,
             stream: parse(&self.stream),
+            identical_to: Vec::new(),
         }
     }
 }
@@ -456,13 +526,14 @@ async fn get_version(
     _op: Operator,
     Path((name, version)): Path<(String, String)>,
 ) -> Result<JsonResponse<VersionDetail>, ApiError> {
-    Ok(JsonResponse(
-        find_version(&state, &name, &version).await?.detail(),
-    ))
+    let mut detail = find_version(&state, &name, &version).await?.detail();
+    detail.identical_to = identical_versions(&state, &name, &detail.version).await?;
+    Ok(JsonResponse(detail))
 }
 
 /// The pack itself (`application/octet-stream`), byte-identical to what was stored; `ETag` is
-/// its SHA-256.
+/// its SHA-256. `Range`, `If-Range` and `If-None-Match` as on the device route (RFC 9110,
+/// `server/src/ranges.rs`).
 #[utoipa::path(
     get,
     path = "/api/v1/models/{name}/versions/{version}/npub",
@@ -474,45 +545,70 @@ async fn get_version(
     security(("token" = [])),
     responses(
         (status = 200, description = "the pack", content_type = "application/octet-stream", body = PackFile),
+        (status = 206, description = "the requested range", content_type = "application/octet-stream", body = PackFile),
+        (status = 304, description = "If-None-Match matched"),
         (status = 401, body = ErrorBody),
         (status = 404, body = ErrorBody),
+        (status = 416, body = ErrorBody, description = "the range starts at or past the end"),
     )
 )]
 async fn download_pack(
     State(state): State<AppState>,
     _op: Operator,
     Path((name, version)): Path<(String, String)>,
+    headers: HeaderMap,
 ) -> Result<Response, ApiError> {
     let row = find_version(&state, &name, &version).await?;
     let digest: PackDigest = row.sha256.parse().map_err(ApiError::internal)?;
-    let pack = state.store.open(digest).await?.ok_or_else(|| {
-        ApiError::internal(format!(
-            "pack {digest} of {name} {version} is missing from the store"
-        ))
-    })?;
-    let metrics = state.metrics.clone();
-    let body = tokio_util::io::ReaderStream::new(pack.reader).map(move |chunk| {
-        if let Ok(bytes) = &chunk {
-            metrics.add_pack_bytes_served(bytes.len() as u64);
+    let etag =
+        ranges::etag(&row.sha256).ok_or_else(|| ApiError::internal("a digest is a header"))?;
+    let len = u64::try_from(row.size).map_err(ApiError::internal)?;
+    let answer = ranges::answer(&headers, &etag, len);
+    let (offset, count) = answer.span(len);
+    let reader = match answer {
+        ranges::Answer::Full | ranges::Answer::Partial { .. } => {
+            let pack = state
+                .store
+                .open_from(digest, offset)
+                .await?
+                .ok_or_else(|| {
+                    ApiError::internal(format!(
+                        "pack {digest} of {name} {version} is missing from the store"
+                    ))
+                })?;
+            if pack.len != len {
+                return Err(ApiError::internal(format!(
+                    "pack {digest} is {} bytes in the store but {len} in its row",
+                    pack.len
+                )));
+            }
+            Some(pack.reader)
         }
-        chunk
-    });
-    let disposition = format!("attachment; filename=\"{name}-{version}.npub\"");
-    let mut response = Body::from_stream(body).into_response();
-    let headers = response.headers_mut();
-    headers.insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("application/octet-stream"),
-    );
-    headers.insert(header::CONTENT_LENGTH, HeaderValue::from(pack.len));
-    // Names are restricted to header-safe characters (names.rs), so these cannot fail.
-    if let Ok(v) = HeaderValue::from_str(&disposition) {
-        headers.insert(header::CONTENT_DISPOSITION, v);
-    }
-    if let Ok(v) = HeaderValue::from_str(&format!("\"{digest}\"")) {
-        headers.insert(header::ETAG, v);
-    }
-    Ok(response)
+        ranges::Answer::NotModified | ranges::Answer::Unsatisfiable => None,
+    };
+    let metrics = state.metrics.clone();
+    let body = move |_, _| match reader {
+        None => Body::empty(),
+        Some(reader) => Body::from_stream(
+            tokio_util::io::ReaderStream::new(reader.take(count)).map(move |chunk| {
+                if let Ok(bytes) = &chunk {
+                    metrics.add_pack_bytes_served(bytes.len() as u64);
+                }
+                chunk
+            }),
+        ),
+    };
+    // Names are restricted to header-safe characters (names.rs), so this cannot fail.
+    let disposition =
+        HeaderValue::from_str(&format!("attachment; filename=\"{name}-{version}.npub\""))
+            .map_err(ApiError::internal)?;
+    ranges::respond(
+        answer,
+        etag,
+        len,
+        body,
+        &[(header::CONTENT_DISPOSITION, disposition)],
+    )
 }
 
 /// Deletes a version. 409 while a deployment refers to it. The pack file goes when no other

@@ -21,13 +21,13 @@
 use std::sync::LazyLock;
 
 use axum::Router;
-use axum::extract::Path;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use sha2::{Digest as _, Sha256};
 
 use crate::error::ApiError;
+use crate::extract::Path;
 use crate::state::AppState;
 use crate::store::to_hex;
 
@@ -73,7 +73,9 @@ const ASSETS: &[Asset] = &[
     asset!("assets/upload.js", JS),
     asset!("assets/version.js", JS),
     asset!("assets/deploy.js", JS),
+    asset!("assets/device.js", JS),
     asset!("assets/deployments.js", JS),
+    asset!("assets/deployment_devices.js", JS),
     asset!("assets/fleet.js", JS),
     asset!("assets/audit.js", JS),
     asset!("assets/admin.js", JS),

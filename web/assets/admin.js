@@ -2,8 +2,8 @@
 // import, admin only).
 
 import * as api from './api.js';
-import { h, replace, field, table, facts, errorBox, toast } from './dom.js';
-import { time, digest } from './format.js';
+import { h, replace, field, table, facts, errorBox, toast, secretField } from './dom.js';
+import { time, digest, plural } from './format.js';
 import { confirmAction, modal } from './dialog.js';
 
 export async function renderAdmin(main, _args, ctx) {
@@ -73,26 +73,16 @@ async function renderTokens(section, ctx) {
       replace(status, errorBox(err));
     }
   });
-  replace(section, title, table(columns, list, { caption: `${list.length} tokens` }), status, form);
+  replace(section, title, table(columns, list, { caption: plural(list.length, 'token') }), status, form);
 }
 
 /** The one time a secret is shown: in a dialog, selected, with a copy button. */
 async function showSecret(created) {
-  const secret = h('input', { type: 'text', readonly: true, value: created.token, class: 'secret', 'aria-label': 'Token secret' });
-  const copy = h('button', { type: 'button' }, 'Copy');
-  copy.addEventListener('click', async () => {
-    try {
-      await navigator.clipboard.writeText(created.token);
-      copy.textContent = 'Copied';
-    } catch {
-      secret.select();
-    }
-  });
   await modal({
     title: `Token “${created.name}” created`,
     body: [
       h('p', {}, 'This is the only time the secret is shown. Store it now.'),
-      h('div', { class: 'row tight' }, secret, copy),
+      secretField(created.token, `token ${created.name}`),
     ],
     confirm: 'I have stored it',
     cancel: 'Close',
@@ -100,23 +90,48 @@ async function showSecret(created) {
   });
 }
 
+/** A button that downloads `keyId`'s trust file for devices; errors go to `status`. */
+function trustButton(keyId, status, label = 'Download trust file') {
+  const b = h('button', { type: 'button', class: 'small', 'data-trust': keyId }, label);
+  b.setAttribute('aria-label', `Download the device trust file of key ${keyId}`);
+  b.addEventListener('click', async () => {
+    try {
+      await api.downloadTrust(keyId);
+      toast(`Saved ${keyId}.key.pub: give it to device-agent --trust.`);
+    } catch (err) {
+      replace(status, errorBox(err));
+    }
+  });
+  return b;
+}
+
 async function renderKeys(section, ctx) {
   const title = h('h2', { id: 'keys-title' }, 'Manifest signing keys');
   const data = await api.get('/keys');
   if (!ctx.current()) return;
+  const status = h('div', { 'aria-live': 'polite' });
   const columns = [
     { label: 'Key id', cell: (k) => h('code', {}, k.key_id) },
     { label: 'Public key', cell: (k) => digest(k.public_key), class: 'wrap' },
     { label: 'Source', cell: (k) => k.source },
     { label: 'State', cell: (k) => (k.active ? 'active' : ['retired ', time(k.retired_at)]) },
     { label: 'Created', cell: (k) => time(k.created_at) },
+    { label: 'Trust file', cell: (k) => trustButton(k.key_id, status, 'Download') },
   ];
   const parts = [
     title,
     facts([
       ['Active key', h('code', { class: 'key-id' }, data.active.key_id)],
       ['Public key', digest(data.active.public_key)],
+      [
+        'Device trust file',
+        [
+          trustButton(data.active.key_id, status),
+          h('span', { class: 'hint' }, ' the file device-agent --trust reads (npub-ed25519-public-v1 …)'),
+        ],
+      ],
     ]),
+    status,
     table(columns, data.keys, { caption: 'Every key this server has signed with, newest first' }),
   ];
   if (data.keyring_updates.length) {

@@ -3,6 +3,8 @@
 // The token lives in sessionStorage: it survives a reload but not closing the tab, and no other
 // site can read it. It is sent only as `Authorization: Bearer` to this origin (relative URLs).
 
+import { saveBlob } from './dom.js';
+
 const TOKEN_KEY = 'npub.token';
 const API = '/api/v1';
 
@@ -82,6 +84,7 @@ export async function request(method, path, body, opts = {}) {
 export const get = (path, opts) => request('GET', path, undefined, opts);
 export const post = (path, body, opts) => request('POST', path, body, opts);
 export const del = (path, opts) => request('DELETE', path, undefined, opts);
+export const patch = (path, body, opts) => request('PATCH', path, body, opts);
 
 /** `/a/b` from segments, each URI-encoded. */
 export function path(...parts) {
@@ -150,17 +153,19 @@ export function upload(model, version, file, io, onProgress) {
   return { promise, abort: () => xhr.abort() };
 }
 
-/** Fetches a version's pack with the token and hands it to the browser as a download. */
-export async function downloadPack(model, version) {
-  const blob = await get(path('models', model, 'versions', version, 'npub'));
-  const url = URL.createObjectURL(blob);
-  const a = document.createElement('a');
-  a.href = url;
-  a.download = `${model}-${version}.npub`;
-  document.body.append(a);
-  a.click();
-  a.remove();
-  setTimeout(() => URL.revokeObjectURL(url), 10_000);
+/** Fetches `apiPath` (under /api/v1) with the token and hands it to the browser as `filename`. */
+export async function downloadAs(apiPath, filename) {
+  saveBlob(await get(apiPath), filename);
+}
+
+/** A version's pack, as `<model>-<version>.npub`. */
+export function downloadPack(model, version) {
+  return downloadAs(path('models', model, 'versions', version, 'npub'), `${model}-${version}.npub`);
+}
+
+/** A signing key's trust file, as `<key id>.key.pub`: what `device-agent --trust` reads. */
+export function downloadTrust(keyId) {
+  return downloadAs(path('keys', keyId, 'trust'), `${keyId}.key.pub`);
 }
 
 /**

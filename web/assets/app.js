@@ -11,6 +11,7 @@ import { renderVersion } from './version.js';
 import { renderDeploy } from './deploy.js';
 import { renderDeployments, renderDeployment } from './deployments.js';
 import { renderFleet } from './fleet.js';
+import { renderDevice } from './device.js';
 import { renderAudit } from './audit.js';
 import { renderAdmin } from './admin.js';
 
@@ -22,6 +23,7 @@ const ROUTES = [
   [/^deployments$/, renderDeployments, 'Deployments'],
   [/^deployments\/([^/]+)$/, renderDeployment, 'Deployment'],
   [/^fleet$/, renderFleet, 'Fleet'],
+  [/^fleet\/([^/]+)$/, renderDevice, 'Device'],
   [/^audit$/, renderAudit, 'Audit log'],
   [/^admin$/, renderAdmin, 'Tokens and keys'],
 ];
@@ -133,7 +135,8 @@ function signOut(message) {
   document.title = 'Sign in · npub';
 }
 
-api.whenUnauthorized((err) => signOut(`Signed out: ${err.detail}`));
+// The API's 401 detail is written for curl users; a person needs to know what happened.
+api.whenUnauthorized(() => signOut('Signed out: the server no longer accepts this token (it may have been revoked). Sign in again.'));
 document.getElementById('sign-out').addEventListener('click', () => signOut('Signed out.'));
 window.addEventListener('hashchange', render);
 render();

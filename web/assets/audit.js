@@ -2,7 +2,7 @@
 
 import * as api from './api.js';
 import { h, replace, table, field, append } from './dom.js';
-import { time } from './format.js';
+import { time, noun } from './format.js';
 
 const PAGE = 50;
 
@@ -36,7 +36,7 @@ export async function renderAudit(main, _args, ctx) {
     const shown = q
       ? entries.filter((e) => `${e.action} ${e.object} ${e.actor} ${detailText(e.detail)}`.toLowerCase().includes(q))
       : entries;
-    replace(list, table(COLUMNS, shown, { caption: `${shown.length} of ${entries.length} loaded entries`, empty: 'No entries match.', className: 'audit' }));
+    replace(list, table(COLUMNS, shown, { caption: `${shown.length} of ${entries.length} loaded ${noun(entries.length, 'entry', 'entries')}`, empty: 'No entries match.', className: 'audit' }));
   }
 
   async function load() {

@@ -3,19 +3,40 @@
 import * as api from './api.js';
 import { h, replace, field, errorBox, facts, route } from './dom.js';
 import { confirmAction } from './dialog.js';
+import { plural, size } from './format.js';
 
 /** The rollout the form starts with: 5 % of the group, then 25 %, then everyone. */
 const DEFAULT_BATCHES = '5, 25, 100';
 const DEFAULT_SUCCESS = 90;
 const DEFAULT_FAILURE = 20;
 
-/** Known groups and (unrevoked) device ids, for the target field's suggestions. */
+/** Known groups (with their device counts) and unrevoked devices, for the target pickers. */
 async function fleetNames() {
   const [groups, devices] = await Promise.all([api.get('/groups'), api.get('/devices')]);
   return {
-    groups: groups.map((g) => g.group),
-    devices: devices.filter((d) => !d.revoked_at).map((d) => d.id),
+    groups: groups.filter((g) => g.devices > 0),
+    devices: devices.filter((d) => !d.revoked_at),
   };
+}
+
+/**
+ * What a preview (`?dry_run=true`) says, for a confirmation dialog: the reach, the skipped
+ * devices and why, and each batch's devices. Shared with the rollback dialog.
+ */
+export function previewFacts(p, { shown = 6 } = {}) {
+  const ids = (list) => (list.length > shown ? `${list.slice(0, shown).join(', ')} and ${list.length - shown} more` : list.join(', ') || 'nobody');
+  const rows = [
+    ['Pack', `${p.model} ${p.version} · ${p.accelerator} · ${size(p.size)} · sha256 ${p.sha256.slice(0, 12)}…`],
+    ['Reaches', plural(p.targets, 'device')],
+  ];
+  if (p.already_running) rows.push(['Already running it', `${plural(p.already_running, 'device')} (they take the new sequence without downloading)`]);
+  if (p.skipped.length) {
+    rows.push(['Skipped', h('ul', { class: 'skipped' }, p.skipped.map((s) => h('li', {}, h('code', {}, s.device_id), `: ${s.reason}`)))]);
+  }
+  p.batches.forEach((b, i) => {
+    if (p.batches.length > 1 || b.devices.length) rows.push([`Batch ${i + 1} (${b.percent} %)`, ids(b.devices)]);
+  });
+  return facts(rows, 'facts preview');
 }
 
 /** `"5, 25, 100"` → `[5, 25, 100]`, or an error message. */
@@ -55,15 +76,21 @@ export async function renderDeploy(main, _args, ctx) {
   model.addEventListener('change', () => loadVersions().catch((e) => replace(status, errorBox(e))));
 
   const targetKind = h('select', { name: 'target-kind' }, h('option', { value: 'group' }, 'a group'), h('option', { value: 'device' }, 'one device'));
-  const groupList = h('datalist', { id: 'group-names' }, names.groups.map((g) => h('option', { value: g })));
-  const deviceList = h('datalist', { id: 'device-ids' }, names.devices.map((d) => h('option', { value: d })));
-  const target = h('input', { name: 'target', required: true, list: 'group-names', autocomplete: 'off', value: ctx.params.get('group') ?? '' });
-  const targetField = field('Group', target, names.groups.length ? `Known groups: ${names.groups.join(', ')}` : 'No devices are registered yet; register them under Fleet.');
-  targetKind.addEventListener('change', () => {
+  const wantGroup = ctx.params.get('group') ?? '';
+  const target = h('select', { name: 'target', required: true });
+  const fillTargets = () => {
     const isGroup = targetKind.value === 'group';
-    target.setAttribute('list', isGroup ? 'group-names' : 'device-ids');
-    targetField.querySelector('label').textContent = isGroup ? 'Group' : 'Device id';
-  });
+    replace(
+      target,
+      isGroup
+        ? names.groups.map((g) => h('option', { value: g.group, selected: g.group === wantGroup }, `${g.group} (${plural(g.devices, 'device')})`))
+        : names.devices.map((d) => h('option', { value: d.id }, `${d.id}${d.name !== d.id ? ` — ${d.name}` : ''} (${d.accelerator}, ${d.group})`)),
+    );
+    targetField.querySelector('label').textContent = isGroup ? 'Group' : 'Device';
+  };
+  const targetField = field('Group', target, names.devices.length ? 'Only groups with devices are listed; the preview says who is reached' : 'No devices are registered yet; register them under Fleet.');
+  targetKind.addEventListener('change', fillTargets);
+  fillTargets();
 
   const staged = h('input', { type: 'checkbox', name: 'staged', checked: true });
   const batches = h('input', { name: 'batches', value: DEFAULT_BATCHES, autocomplete: 'off', inputmode: 'numeric' });
@@ -87,8 +114,6 @@ export async function renderDeploy(main, _args, ctx) {
     h('h2', { id: 'deploy-title' }, 'What and where'),
     h('div', { class: 'row' }, field('Model', model), field('Version', version)),
     h('div', { class: 'row' }, field('Deploy to', targetKind), targetField),
-    groupList,
-    deviceList,
     h('h2', {}, 'Rollout'),
     h('div', { class: 'field checkbox' }, h('label', {}, staged, ' Staged rollout (otherwise every device at once)')),
     rolloutFields,
@@ -99,7 +124,7 @@ export async function renderDeploy(main, _args, ctx) {
   form.addEventListener('submit', async (e) => {
     e.preventDefault();
     const body = { model: model.value, version: version.value };
-    body[targetKind.value] = target.value.trim();
+    body[targetKind.value] = target.value;
     if (!body[targetKind.value]) {
       replace(status, errorBox({ code: 'invalid_request', detail: `Name the ${targetKind.value}.` }));
       return;
@@ -119,14 +144,27 @@ export async function renderDeploy(main, _args, ctx) {
     } else {
       body.rollout = { batches: [100], success_threshold: Number(success.value) / 100, failure_threshold: Number(failure.value) / 100 };
     }
+    // Ask the server what it would do first: a deployment that reaches nobody is refused here,
+    // before anything is made, and the dialog names who gets what.
+    let preview;
+    try {
+      preview = await api.post('/deployments?dry_run=true', body);
+    } catch (err) {
+      replace(status, errorBox(err));
+      return;
+    }
+    replace(status);
     const ok = await confirmAction({
       title: `Deploy ${body.model} ${body.version}?`,
-      body: facts([
-        ['To', `${targetKind.value} ${body[targetKind.value]}`],
-        ['Rollout', staged.checked ? `${body.rollout.batches.join(' → ')} %` : 'every device at once'],
-        ['Auto-abort', `above ${failure.value} % failures`],
-      ]),
-      confirm: 'Deploy',
+      body: [
+        previewFacts(preview),
+        facts([
+          ['To', `${targetKind.value} ${body[targetKind.value]}`],
+          ['Rollout', staged.checked ? `${body.rollout.batches.join(' → ')} %` : 'every device at once'],
+          ['Auto-abort', `above ${failure.value} % failures`],
+        ]),
+      ],
+      confirm: `Deploy to ${plural(preview.targets, 'device')}`,
     });
     if (!ok) return;
     try {

@@ -4,7 +4,8 @@
 
 import * as api from './api.js';
 import { h, replace, table, link, facts, errorBox, toast, field } from './dom.js';
-import { time, percent } from './format.js';
+import { time, percent, plural } from './format.js';
+import { deploymentDevices } from './deployment_devices.js';
 import { confirmAction } from './dialog.js';
 
 /** How often a shown deployment is refreshed. */
@@ -73,13 +74,34 @@ export function targetText(d) {
   return '—';
 }
 
-/** What the deployment is doing, for display: `completed` once every target succeeded. */
+/** Deployment states the list can be filtered by (`completed` is a phase: see [`phaseOf`]). */
+const DEPLOYMENT_STATES = ['active', 'paused', 'completed', 'aborted'];
+
+/**
+ * Every target reported `installed` or `bound`, and it was not aborted: nothing is left to pause,
+ * resume or abort. The API's `phase` says so once every batch is open; the counts say it too
+ * when a deployment was paused before its last (empty) batches opened.
+ */
+function isCompleted(d) {
+  if (d.state === 'aborted') return false;
+  if (d.phase === 'completed') return true;
+  const p = d.progress ?? {};
+  const targets = Number(p.targets ?? 0);
+  const c = countsOf(p.counts);
+  return targets > 0 && Number(c.installed ?? 0) + Number(c.bound ?? 0) === targets;
+}
+
+/** What the deployment is doing, for display: its state, or `completed`. */
 function phaseOf(d) {
-  return d.phase ?? d.state;
+  return isCompleted(d) ? 'completed' : (d.phase ?? d.state);
 }
 
 export function stateBadge(state) {
-  return h('span', { class: `badge ${state ?? ''}` }, state ?? '—');
+  return badge(state ?? '—', state ?? '');
+}
+
+function badge(text, kind) {
+  return h('span', { class: `badge ${kind}` }, text);
 }
 
 /** A stacked bar of device states, labelled for screen readers with the numbers. */
@@ -89,7 +111,7 @@ export function stackedBar(counts, devices) {
   const bar = h('div', {
     class: 'stack',
     role: 'img',
-    'aria-label': n ? `${label || 'no reports'} of ${n} devices` : 'no devices',
+    'aria-label': n ? `${label || 'no reports'} of ${plural(n, 'device')}` : 'no devices',
   });
   for (const s of BAR_ORDER) {
     const c = Number(counts[s] ?? 0);
@@ -101,16 +123,23 @@ export function stackedBar(counts, devices) {
   return bar;
 }
 
+/** The colours of the bars, which are device states (not deployment states), and says so. */
 function legend() {
   return h(
-    'ul',
-    { class: 'legend', 'aria-hidden': 'true' },
-    STATES.map((s) => h('li', {}, h('span', { class: `swatch state-${s}` }), STATE_LABELS[s])),
+    'div',
+    { class: 'legend-box', 'aria-hidden': 'true' },
+    h('span', { class: 'legend-title' }, 'Bars: devices per state'),
+    h(
+      'ul',
+      { class: 'legend' },
+      STATES.map((s) => h('li', {}, h('span', { class: `swatch state-${s}` }), STATE_LABELS[s])),
+    ),
   );
 }
 
-/** One plain bar per state, with its count: the numbers a person reads first. */
-function stateCounts(counts, devices) {
+/** One plain bar per state, with its count: the numbers a person reads first. With `onPick`,
+ * a state with devices is a button that lists them. */
+function stateCounts(counts, devices, onPick) {
   const n = devices ?? total(counts);
   return h(
     'div',
@@ -122,7 +151,9 @@ function stateCounts(counts, devices) {
       return h(
         'div',
         { role: 'listitem', class: 'count-row', dataset: { state: s }, 'aria-label': `${STATE_LABELS[s]}: ${c}` },
-        h('span', {}, STATE_LABELS[s]),
+        onPick && c
+          ? h('button', { type: 'button', class: 'link', onclick: () => onPick(s), 'aria-label': `Show the ${plural(c, 'device')} ${STATE_LABELS[s]}` }, STATE_LABELS[s])
+          : h('span', {}, STATE_LABELS[s]),
         h('div', { class: 'bar' }, fill),
         h('span', { class: 'n', dataset: { count: String(c) } }, String(c)),
       );
@@ -132,17 +163,14 @@ function stateCounts(counts, devices) {
 
 export async function renderDeployments(main, _args, ctx) {
   const list = h('div', { 'aria-live': 'off' });
-  const filter = h('select', { name: 'state' });
-  for (const [value, text] of [
-    ['', 'all deployments'],
-    ['active', 'active'],
-    ['paused', 'paused'],
-    ['completed', 'completed'],
-    ['aborted', 'aborted'],
-  ]) {
-    // `completed` is a phase of an active deployment, so the filter works on the phase.
-    filter.append(h('option', { value }, text));
-  }
+  // Deployment states only: how far each device got is the Progress column's business.
+  // `completed` is a phase of an active deployment, so the filter works on the phase.
+  const filter = h(
+    'select',
+    { name: 'state' },
+    h('option', { value: '' }, 'any'),
+    DEPLOYMENT_STATES.map((s) => h('option', { value: s }, s)),
+  );
   let last = [];
   const show = () => {
     const rows = filter.value ? last.filter((d) => phaseOf(d) === filter.value) : last;
@@ -168,7 +196,7 @@ export async function renderDeployments(main, _args, ctx) {
           { label: 'Created', cell: (d) => time(d.created_at) },
         ],
         rows,
-        { caption: `${rows.length} deployment${rows.length === 1 ? '' : 's'}`, empty: 'No deployments yet.', className: 'deployments' },
+        { caption: plural(rows.length, 'deployment'), empty: 'No deployments yet.', className: 'deployments' },
       ),
     );
   };
@@ -177,9 +205,13 @@ export async function renderDeployments(main, _args, ctx) {
     main,
     h('h1', {}, 'Deployments'),
     h('div', { class: 'actions left' }, h('a', { class: 'button primary', href: '#/deploy' }, 'New deployment')),
-    h('form', { class: 'filters', role: 'search', 'aria-label': 'Filter deployments', onsubmit: (e) => e.preventDefault() }, field('Show', filter)),
-    legend(),
+    h(
+      'form',
+      { class: 'filters', role: 'search', 'aria-label': 'Filter deployments', onsubmit: (e) => e.preventDefault() },
+      field('Deployment state', filter),
+    ),
     list,
+    legend(),
   );
   let lastJson = '';
   await poll(ctx, POLL_MS * 2, async () => {
@@ -197,7 +229,8 @@ export async function renderDeployment(main, [id], ctx) {
   const body = h('div', {});
   const status = h('div', { 'aria-live': 'polite' });
   const live = h('p', { class: 'muted live', 'aria-live': 'off' });
-  replace(main, h('p', { class: 'crumbs' }, link('Deployments', ['deployments']), ' / '), heading, status, body, live);
+  const devicesOf = deploymentDevices(id, ctx.params.get('state') ?? '', { states: STATES, stateBadge });
+  replace(main, h('p', { class: 'crumbs' }, link('Deployments', ['deployments']), ' / '), heading, status, body, devicesOf.node, live);
 
   const act = async (verb, d) => {
     if (verb === 'abort') {
@@ -228,14 +261,16 @@ export async function renderDeployment(main, [id], ctx) {
     const counts = countsOf(p.counts);
     const devices = p.targets ?? total(counts);
     const done = Number(counts.installed ?? 0) + Number(counts.bound ?? 0);
+    const phase = phaseOf(d);
     const buttons = [];
-    if (d.state === 'active') {
+    // A completed or aborted deployment has nothing left to pause, resume or abort.
+    if (phase === 'active') {
       buttons.push(h('button', { type: 'button', dataset: { action: 'pause' }, onclick: () => act('pause', d) }, 'Pause'));
     }
-    if (d.state === 'paused') {
+    if (phase === 'paused') {
       buttons.push(h('button', { type: 'button', class: 'primary', dataset: { action: 'resume' }, onclick: () => act('resume', d) }, 'Resume'));
     }
-    if (d.state === 'active' || d.state === 'paused') {
+    if (phase === 'active' || phase === 'paused') {
       buttons.push(h('button', { type: 'button', class: 'danger', dataset: { action: 'abort' }, onclick: () => act('abort', d) }, 'Abort…'));
     }
     const group = d.target?.group;
@@ -250,29 +285,29 @@ export async function renderDeployment(main, [id], ctx) {
       facts([
         ['Version', link(`${d.model} ${d.version}`, ['models', d.model, 'versions', d.version])],
         ['Target', targetText(d)],
-        ['State', [stateBadge(phaseOf(d)), d.abort_reason ? ` — ${d.abort_reason}` : '']],
+        ['State', [stateBadge(phase), d.abort_reason ? ` — ${d.abort_reason}` : '']],
         ['Sequence', h('span', { class: 'sequence' }, String(d.sequence))],
         ['Kind', d.kind],
         ['Rollout', rolloutText(d.rollout ?? {})],
-        ['Batches open', `${d.open_batches} of ${(d.rollout?.batches ?? []).length}`],
+        ['Batches', batchesText(phase, d.open_batches, (d.rollout?.batches ?? []).length)],
         ['Signed with', keys.length ? keys.map((k, i) => [i ? ', ' : '', h('code', {}, k)]) : '—'],
         ['Pack SHA-256', h('code', { class: 'digest' }, d.sha256)],
         ['Created', [time(d.created_at), d.created_by ? ` by ${d.created_by}` : '']],
       ]),
       h('div', { class: 'actions left' }, buttons),
       h('h2', {}, 'Progress'),
-      h('p', { class: 'summary', dataset: { done: String(done), devices: String(devices) } }, `${done} of ${devices} devices installed`),
+      h('p', { class: 'summary', dataset: { done: String(done), devices: String(devices) } }, `${done} of ${plural(devices, 'device')} installed`),
       stackedBar(counts, devices),
       legend(),
-      stateCounts(counts, devices),
+      stateCounts(counts, devices, devicesOf.pick),
       h(
         'p',
         { class: 'muted' },
-        `Offered to ${p.offered ?? 0} devices: ${percent(p.success_rate ?? 0)} succeeded, ${percent(p.failure_rate ?? 0)} failed` +
-          (p.incompatible ? `; ${p.incompatible} device(s) of the group skipped (other accelerator)` : '') +
+        `Offered to ${plural(p.offered ?? 0, 'device')}: ${percent(p.success_rate ?? 0)} succeeded, ${percent(p.failure_rate ?? 0)} failed` +
+          (p.incompatible ? `; ${plural(p.incompatible, 'device')} of the group skipped (other accelerator)` : '') +
           '.',
       ),
-      batchesTable(p.batches ?? []),
+      batchesTable(p.batches ?? [], phase),
     );
     if (focused) body.querySelector(`[data-action="${focused}"]`)?.focus();
   };
@@ -283,6 +318,7 @@ export async function renderDeployment(main, [id], ctx) {
   async function refresh() {
     const d = await api.get(api.path('deployments', id));
     if (!ctx.current()) return;
+    await devicesOf.refresh();
     live.textContent = `Updated ${new Date().toLocaleTimeString('en-GB')}; refreshes every ${POLL_MS / 1000} s while shown.`;
     const json = JSON.stringify(d);
     if (json === lastJson) return;
@@ -302,7 +338,21 @@ function rolloutText(r) {
   return parts.join('; ');
 }
 
-function batchesTable(batches) {
+/** `2 of 3 open` while it runs; `all 3 done`; `aborted with 1 of 3 open`. */
+function batchesText(phase, open, n) {
+  if (phase === 'completed') return n === 1 ? 'done' : `all ${n} done`;
+  if (phase === 'aborted') return `aborted with ${open} of ${n} open; none is offered now`;
+  return `${open} of ${n} open`;
+}
+
+/** A batch: `open` / `waiting` while the deployment runs, `done` once it completed, `closed` or `never opened` once aborted. */
+function batchState(b, phase) {
+  if (phase === 'completed') return badge('done', 'done');
+  if (phase === 'aborted') return b.open ? badge('closed', 'aborted') : badge('never opened', '');
+  return stateBadge(b.open ? 'open' : 'waiting');
+}
+
+function batchesTable(batches, phase) {
   if (!batches.length) return null;
   return h(
     'section',
@@ -313,7 +363,7 @@ function batchesTable(batches) {
         { label: 'Batch', cell: (b) => String(b.index + 1), class: 'num' },
         { label: 'Reaches', cell: (b) => `${b.percent} %`, class: 'num' },
         { label: 'Devices', cell: (b) => String(b.devices), class: 'num' },
-        { label: 'Offered', cell: (b) => stateBadge(b.open ? 'open' : 'waiting') },
+        { label: 'Offered', cell: (b) => batchState(b, phase) },
         {
           label: 'Progress',
           cell: (b) => {

@@ -139,3 +139,47 @@ export function toast(message) {
   clearTimeout(toast.timer);
   toast.timer = setTimeout(() => box.classList.remove('shown'), 4000);
 }
+
+/**
+ * A one-time secret: a read-only input (selected on focus, so Ctrl+C works too) and a Copy
+ * button that says whether the clipboard took it. `attrs` go on the input.
+ */
+export function secretField(value, label, attrs = {}) {
+  const input = h('input', { type: 'text', readonly: true, value, spellcheck: 'false', 'aria-label': label, ...attrs });
+  input.classList.add('secret');
+  input.addEventListener('focus', () => input.select());
+  const copy = h('button', { type: 'button', class: 'small copy', 'aria-label': `Copy ${label}` }, 'Copy');
+  copy.addEventListener('click', async () => {
+    try {
+      await navigator.clipboard.writeText(value);
+      copy.textContent = 'Copied';
+    } catch {
+      // No clipboard access (an insecure origin, a denied permission): leave it selected.
+      input.focus();
+      input.select();
+      copy.textContent = 'Press Ctrl+C';
+    }
+  });
+  return h('div', { class: 'row tight secret-row' }, input, copy);
+}
+
+/** Hands `blob` to the browser's download as `filename`. */
+export function saveBlob(blob, filename) {
+  const url = URL.createObjectURL(blob);
+  const a = document.createElement('a');
+  a.href = url;
+  a.download = filename;
+  document.body.append(a);
+  a.click();
+  a.remove();
+  setTimeout(() => URL.revokeObjectURL(url), 10_000);
+}
+
+/** RFC 4180 CSV from rows of strings (CRLF, fields quoted when they need it). */
+export function csv(rows) {
+  const cell = (v) => {
+    const s = String(v ?? '');
+    return /[",\r\n]/.test(s) ? `"${s.replaceAll('"', '""')}"` : s;
+  };
+  return rows.map((r) => r.map(cell).join(',')).join('\r\n') + '\r\n';
+}

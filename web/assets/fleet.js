@@ -2,11 +2,12 @@
 // registering devices (tokens shown once); revoking one; rolling a group back to a chosen version.
 
 import * as api from './api.js';
-import { h, replace, field, table, errorBox, toast, link, route, facts } from './dom.js';
-import { ago, refreshAgo } from './format.js';
+import { h, replace, field, table, errorBox, toast, link, route, facts, secretField, saveBlob, csv } from './dom.js';
+import { ago, refreshAgo, plural } from './format.js';
 import { confirmAction, modal } from './dialog.js';
 import { poll, stateBadge } from './deployments.js';
 import { ACCELERATORS } from './models.js';
+import { previewFacts } from './deploy.js';
 
 const REFRESH_MS = 5000;
 
@@ -22,8 +23,38 @@ function current(d) {
   ];
 }
 
+/** Reasons longer than this are cut in the table (the whole text is one click away). */
+const REASON_SHOWN = 80;
+
+/**
+ * The status badge, and the last report's reason under it. A long reason is cut so that it
+ * cannot squeeze the other columns; the whole of it opens in place (a `<details>`) and is the
+ * element's title.
+ */
 function statusCell(d) {
-  return [stateBadge(d.status), d.last_reason ? h('span', { class: 'reason' }, ` ${d.last_reason}`) : ''];
+  const reason = d.last_reason;
+  if (!reason) return stateBadge(d.status);
+  if (reason.length <= REASON_SHOWN) return [stateBadge(d.status), h('span', { class: 'reason' }, reason)];
+  return [
+    stateBadge(d.status),
+    h(
+      'details',
+      { class: 'reason', title: reason },
+      h('summary', {}, `${reason.slice(0, REASON_SHOWN).trimEnd()}…`),
+      h('p', { class: 'reason-full' }, reason),
+    ),
+  ];
+}
+
+/**
+ * When the device was last heard from. `last_seen` is written in batches, so a report can be
+ * newer than it (or the only sign of life yet): then the report's time is shown, and says so.
+ */
+function lastContact(d) {
+  const seen = d.last_seen ? Date.parse(d.last_seen) : Number.NaN;
+  const reported = d.last_status_at ? Date.parse(d.last_status_at) : Number.NaN;
+  if (!Number.isNaN(reported) && !(seen >= reported)) return ['reported ', ago(d.last_status_at)];
+  return ago(d.last_seen);
 }
 
 export async function renderFleet(main, _args, ctx) {
@@ -41,6 +72,19 @@ export async function renderFleet(main, _args, ctx) {
   const rollbackBox = h('section', { 'aria-labelledby': 'rollback-title' });
   let all = [];
   let groups = [];
+  // Batch edit: the ids ticked in the table survive its periodic rebuilds.
+  const selected = new Set();
+  const batch = batchEditForm(selected, () => load(), status);
+  const tick = (d) => {
+    if (d.revoked_at) return '';
+    const box = h('input', { type: 'checkbox', name: 'pick', value: d.id, checked: selected.has(d.id), 'aria-label': `Select ${d.id}` });
+    box.addEventListener('change', () => {
+      if (box.checked) selected.add(d.id);
+      else selected.delete(d.id);
+      batch.update();
+    });
+    return box;
+  };
 
   const show = () => {
     const q = search.value.trim().toLowerCase();
@@ -56,17 +100,18 @@ export async function renderFleet(main, _args, ctx) {
       list,
       table(
         [
-          { label: 'Device', cell: (d) => [h('code', {}, d.id), d.name !== d.id ? ` ${d.name}` : ''] },
+          { label: 'Select', cell: tick },
+          { label: 'Device', cell: (d) => [link(h('code', {}, d.id), ['fleet', d.id], { 'aria-label': `Device ${d.id}` }), d.name !== d.id ? ` ${d.name}` : ''] },
           { label: 'Group', cell: (d) => d.group },
           { label: 'Hardware', cell: (d) => `class ${d.hw_class} · ${d.accelerator}` },
           { label: 'Current version', cell: current },
-          { label: 'Last seen', cell: (d) => ago(d.last_seen) },
-          { label: 'Status', cell: statusCell },
+          { label: 'Last seen', cell: lastContact, class: 'last-seen' },
+          { label: 'Status', cell: statusCell, class: 'status' },
           { label: 'Tags', cell: (d) => (d.tags.length ? d.tags.join(', ') : '—') },
           { label: 'Actions', cell: (d) => revokeButton(d) },
         ],
         rows,
-        { caption: `${rows.length} of ${all.length} devices`, empty: all.length || group.value || state.value ? 'No device matches.' : 'No devices registered yet.', className: 'devices' },
+        { caption: `${rows.length} of ${plural(all.length, 'device')}`, empty: all.length || group.value || state.value ? 'No device matches.' : 'No devices registered yet.', className: 'devices' },
       ),
     );
   };
@@ -134,11 +179,71 @@ export async function renderFleet(main, _args, ctx) {
     ),
     status,
     list,
+    batch.form,
     rollbackBox,
     registerForm(reload),
   );
   await renderRollback(rollbackBox, groups, params.get('group'), params.get('rollback') === '1');
   await poll(ctx, REFRESH_MS, load);
+}
+
+/**
+ * Edit the ticked devices at once: move them to a group and/or replace their tags, after a
+ * confirmation naming them; one PATCH per device, each audited.
+ */
+function batchEditForm(selected, reload, status) {
+  const group = h('input', { name: 'batch-group', autocomplete: 'off', pattern: '[A-Za-z0-9._:\\-]+', placeholder: 'unchanged' });
+  const tags = h('input', { name: 'batch-tags', autocomplete: 'off', placeholder: 'unchanged' });
+  const count = h('p', { class: 'muted', 'aria-live': 'polite' });
+  const apply = h('button', { type: 'submit', class: 'primary' }, 'Apply to selected…');
+  const form = h(
+    'form',
+    { class: 'card', 'aria-label': 'Edit selected devices' },
+    h('h2', {}, 'Edit selected devices'),
+    count,
+    h('div', { class: 'row' }, field('Move to group', group), field('Replace tags with', tags, 'Comma-separated; leave empty to keep each device’s tags')),
+    h('div', { class: 'actions' }, apply),
+  );
+  const update = () => {
+    count.textContent = selected.size ? `${plural(selected.size, 'device')} selected: ${[...selected].join(', ')}` : 'Tick devices in the table to edit them together.';
+    apply.disabled = selected.size === 0;
+  };
+  form.addEventListener('submit', async (e) => {
+    e.preventDefault();
+    const body = {};
+    if (group.value.trim()) body.group = group.value.trim();
+    if (tags.value.trim()) body.tags = tags.value.split(',').map((t) => t.trim()).filter(Boolean);
+    if (!Object.keys(body).length) {
+      replace(status, errorBox({ code: 'invalid_request', detail: 'Give a group to move them to, or tags to set.' }));
+      return;
+    }
+    const ids = [...selected].sort();
+    const ok = await confirmAction({
+      title: `Edit ${plural(ids.length, 'device')}?`,
+      body: facts([
+        ['Devices', ids.join(', ')],
+        body.group ? ['Move to group', `${body.group} (what they are offered changes at their next poll)`] : null,
+        body.tags ? ['Tags', body.tags.join(', ') || 'none'] : null,
+      ]),
+      confirm: `Edit ${plural(ids.length, 'device')}`,
+    });
+    if (!ok) return;
+    const failed = [];
+    for (const id of ids) {
+      try {
+        await api.patch(api.path('devices', id), body);
+        selected.delete(id);
+      } catch (err) {
+        failed.push(`${id}: ${err.detail ?? err.message}`);
+      }
+    }
+    update();
+    if (failed.length) replace(status, errorBox({ code: 'invalid_request', detail: failed.join('; ') }));
+    else toast(`${plural(ids.length, 'device')} edited.`);
+    await reload();
+  });
+  update();
+  return { form, update };
 }
 
 /** Roll a group back: a chosen older version (or the previous one), after a confirmation. */
@@ -173,23 +278,35 @@ async function renderRollback(section, groups, wantGroup, focus) {
   );
   form.addEventListener('submit', async (e) => {
     e.preventDefault();
-    const target = version.value === 'previous' ? `the ${model.value} version deployed before the last one` : `${model.value} ${version.value}`;
+    const body = { model: model.value, version: version.value };
+    // The server resolves "previous" (per accelerator configuration) and says what each rollback
+    // would reach; the dialog names the concrete versions and packs before anything is made.
+    let preview;
+    try {
+      preview = await api.post(`${api.path('groups', group.value, 'rollback')}?dry_run=true`, body);
+    } catch (err) {
+      replace(status, errorBox(err));
+      return;
+    }
+    replace(status);
+    const versions = preview.rollbacks.map((r) => `${r.model} ${r.version}`).join(' and ');
     const ok = await confirmAction({
       title: `Roll group ${group.value} back?`,
       body: [
         facts([
           ['Group', group.value],
-          ['To', target],
+          ['To', versions],
         ]),
-        h('p', {}, 'Every device in the group is offered this version at once, replacing what it runs now.'),
+        preview.rollbacks.map((r) => previewFacts(r)),
+        h('p', {}, `Creates ${plural(preview.rollbacks.length, 'new deployment')} with a higher sequence; each device listed is offered it at once, replacing what it runs now.`),
       ],
       confirm: 'Roll back',
       danger: true,
     });
     if (!ok) return;
     try {
-      const d = await api.post(api.path('groups', group.value, 'rollback'), { model: model.value, version: version.value });
-      toast(`Rollback of ${group.value} started as deployment #${d.id} (sequence ${d.sequence}).`);
+      const d = await api.post(api.path('groups', group.value, 'rollback'), body);
+      toast(`Rollback of ${group.value} started as deployment #${d.id} (sequence ${d.sequence})${d.deployments.length > 1 ? ` and ${plural(d.deployments.length - 1, 'more')}` : ''}.`);
       location.hash = route('deployments', d.id);
     } catch (err) {
       replace(status, errorBox(err));
@@ -248,18 +365,29 @@ function registerForm(onDone) {
   return form;
 }
 
+/** The one time device tokens are shown: one read-only field with Copy per device, and all of them as CSV. */
 async function showTokens(created) {
-  const text = created.map((d) => `${d.id} ${d.token}`).join('\n');
-  const box = h('textarea', {
-    readonly: true,
-    rows: String(Math.min(8, created.length + 1)),
-    class: 'secret device-tokens',
-    'aria-label': 'Device tokens',
-    value: text,
+  const rows = created.map((d) =>
+    h(
+      'li',
+      {},
+      h('code', { class: 'device-id' }, d.id),
+      secretField(d.token, `token of ${d.id}`, { class: 'device-token', dataset: { device: d.id } }),
+    ),
+  );
+  const download = h('button', { type: 'button', class: 'download-tokens' }, 'Download tokens (CSV)');
+  download.addEventListener('click', () => {
+    const text = csv([['id', 'token'], ...created.map((d) => [d.id, d.token])]);
+    saveBlob(new Blob([text], { type: 'text/csv' }), 'npub-device-tokens.csv');
+    download.textContent = 'Downloaded npub-device-tokens.csv';
   });
   await modal({
-    title: `${created.length} device${created.length === 1 ? '' : 's'} registered`,
-    body: [h('p', {}, 'Each device’s token (id, then token) is shown only now. Provision it onto the device before closing this.'), box],
+    title: `${plural(created.length, 'device')} registered`,
+    body: [
+      h('p', {}, 'Each device’s token is shown only now. Provision it onto the device (device-agent --token) before closing this.'),
+      h('ul', { class: 'device-tokens' }, rows),
+      h('div', { class: 'actions left' }, download),
+    ],
     confirm: 'I have stored them',
     cancel: 'Close',
     initial: '.secret',

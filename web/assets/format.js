@@ -2,10 +2,24 @@
 
 const UNITS = ['bytes', 'KiB', 'MiB', 'GiB'];
 
+/**
+ * A count with its noun: `plural(1, 'device')` → `1 device`, `plural(2, 'entry', 'entries')` →
+ * `2 entries`. The one place the UI pluralises, so that no view says "1 tokens" or "device(s)".
+ */
+export function plural(n, one, many = `${one}s`) {
+  const k = Number(n);
+  return `${k.toLocaleString('en')} ${noun(k, one, many)}`;
+}
+
+/** The noun alone, agreeing with `n`: `1 of ${n} ${noun(n, 'device')}` reads `1 of 1 device`. */
+export function noun(n, one, many = `${one}s`) {
+  return Number(n) === 1 ? one : many;
+}
+
 /** `135824` → `132.6 KiB (135,824 bytes)`; small values stay in bytes. */
 export function bytes(n) {
   if (n === null || n === undefined) return '—';
-  const exact = `${Number(n).toLocaleString('en')} bytes`;
+  const exact = plural(n, 'byte');
   if (n < 1024) return exact;
   let v = n;
   let u = 0;

@@ -2,7 +2,7 @@
 
 import * as api from './api.js';
 import { h, replace, field, table, link, facts, errorBox, toast, route } from './dom.js';
-import { size, time } from './format.js';
+import { size, time, plural } from './format.js';
 import { uploadPanel } from './upload.js';
 
 /** Vela accelerator configurations the API accepts for a model (npub_core::Accel names). */
@@ -32,7 +32,7 @@ export async function renderModels(main, _args, ctx) {
       { label: 'Created', cell: (m) => [time(m.created_at), ` by ${m.created_by}`] },
     ],
     models,
-    { caption: `${models.length} model${models.length === 1 ? '' : 's'}`, empty: 'No models yet: create one below.' },
+    { caption: plural(models.length, 'model'), empty: 'No models yet: create one below.' },
   );
   replace(main, h('h1', {}, 'Models'), h('section', { 'aria-label': 'Model list' }, list), newModelForm());
 }
@@ -88,31 +88,38 @@ export async function renderModel(main, [name], ctx) {
     api.get(api.path('models', name, 'versions')),
   ]);
   if (!ctx.current()) return;
+  const about = h('div', { class: 'model-facts' });
   const versionList = h('section', { 'aria-labelledby': 'versions-title' });
-  const showVersions = (list) =>
-    replace(
-      versionList,
-      h('h2', { id: 'versions-title' }, 'Versions'),
-      versionsTable(model.name, list),
-    );
-  showVersions(versions);
+  const show = (m, list) => {
+    replace(about, modelFacts(m));
+    replace(versionList, h('h2', { id: 'versions-title' }, 'Versions'), versionsTable(m.name, list));
+  };
+  show(model, versions);
+  // After an upload the model's facts change too (its version count, its latest version).
   const refresh = async () => {
-    const list = await api.get(api.path('models', name, 'versions'));
-    if (ctx.current()) showVersions(list);
+    const [m, list] = await Promise.all([
+      api.get(api.path('models', name)),
+      api.get(api.path('models', name, 'versions')),
+    ]);
+    if (ctx.current()) show(m, list);
   };
   replace(
     main,
     h('p', { class: 'crumbs' }, link('Models', ['models']), ' / '),
     h('h1', {}, model.name),
-    facts([
-      ['Description', model.description || '—'],
-      ['Accelerator', model.accelerator ?? 'any'],
-      ['Versions', String(model.versions)],
-      ['Created', [time(model.created_at), ` by ${model.created_by}`]],
-    ]),
+    about,
     uploadPanel(model, refresh),
     versionList,
   );
+}
+
+function modelFacts(model) {
+  return facts([
+    ['Description', model.description || '—'],
+    ['Accelerator', model.accelerator ?? 'any'],
+    ['Versions', h('span', { class: 'version-count' }, String(model.versions))],
+    ['Created', [time(model.created_at), ` by ${model.created_by}`]],
+  ]);
 }
 
 /** Newest first: the listing the operator most often wants at the top. */
@@ -128,6 +135,6 @@ export function versionsTable(model, versions) {
       { label: 'Uploaded', cell: (v) => time(v.created_at) },
     ],
     [...versions].reverse(),
-    { caption: `${versions.length} version${versions.length === 1 ? '' : 's'}`, empty: 'No versions yet.', className: 'versions' },
+    { caption: plural(versions.length, 'version'), empty: 'No versions yet.', className: 'versions' },
   );
 }

@@ -1,7 +1,32 @@
 // Sign in with an operator API token (`npub_op_…`), checked against the API before it is kept.
 
 import * as api from './api.js';
-import { h, replace, field, errorBox } from './dom.js';
+import { h, replace, field } from './dom.js';
+
+/** Prefixes of the server's token kinds (OPERATOR_TOKEN_PREFIX, DEVICE_TOKEN_PREFIX in npub-server). */
+const OPERATOR_PREFIX = 'npub_op_';
+const DEVICE_PREFIX = 'npub_dev_';
+
+/**
+ * Why a sign-in failed, for the person at the keyboard. The API's own `detail` is written for
+ * someone calling it with curl (it names the `Authorization` header), so it is not shown here.
+ */
+export function signInProblem(err, secret) {
+  if (err.status === 401) {
+    if (secret.startsWith(DEVICE_PREFIX)) {
+      return `This is a device token. Sign in with an operator token (${OPERATOR_PREFIX}…).`;
+    }
+    if (!secret.startsWith(OPERATOR_PREFIX)) {
+      return `This is not an npub operator token: those start with ${OPERATOR_PREFIX}.`;
+    }
+    return 'This token was not accepted: it is unknown or has been revoked. Check that you pasted all of it.';
+  }
+  if (err.status === 0) return 'The server did not answer. Check that it is running, then try again.';
+  if (err.status === 429 || err.status >= 500) {
+    return `The server could not check the token just now (HTTP ${err.status}). Try again in a moment.`;
+  }
+  return `The server could not check the token (HTTP ${err.status}).`;
+}
 
 export function renderSignIn(main, { onSignedIn, message }) {
   document.title = 'Sign in · npub';
@@ -43,11 +68,7 @@ export function renderSignIn(main, { onSignedIn, message }) {
       onSignedIn(role);
     } catch (err) {
       api.clearToken();
-      const shown =
-        err.status === 401
-          ? { code: 'unauthorized', detail: `The server did not accept this token: ${err.detail}` }
-          : err;
-      replace(status, errorBox(shown));
+      replace(status, h('div', { class: 'error', role: 'alert' }, signInProblem(err, secret)));
       input.focus();
       input.select();
     } finally {

@@ -46,11 +46,20 @@ export function uploadPanel(model, onUploaded) {
   const cancel = h('button', { type: 'button', hidden: true }, 'Cancel upload');
   let inFlight = null;
 
+  /** Forgets the chosen files, so that a stored upload is not one click away from a second one. */
+  function clearChoice() {
+    file = null;
+    io = null;
+    picker.value = '';
+    ioPicker.value = '';
+    chosen.textContent = 'No file chosen';
+    ioField.hidden = true;
+  }
+
   function choose(f) {
     if (!f) return;
     if (!ACCEPTED.test(f.name)) {
-      file = null;
-      chosen.textContent = 'No file chosen';
+      clearChoice();
       replace(status, errorBox({ code: 'not_a_pack', detail: `${f.name}: choose a .npub, *_vela.tflite or .npz file` }));
       return;
     }
@@ -130,10 +139,21 @@ export function uploadPanel(model, onUploaded) {
           link(`${detail.model} ${detail.version}`, ['models', detail.model, 'versions', detail.version]),
           ` (${detail.source}, ${bytes(detail.size)}, sha256 ${detail.sha256.slice(0, 12)}…).`,
         ),
+        detail.identical_to?.length
+          ? h(
+              'p',
+              { class: 'notice identical' },
+              `This pack is byte-identical to ${detail.identical_to.map((x) => `${detail.model} ${x}`).join(', ')}: same SHA-256, nothing in it changed. Deploying it to devices that run that version changes nothing.`,
+            )
+          : null,
+        detail.warnings?.length
+          ? h('div', { class: 'notice warnings' }, h('p', {}, 'Stored, with warnings from the Vela import:'), h('ul', {}, detail.warnings.map((w) => h('li', {}, w))))
+          : null,
       );
-      toast(`Uploaded ${detail.model} ${detail.version}.`);
+      toast(`Uploaded ${detail.model} ${detail.version}${detail.identical_to?.length ? ` (identical to ${detail.identical_to.join(', ')})` : ''}.`);
       model.latest_version = detail.version;
       version.value = nextVersion(detail.version);
+      clearChoice();
       await onUploaded();
     } catch (err) {
       progressRow.hidden = true;

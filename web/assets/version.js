@@ -3,7 +3,7 @@
 
 import * as api from './api.js';
 import { h, replace, link, facts, wideTable, errorBox, toast, route } from './dom.js';
-import { bytes, time, digest, hex32 } from './format.js';
+import { bytes, time, digest, hex32, plural } from './format.js';
 import { confirmAction } from './dialog.js';
 
 export async function renderVersion(main, [model, version], ctx) {
@@ -53,11 +53,17 @@ export async function renderVersion(main, [model, version], ctx) {
       remove,
     ),
     actionsStatus,
+    v.warnings?.length
+      ? h('div', { class: 'notice warnings', role: 'note' }, h('p', {}, 'The Vela import warned:'), h('ul', {}, v.warnings.map((w) => h('li', {}, w))))
+      : null,
+    v.identical_to?.length
+      ? h('p', { class: 'notice identical' }, `Byte-identical to ${v.identical_to.map((x) => `${v.model} ${x}`).join(', ')} (same SHA-256).`)
+      : null,
     h('section', { 'aria-labelledby': 'summary-title' }, h('h2', { id: 'summary-title' }, 'Summary'), summary(v, keys)),
     h('section', { 'aria-labelledby': 'header-title' }, h('h2', { id: 'header-title' }, 'Header'), headerTable(report)),
     h('section', { 'aria-labelledby': 'regions-title' }, h('h2', { id: 'regions-title' }, 'Regions'), regionTable(report), inspectFooter(report)),
     h('section', { 'aria-labelledby': 'io-title' }, h('h2', { id: 'io-title' }, 'IO bindings'), ioTable(v)),
-    h('section', { 'aria-labelledby': 'stream-title' }, h('h2', { id: 'stream-title' }, 'Command stream'), streamSummary(v.stream)),
+    h('section', { 'aria-labelledby': 'stream-title' }, h('h2', { id: 'stream-title' }, 'Command stream'), streamSummary(v.stream, report.regions ?? [])),
   );
 }
 
@@ -147,7 +153,26 @@ function ioTable(v) {
   });
 }
 
-function streamSummary(stream) {
+/** BASEP0..BASEP7 (npub_core::format::MAX_BASE_POINTERS). */
+const MAX_BASE_POINTERS = 8;
+
+/**
+ * `regions_used` is a bit mask (bit n: the stream touches BASEPn), so `3` means regions 0 and 1:
+ * shown as the regions it names, and the pack's other regions as untouched, with their sizes.
+ */
+function regionsUsedText(mask, regions) {
+  const used = [];
+  for (let i = 0; i < MAX_BASE_POINTERS; i += 1) if ((Number(mask) >>> i) & 1) used.push(i);
+  const names = used.map((i) => `BASEP${i}`).join(', ');
+  const idle = regions.filter((r) => !used.includes(r.index)).map((r) => `BASEP${r.index} (${plural(r.size, 'byte')})`);
+  return (
+    `${regions.length ? `${used.length} of ${plural(regions.length, 'region')}` : plural(used.length, 'region')}` +
+    (names ? `: ${names}` : '') +
+    (idle.length ? `; not touched: ${idle.join(', ')}` : '')
+  );
+}
+
+function streamSummary(stream, regions) {
   if (!stream || typeof stream !== 'object') return h('p', { class: 'empty' }, 'No command-stream summary.');
   const ops = Object.entries(stream.ops ?? {})
     .map(([k, n]) => `${k} ${n}`)
@@ -161,7 +186,7 @@ function streamSummary(stream) {
     facts([
       ['Commands', String(stream.commands ?? '—')],
       ['Operations', ops || '—'],
-      ['Regions used', String(stream.regions_used ?? '—')],
+      ['Regions used', stream.regions_used === undefined ? '—' : h('span', { class: 'regions-used' }, regionsUsedText(stream.regions_used, regions))],
       ['SHRAM', stream.shram === null || stream.shram === undefined ? 'not configured by the stream' : JSON.stringify(stream.shram)],
     ]),
     spans.length

@@ -3,13 +3,20 @@
 //! A handler that takes an [`Operator`] cannot run without a valid, unrevoked token: a missing
 //! header, a scheme other than Bearer, a malformed value, an unknown or revoked token all end in
 //! 401 before the handler is called. There is deliberately no `Option<Operator>`: "no token"
-//! must never quietly become "anonymous" because a header was misspelt.
-use axum::extract::FromRequestParts;
+//! must never quietly become "anonymous" because a header was misspelt. Every such failure goes
+//! through [`super::guard`] (counted, logged, throttled per peer).
+//!
+//! An admin-only route takes [`Admin`] instead, which answers 403 for an operator-role token in
+//! the same place: before any body is read, so that the role, not the body, decides first.
+use std::net::SocketAddr;
+
+use axum::extract::{ConnectInfo, FromRequestParts};
 use axum::http::header::AUTHORIZATION;
 use axum::http::request::Parts;
 use serde::Serialize;
 use utoipa::ToSchema;
 
+use super::guard::Kind;
 use super::token::{self, MAX_TOKEN_CHARS};
 use crate::error::ApiError;
 use crate::state::AppState;
@@ -54,13 +61,23 @@ pub struct Operator {
     pub role: Role,
 }
 
-impl Operator {
-    /// 403 unless this is an admin token; `what` completes "this token's role may not …".
-    pub fn require_admin(&self, what: &'static str) -> Result<(), ApiError> {
-        if self.role == Role::Admin {
-            Ok(())
+/// The authenticated caller of an admin-only route: an [`Operator`] whose role is admin. As an
+/// extractor it runs before the body extractor, so an operator-role token gets 403 whatever it
+/// sent, never a 422 about a body it may not send at all.
+#[derive(Debug, Clone)]
+pub struct Admin(pub Operator);
+
+impl FromRequestParts<AppState> for Admin {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
+        let op = Operator::from_request_parts(parts, state).await?;
+        if op.role == Role::Admin {
+            Ok(Admin(op))
         } else {
-            Err(ApiError::Forbidden(what))
+            Err(ApiError::Forbidden(
+                "call this route: it manages tokens or signing keys, which needs an admin token",
+            ))
         }
     }
 }
@@ -69,20 +86,29 @@ impl FromRequestParts<AppState> for Operator {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
-        let secret = bearer(parts).ok_or(ApiError::Unauthorized)?;
+        let failed = || state.auth_guard.failed(peer(parts), Kind::Operator);
+        let secret = bearer(parts).ok_or_else(failed)?;
         let row: Option<(i64, String, String)> = sqlx::query_as(
             "SELECT id, name, role FROM tokens WHERE hash = $1 AND revoked_at IS NULL",
         )
         .bind(token::hash(secret))
         .fetch_optional(&state.db)
         .await?;
-        let (token_id, name, role) = row.ok_or(ApiError::Unauthorized)?;
+        let (token_id, name, role) = row.ok_or_else(failed)?;
         Ok(Operator {
             token_id,
             name,
             role: Role::from_db(&role),
         })
     }
+}
+
+/// The peer's address, which the accept loop puts in every request (absent in in-process tests).
+pub(crate) fn peer(parts: &Parts) -> Option<SocketAddr> {
+    parts
+        .extensions
+        .get::<ConnectInfo<SocketAddr>>()
+        .map(|ConnectInfo(addr)| *addr)
 }
 
 /// The token of an `Authorization: Bearer <token>` header (scheme case-insensitive, RFC 9110),

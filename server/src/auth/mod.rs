@@ -10,10 +10,11 @@
 //! * Roles: `admin` may also manage tokens and signing keys; `operator` manages models, versions
 //!   and (later) deployments.
 mod extractor;
+pub mod guard;
 mod routes;
 pub mod token;
 
-pub(crate) use extractor::bearer;
-pub use extractor::{Operator, Role};
+pub use extractor::{Admin, Operator, Role};
+pub(crate) use extractor::{bearer, peer};
 pub use routes::{TokenCreated, TokenInfo, router};
 pub use token::bootstrap;

@@ -1,16 +1,16 @@
 //! `/api/v1/tokens`: create (shown once), list, revoke. Admin only.
 use axum::Json as JsonResponse;
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::http::StatusCode;
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use super::{Operator, Role, token};
+use super::{Admin, Role, token};
 use crate::audit;
 use crate::error::{ApiError, ErrorBody};
-use crate::extract::Json;
+use crate::extract::{Json, Path};
 use crate::names;
 use crate::state::AppState;
 use crate::time::{now_ms, rfc3339};
@@ -79,10 +79,9 @@ pub fn router() -> OpenApiRouter<AppState> {
 )]
 async fn create_token(
     State(state): State<AppState>,
-    op: Operator,
+    Admin(op): Admin,
     Json(new): Json<NewToken>,
 ) -> Result<(StatusCode, JsonResponse<TokenCreated>), ApiError> {
-    op.require_admin("manage tokens")?;
     names::token(&new.name)?;
     let secret = token::generate()?;
     let now = now_ms();
@@ -143,9 +142,8 @@ struct TokenRow {
 )]
 async fn list_tokens(
     State(state): State<AppState>,
-    op: Operator,
+    _admin: Admin,
 ) -> Result<JsonResponse<Vec<TokenInfo>>, ApiError> {
-    op.require_admin("manage tokens")?;
     let rows: Vec<TokenRow> = sqlx::query_as(
         "SELECT t.id, t.name, t.role, t.created_at, c.name AS created_by, t.revoked_at \
          FROM tokens t LEFT JOIN tokens c ON c.id = t.created_by ORDER BY t.id",
@@ -182,10 +180,9 @@ async fn list_tokens(
 )]
 async fn revoke_token(
     State(state): State<AppState>,
-    op: Operator,
+    Admin(op): Admin,
     Path(id): Path<String>,
 ) -> Result<StatusCode, ApiError> {
-    op.require_admin("manage tokens")?;
     let not_found = || ApiError::NotFound(format!("token {id:?}"));
     let id: i64 = id.parse().map_err(|_| not_found())?;
     let _serial = state.write_lock.lock().await;

@@ -6,7 +6,7 @@
 //! adds `completed` for display: active or paused with every batch open and every target
 //! succeeded.
 use axum::Json as JsonResponse;
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::http::StatusCode;
 use npub_core::Accel;
 use npub_core::manifest::{HW_CLASS_RA8P1, ManifestFields, sign_manifest};
@@ -17,11 +17,12 @@ use utoipa_axum::routes;
 
 use super::poll_cache::{TargetRow, targets};
 use super::rollout::{self, Decision, DeviceState, Progress, Rollout};
+use super::targeting::{self, DeploymentDevice, Plan, Reported};
 use crate::audit;
 use crate::auth::Operator;
 use crate::db::Conn;
 use crate::error::{ApiError, ErrorBody};
-use crate::extract::{Json, Query};
+use crate::extract::{Json, Path, Query};
 use crate::state::AppState;
 use crate::time::{now_ms, rfc3339};
 
@@ -98,8 +99,78 @@ pub struct Deployment {
     pub created_by: String,
 }
 
+/// `POST /api/v1/deployments` query.
+#[derive(Debug, Default, Deserialize, IntoParams)]
+#[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+pub struct CreateQuery {
+    /// Answer what the deployment would do (200, a [`Preview`]) without making it: no sequence is
+    /// taken, nothing is signed or stored.
+    #[serde(default)]
+    pub dry_run: bool,
+}
+
+/// One batch of a preview.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct PreviewBatch {
+    /// 0-based.
+    pub index: usize,
+    /// Cumulative percentage of the targets.
+    pub percent: u8,
+    /// The ids of the devices this batch adds, in rank order.
+    pub devices: Vec<String>,
+}
+
+/// A device of the target that the deployment would not reach.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct PreviewSkip {
+    /// Device id.
+    pub device_id: String,
+    /// Its NPU configuration.
+    pub accelerator: String,
+    /// Why.
+    pub reason: String,
+}
+
+/// What a deployment (or a rollback) would do, before it is made.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Preview {
+    /// Model name.
+    pub model: String,
+    /// The concrete version (a rollback's `previous` resolved).
+    pub version: String,
+    /// SHA-256 of its pack.
+    pub sha256: String,
+    /// Pack bytes.
+    pub size: i64,
+    /// The accelerator the pack is compiled for.
+    pub accelerator: String,
+    /// Where it goes.
+    pub target: Target,
+    /// Devices it reaches.
+    pub targets: usize,
+    /// Targets that already run this exact pack (same SHA-256): they take the new sequence
+    /// without downloading it.
+    pub already_running: usize,
+    /// Devices of the target it does not reach, and why.
+    pub skipped: Vec<PreviewSkip>,
+    /// What each batch of the rollout will contain.
+    pub batches: Vec<PreviewBatch>,
+}
+
+/// `GET /api/v1/deployments/{id}/devices` query.
+#[derive(Debug, Deserialize, IntoParams)]
+#[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+pub struct DeviceListQuery {
+    /// Only devices in this state: `pending`, `downloading`, `verified`, `installed`, `bound`,
+    /// `failed`, `rolled_back`, or `skipped` (every skipped device, whatever the reason).
+    pub state: Option<String>,
+}
+
 /// `GET /api/v1/deployments` query.
 #[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 pub struct DeploymentQuery {
     /// Only deployments to this group.
@@ -113,21 +184,26 @@ pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
         .routes(routes!(create_deployment, list_deployments))
         .routes(routes!(get_deployment))
+        .routes(routes!(deployment_devices))
         .routes(routes!(pause))
         .routes(routes!(resume))
         .routes(routes!(abort))
 }
 
 /// Creates a deployment: takes the next sequence and signs a manifest for every hardware class
-/// among its targets (and class 1, RA8P1).
+/// among its targets (and class 1, RA8P1). With `dry_run=true`, answers what it would do instead.
+/// A deployment that would reach no device is refused: 404 for an unknown (or empty) group or
+/// device, 422 naming the accelerators when every device of the target has another one.
 #[utoipa::path(
     post,
     path = "/api/v1/deployments",
     tag = "deployments",
+    params(CreateQuery),
     request_body = NewDeployment,
     security(("token" = [])),
     responses(
         (status = 201, body = Deployment),
+        (status = 200, body = Preview, description = "dry_run=true: what it would do; nothing is made"),
         (status = 401, body = ErrorBody), (status = 404, body = ErrorBody),
         (status = 422, body = ErrorBody),
     )
@@ -135,8 +211,10 @@ pub fn router() -> OpenApiRouter<AppState> {
 async fn create_deployment(
     State(state): State<AppState>,
     op: Operator,
+    Query(q): Query<CreateQuery>,
     Json(body): Json<NewDeployment>,
-) -> Result<(StatusCode, JsonResponse<Deployment>), ApiError> {
+) -> Result<axum::response::Response, ApiError> {
+    use axum::response::IntoResponse;
     let target = match (body.group, body.device) {
         (Some(g), None) => Target {
             group: Some(g),
@@ -153,6 +231,10 @@ async fn create_deployment(
         }
     };
     let rollout = body.rollout.unwrap_or_else(Rollout::immediate);
+    if q.dry_run {
+        let p = preview(&state, &body.model, &body.version, target, &rollout).await?;
+        return Ok(JsonResponse(p).into_response());
+    }
     let d = create(
         &state,
         &op,
@@ -163,7 +245,106 @@ async fn create_deployment(
         "deploy",
     )
     .await?;
-    Ok((StatusCode::CREATED, JsonResponse(d)))
+    Ok((StatusCode::CREATED, JsonResponse(d)).into_response())
+}
+
+/// `target` in words, for messages.
+fn describe(target: &Target) -> String {
+    match (&target.group, &target.device) {
+        (Some(g), _) => format!("group {g:?}"),
+        (None, Some(d)) => format!("device {d:?}"),
+        (None, None) => "no target".into(),
+    }
+}
+
+/// The version's facts, 404 when it does not exist.
+async fn version_facts(
+    conn: &mut Conn,
+    model: &str,
+    version: &str,
+) -> Result<VersionFacts, ApiError> {
+    sqlx::query_as(
+        "SELECT v.id, v.sha256, v.size, v.checksum, v.accel, v.io_digest FROM versions v \
+         JOIN models m ON m.id = v.model_id WHERE m.name = $1 AND v.version = $2",
+    )
+    .bind(model)
+    .bind(version)
+    .fetch_optional(&mut *conn)
+    .await?
+    .ok_or_else(|| ApiError::NotFound(format!("model {model:?} version {version:?}")))
+}
+
+/// The plan of a deployment of `v` to `target`, refused when it reaches nobody.
+async fn plan_for(
+    conn: &mut Conn,
+    v: &VersionFacts,
+    target: &Target,
+    rollout: &Rollout,
+) -> Result<Plan, ApiError> {
+    let candidates =
+        targeting::candidates(conn, target.group.as_deref(), target.device.as_deref()).await?;
+    let plan = Plan::new(&candidates, v.accel, &rollout.batches);
+    plan.require_targets(&describe(target), v.accel, candidates.len())?;
+    Ok(plan)
+}
+
+/// What deploying `model`/`version` to `target` would do (shared with rollback previews).
+pub(crate) async fn preview(
+    state: &AppState,
+    model: &str,
+    version: &str,
+    target: Target,
+    rollout: &Rollout,
+) -> Result<Preview, ApiError> {
+    rollout.check()?;
+    let mut conn = state.db.acquire().await?;
+    let v = version_facts(&mut conn, model, version).await?;
+    let plan = plan_for(&mut conn, &v, &target, rollout).await?;
+    let running: Vec<(String,)> = sqlx::query_as(
+        "SELECT d.id FROM devices d JOIN versions v ON v.id = d.current_version_id \
+         WHERE v.sha256 = $1",
+    )
+    .bind(&v.sha256)
+    .fetch_all(&mut *conn)
+    .await?;
+    let already_running = running
+        .iter()
+        .filter(|(id,)| plan.ranked.contains(id))
+        .count();
+    let pack = Accel::from_word(v.accel as u32).name();
+    Ok(Preview {
+        model: model.to_owned(),
+        version: version.to_owned(),
+        sha256: v.sha256.clone(),
+        size: v.size,
+        accelerator: pack.to_owned(),
+        targets: plan.ranked.len(),
+        already_running,
+        skipped: plan
+            .other_accelerator
+            .iter()
+            .map(|c| {
+                let theirs = Accel::from_word(c.accel as u32).name();
+                PreviewSkip {
+                    device_id: c.id.clone(),
+                    accelerator: theirs.to_owned(),
+                    reason: format!("it is {theirs}; the pack is compiled for {pack}"),
+                }
+            })
+            .collect(),
+        batches: plan
+            .batches()
+            .into_iter()
+            .zip(&rollout.batches)
+            .enumerate()
+            .map(|(index, (ids, &percent))| PreviewBatch {
+                index,
+                percent,
+                devices: ids.to_vec(),
+            })
+            .collect(),
+        target,
+    })
 }
 
 #[derive(sqlx::FromRow)]
@@ -192,23 +373,8 @@ pub(crate) async fn create(
     }
     let serial = state.write_lock.lock().await;
     let mut tx = crate::db::begin_write(&state.db).await?;
-    let v: VersionFacts = sqlx::query_as(
-        "SELECT v.id, v.sha256, v.size, v.checksum, v.accel, v.io_digest FROM versions v \
-         JOIN models m ON m.id = v.model_id WHERE m.name = $1 AND v.version = $2",
-    )
-    .bind(model)
-    .bind(version)
-    .fetch_optional(&mut *tx)
-    .await?
-    .ok_or_else(|| ApiError::NotFound(format!("model {model:?} version {version:?}")))?;
-    if let Some(device) = &target.device {
-        let exists: Option<(String,)> =
-            sqlx::query_as("SELECT id FROM devices WHERE id = $1 AND revoked_at IS NULL")
-                .bind(device)
-                .fetch_optional(&mut *tx)
-                .await?;
-        exists.ok_or_else(|| ApiError::NotFound(format!("device {device:?}")))?;
-    }
+    let v = version_facts(&mut tx, model, version).await?;
+    plan_for(&mut tx, &v, &target, &rollout).await?;
     let mut classes: Vec<(i64,)> = sqlx::query_as(
         "SELECT DISTINCT hw_class FROM devices WHERE revoked_at IS NULL \
          AND (grp = $1 OR id = $2)",
@@ -503,6 +669,88 @@ async fn get_deployment(
     Ok(JsonResponse(
         load(&mut *state.db.acquire().await?, id).await?,
     ))
+}
+
+/// The devices of a deployment, one by one: each target with its batch, whether it is offered,
+/// what it last reported (state, reason, time), and the devices skipped with why (another
+/// accelerator, a batch not open yet, no longer a target). Targets first, in rank order.
+#[utoipa::path(
+    get,
+    path = "/api/v1/deployments/{id}/devices",
+    tag = "deployments",
+    params(("id" = i64, Path, description = "deployment id"), DeviceListQuery),
+    security(("token" = [])),
+    responses(
+        (status = 200, body = [DeploymentDevice]),
+        (status = 401, body = ErrorBody), (status = 404, body = ErrorBody),
+        (status = 422, body = ErrorBody, description = "an unknown `state`"),
+    )
+)]
+async fn deployment_devices(
+    State(state): State<AppState>,
+    _op: Operator,
+    Path(id): Path<i64>,
+    Query(q): Query<DeviceListQuery>,
+) -> Result<JsonResponse<Vec<DeploymentDevice>>, ApiError> {
+    if let Some(s) = &q.state
+        && s != "skipped"
+        && !DeviceState::ALL.iter().any(|st| st.as_str() == s)
+    {
+        return Err(ApiError::invalid(format!(
+            "state: {s:?} is not a device state (pending, downloading, verified, installed, \
+             bound, failed, rolled_back, skipped)"
+        )));
+    }
+    let mut conn = state.db.acquire().await?;
+    let row = load_row(&mut conn, id).await?;
+    let candidates = targeting::candidates(
+        &mut conn,
+        row.target_group.as_deref(),
+        row.target_device.as_deref(),
+    )
+    .await?;
+    let plan = Plan::new(&candidates, row.accel, &row.rollout().batches);
+    let reported: Vec<(String, String, String, Option<String>, i64)> = sqlx::query_as(
+        "SELECT dd.device_id, d.name, dd.state, dd.reason, dd.updated_at FROM device_deployments dd \
+         JOIN devices d ON d.id = dd.device_id WHERE dd.deployment_id = $1",
+    )
+    .bind(id)
+    .fetch_all(&mut *conn)
+    .await?;
+    let mut names: std::collections::HashMap<String, String> = candidates
+        .iter()
+        .map(|c| (c.id.clone(), c.name.clone()))
+        .collect();
+    let mut reports = std::collections::HashMap::new();
+    for (device, name, st, reason, updated_at) in reported {
+        names.insert(device.clone(), name);
+        reports.insert(
+            device,
+            Reported {
+                state: st,
+                reason,
+                updated_at,
+            },
+        );
+    }
+    let open = usize::try_from(row.open_batches).unwrap_or(0);
+    let mut list = targeting::list(&plan, &names, reports, open, row.accel);
+    if row.state == "aborted" {
+        // Nobody is offered an aborted deployment, whatever batch it reached.
+        for d in &mut list {
+            d.offered = false;
+        }
+    }
+    if let Some(want) = &q.state {
+        list.retain(|d| {
+            if want == "skipped" {
+                d.skipped.is_some()
+            } else {
+                &d.state == want
+            }
+        });
+    }
+    Ok(JsonResponse(list))
 }
 
 /// Pauses a deployment: open batches stay offered, no new batch opens.

@@ -2,39 +2,49 @@
 //!
 //! | Route                                   | Answer                                                     |
 //! |-----------------------------------------|------------------------------------------------------------|
+//! | `GET /api/v1/device`                    | what the server registered for this device: id, group, hardware class, accelerator |
 //! | `GET /api/v1/device/manifest?seq=N`     | 204 nothing newer than N; 200 the 280-byte signed manifest, `ETag`; 304 on a matching `If-None-Match`; `Npub-Poll-Interval` always |
-//! | `GET /api/v1/device/packs/{sha256}`     | the assigned pack; `Range` → 206, `If-Range`, 416; `ETag` = `"sha256"`; 404 unless assigned |
+//! | `GET /api/v1/device/packs/{sha256}`     | the assigned pack; `Range` → 206, `If-Range`, 416 (RFC 9110, [`crate::ranges`]); `ETag` = `"sha256"`; 404 unless assigned; 307 to a presigned URL with `--presign-downloads` |
 //! | `GET /api/v1/device/packs/{sha256}/io`  | the pack's canonical IO bindings (404 when it declares none) |
 //! | `POST /api/v1/device/status`            | `{sequence, state, progress?, reason?}` → 204                |
 //!
 //! Polls and downloads are answered from the poll cache's snapshot (no database access); the
-//! only write a poll causes is an in-memory last-seen time, flushed in batches.
+//! only write a poll causes is an in-memory last-seen time, flushed in batches. A pack's bytes
+//! come from the snapshot's memory with the local store, and are streamed from the bucket (a
+//! ranged GET) or handed off with a `307` to a presigned URL with an S3 store.
+use axum::Json as JsonResponse;
 use axum::body::Body;
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use serde::Deserialize;
+use futures_util::StreamExt as _;
+use serde::{Deserialize, Serialize};
+use tokio::io::AsyncReadExt as _;
 use utoipa::{IntoParams, ToSchema};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use super::deployments;
 use super::device_auth::Device;
-use super::rollout::DeviceState;
+use super::poll_cache::{TargetRow, targets};
+use super::rollout::{self, DeviceState};
 use crate::error::{ApiError, ErrorBody};
-use crate::extract::{Json, Query};
+use crate::extract::{Json, Path, Query};
+use crate::ranges;
 use crate::state::AppState;
+use crate::store::PackDigest;
 use crate::time::now_ms;
 
 /// Suggested seconds until the next manifest poll, on every manifest answer.
 pub const POLL_INTERVAL_HEADER: HeaderName = HeaderName::from_static("npub-poll-interval");
 /// The sequence of the manifest in a 200 answer (also inside the manifest; for logs and proxies).
 pub const SEQUENCE_HEADER: HeaderName = HeaderName::from_static("npub-sequence");
-/// Longest `reason` in a status report, in bytes: enough for an npub-core error message.
-pub const MAX_REASON_BYTES: usize = 1024;
+/// Longest `reason` in a status report, in characters: enough for an npub-core error message.
+pub const MAX_REASON_CHARS: usize = 1024;
 
 /// `GET /api/v1/device/manifest` query.
 #[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 pub struct ManifestQuery {
     /// The sequence of the last manifest the device accepted (0 on a fresh device).
     #[serde(default)]
@@ -46,22 +56,57 @@ pub struct ManifestQuery {
 #[serde(deny_unknown_fields)]
 pub struct StatusReport {
     /// The sequence of the deployment this report is about.
+    #[serde(deserialize_with = "crate::extract::integral")]
     pub sequence: u64,
     /// `downloading`, `verified`, `installed`, `bound`, `failed` or `rolled_back`.
     pub state: DeviceState,
     /// 0..=1, for `downloading`.
     pub progress: Option<f64>,
-    /// Why, for `failed` and `rolled_back`.
+    /// Why, for `failed` and `rolled_back`: one line of at most 1024 characters, no control characters.
     pub reason: Option<String>,
 }
 
 /// Device routes.
 pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
+        .routes(routes!(whoami))
         .routes(routes!(manifest))
         .routes(routes!(pack))
         .routes(routes!(pack_io))
         .routes(routes!(status))
+}
+
+/// `GET /api/v1/device`: the device as the server registered it.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct DeviceIdentity {
+    /// The device id.
+    pub id: String,
+    /// Its group.
+    pub group: String,
+    /// The hardware class its manifests are signed for.
+    pub hw_class: u32,
+    /// Its NPU configuration, by Vela's name (e.g. `ethos-u55-256`): the packs it is offered are
+    /// compiled for this one.
+    pub accelerator: String,
+}
+
+/// What the server registered for the calling device, so that an agent can configure itself (or
+/// refuse to run) before it is offered a pack for another accelerator.
+#[utoipa::path(
+    get,
+    path = "/api/v1/device",
+    tag = "device",
+    security(("device_token" = [])),
+    responses((status = 200, body = DeviceIdentity), (status = 401, body = ErrorBody))
+)]
+async fn whoami(device: Device) -> JsonResponse<DeviceIdentity> {
+    let e = &device.entry;
+    JsonResponse(DeviceIdentity {
+        id: e.id.to_string(),
+        group: e.group.clone(),
+        hw_class: e.hw_class,
+        accelerator: npub_core::Accel::from_word(e.accel).name().to_owned(),
+    })
 }
 
 /// The device's manifest, if newer than `seq`.
@@ -85,6 +130,10 @@ async fn manifest(
     headers: HeaderMap,
 ) -> Response {
     state.fleet.last_seen.touch(&device.entry.id, now_ms());
+    if i64::try_from(q.seq).is_err() {
+        // Sequences are i64 in the database; a larger one was never issued.
+        return ApiError::invalid(format!("seq: at most {}", i64::MAX)).into_response();
+    }
     let interval = HeaderValue::from(state.fleet.timers.poll_interval_secs);
     let Some(a) = device.snapshot.assignment(&device.entry.id) else {
         return (StatusCode::NO_CONTENT, [(POLL_INTERVAL_HEADER, interval)]).into_response();
@@ -92,7 +141,7 @@ async fn manifest(
     if a.sequence <= q.seq {
         return (StatusCode::NO_CONTENT, [(POLL_INTERVAL_HEADER, interval)]).into_response();
     }
-    if etag_matches(&headers, &a.etag) {
+    if ranges::none_match(&headers, &a.etag) {
         return (
             StatusCode::NOT_MODIFIED,
             [
@@ -102,6 +151,10 @@ async fn manifest(
         )
             .into_response();
     }
+    state
+        .fleet
+        .last_seen
+        .offered(&device.entry.id, a.deployment_id, now_ms());
     (
         StatusCode::OK,
         [
@@ -118,16 +171,6 @@ async fn manifest(
         .into_response()
 }
 
-fn etag_matches(headers: &HeaderMap, etag: &HeaderValue) -> bool {
-    headers
-        .get_all(header::IF_NONE_MATCH)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(','))
-        .map(str::trim)
-        .any(|t| t == "*" || t.trim_start_matches("W/").as_bytes() == etag.as_bytes())
-}
-
 /// The pack the device is assigned, with HTTP Range.
 #[utoipa::path(
     get,
@@ -139,9 +182,10 @@ fn etag_matches(headers: &HeaderMap, etag: &HeaderValue) -> bool {
         (status = 200, description = "the whole pack", content_type = "application/octet-stream"),
         (status = 206, description = "the requested range", content_type = "application/octet-stream"),
         (status = 304, description = "If-None-Match matched"),
+        (status = 307, description = "with `--presign-downloads`: fetch the pack (with the same `Range`, without the token) from the presigned URL in `Location`"),
         (status = 401, body = ErrorBody),
         (status = 404, body = ErrorBody, description = "not a pack this device is assigned"),
-        (status = 416, description = "the range is past the end"),
+        (status = 416, body = ErrorBody, description = "the range starts at or past the end"),
     )
 )]
 async fn pack(
@@ -150,74 +194,74 @@ async fn pack(
     Path(sha256): Path<String>,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
-    let bytes = assigned(&device, &sha256)?.bytes.clone();
-    let etag = HeaderValue::from_str(&format!("\"{sha256}\"")).map_err(ApiError::internal)?;
-    if etag_matches(&headers, &etag) {
-        return Ok((StatusCode::NOT_MODIFIED, [(header::ETAG, etag)]).into_response());
+    let entry = assigned(&device, &sha256)?;
+    let etag = ranges::etag(&sha256).ok_or_else(|| ApiError::internal("a digest is a header"))?;
+    let len = entry.len;
+    let answer = ranges::answer(&headers, &etag, len);
+    if let Some(bytes) = entry.bytes.clone() {
+        let body = |offset: u64, count: u64| {
+            state.metrics.add_pack_bytes_served(count);
+            // Both within `len`, which is a `usize` (`ranges::answer` checked them against it).
+            Body::from(bytes.slice(offset as usize..(offset + count) as usize))
+        };
+        return ranges::respond(answer, etag, len, body, &[]);
     }
-    let len = bytes.len() as u64;
-    let range = headers
-        .get(header::RANGE)
-        .filter(|_| if_range_holds(&headers, &etag))
-        .and_then(|v| v.to_str().ok());
-    let (status, body, content_range) = match range {
-        None => (StatusCode::OK, bytes, None),
-        Some(spec) => match http_range_header::parse_range_header(spec)
-            .and_then(|parsed| parsed.validate(len))
-        {
-            // One range: 206. Several: the whole pack (RFC 9110 lets a server ignore Range), which
-            // a device never asks for anyway.
-            Ok(ranges) if ranges.len() == 1 => {
-                let r = &ranges[0];
-                let (start, end) = (*r.start(), *r.end());
-                (
-                    StatusCode::PARTIAL_CONTENT,
-                    bytes.slice(start as usize..=end as usize),
-                    Some(format!("bytes {start}-{end}/{len}")),
-                )
-            }
-            Ok(_) => (StatusCode::OK, bytes, None),
-            Err(_) => {
-                return Ok((
-                    StatusCode::RANGE_NOT_SATISFIABLE,
-                    [
-                        (header::CONTENT_RANGE, format!("bytes */{len}")),
-                        (header::ACCEPT_RANGES, "bytes".into()),
-                    ],
-                )
-                    .into_response());
-            }
-        },
+    let digest: PackDigest = sha256.parse().map_err(ApiError::internal)?;
+    if matches!(
+        answer,
+        ranges::Answer::Full | ranges::Answer::Partial { .. }
+    ) && let Some(url) = state.store.download_url(digest).await?
+    {
+        // The device sends its `Range` again to the bucket, without its token (a client drops
+        // `Authorization` on a redirect to another origin); the URL authorises this one object.
+        let location = HeaderValue::from_str(&url).map_err(ApiError::internal)?;
+        return Ok((
+            StatusCode::TEMPORARY_REDIRECT,
+            [(header::LOCATION, location), (header::ETAG, etag)],
+        )
+            .into_response());
+    }
+    let (offset, count) = answer.span(len);
+    let reader = match answer {
+        ranges::Answer::Full | ranges::Answer::Partial { .. } => {
+            Some(open_at(&state, digest, offset, len).await?)
+        }
+        ranges::Answer::NotModified | ranges::Answer::Unsatisfiable => None,
     };
-    state.metrics.add_pack_bytes_served(body.len() as u64);
-    let mut response = (
-        status,
-        [
-            (header::ETAG, etag),
-            (header::ACCEPT_RANGES, HeaderValue::from_static("bytes")),
-            (
-                header::CONTENT_TYPE,
-                HeaderValue::from_static("application/octet-stream"),
-            ),
-        ],
-        Body::from(body),
-    )
-        .into_response();
-    if let Some(cr) = content_range {
-        response.headers_mut().insert(
-            header::CONTENT_RANGE,
-            HeaderValue::from_str(&cr).map_err(ApiError::internal)?,
-        );
-    }
-    Ok(response)
+    let metrics = state.metrics.clone();
+    let body = move |_, _| match reader {
+        None => Body::empty(),
+        Some(reader) => Body::from_stream(
+            tokio_util::io::ReaderStream::new(reader.take(count)).map(move |chunk| {
+                if let Ok(bytes) = &chunk {
+                    metrics.add_pack_bytes_served(bytes.len() as u64);
+                }
+                chunk
+            }),
+        ),
+    };
+    ranges::respond(answer, etag, len, body, &[])
 }
 
-/// `If-Range` absent, or naming this pack's `ETag` (a date never matches: packs are named by
-/// content, and a strong validator is what RFC 9110 asks for here).
-fn if_range_holds(headers: &HeaderMap, etag: &HeaderValue) -> bool {
-    headers
-        .get(header::IF_RANGE)
-        .is_none_or(|v| v.as_bytes() == etag.as_bytes())
+/// The pack from the store, from `offset` on, checked to be the length the snapshot knows.
+async fn open_at(
+    state: &AppState,
+    digest: PackDigest,
+    offset: u64,
+    len: u64,
+) -> Result<std::pin::Pin<Box<dyn tokio::io::AsyncRead + Send>>, ApiError> {
+    let pack = state
+        .store
+        .open_from(digest, offset)
+        .await?
+        .ok_or_else(|| ApiError::internal(format!("assigned pack {digest} left the store")))?;
+    if pack.len != len {
+        return Err(ApiError::internal(format!(
+            "pack {digest} is {} bytes in the store but {len} when it was assigned",
+            pack.len
+        )));
+    }
+    Ok(pack.reader)
 }
 
 fn assigned<'a>(
@@ -263,6 +307,37 @@ async fn pack_io(device: Device, Path(sha256): Path<String>) -> Result<Response,
         .into_response())
 }
 
+/// The deployment a status report names.
+#[derive(sqlx::FromRow)]
+struct Reported {
+    id: i64,
+    version_id: i64,
+    target_group: Option<String>,
+    target_device: Option<String>,
+    batches: String,
+    open_batches: i64,
+    accel: i64,
+}
+
+/// Whether `device` is among the targets the open batches of `d` offer (the same rule the poll
+/// cache applies).
+async fn offered(conn: &mut crate::db::Conn, d: &Reported, device: &str) -> Result<bool, ApiError> {
+    let devices: Vec<TargetRow> =
+        sqlx::query_as("SELECT id, accel, grp FROM devices WHERE revoked_at IS NULL")
+            .fetch_all(&mut *conn)
+            .await?;
+    let (ranked, _) = targets(
+        &devices,
+        d.target_group.as_deref(),
+        d.target_device.as_deref(),
+        d.accel,
+    );
+    let batches: Vec<u8> = serde_json::from_str(&d.batches).map_err(ApiError::internal)?;
+    let open = usize::try_from(d.open_batches).unwrap_or(0);
+    let n = rollout::offered_count(&batches, open, ranked.len());
+    Ok(ranked[..n].iter().any(|t| t == device))
+}
+
 /// Reports the device's progress on a deployment; feeds the rollout (batches, auto-abort).
 #[utoipa::path(
     post,
@@ -274,6 +349,7 @@ async fn pack_io(device: Device, Path(sha256): Path<String>) -> Result<Response,
         (status = 204, description = "recorded"),
         (status = 401, body = ErrorBody),
         (status = 404, body = ErrorBody, description = "no deployment with this sequence targets the device"),
+        (status = 409, body = ErrorBody, description = "the deployment's open batches do not include the device"),
         (status = 422, body = ErrorBody),
     )
 )]
@@ -291,14 +367,8 @@ async fn status(
     if report.progress.is_some_and(|p| !(0.0..=1.0).contains(&p)) {
         return Err(ApiError::invalid("progress: must be within 0..=1"));
     }
-    if report
-        .reason
-        .as_ref()
-        .is_some_and(|r| r.len() > MAX_REASON_BYTES)
-    {
-        return Err(ApiError::invalid(format!(
-            "reason: at most {MAX_REASON_BYTES} bytes"
-        )));
+    if let Some(reason) = &report.reason {
+        crate::names::free_text("reason", reason, MAX_REASON_CHARS, crate::names::Lines::One)?;
     }
     let sequence =
         i64::try_from(report.sequence).map_err(|_| ApiError::invalid("sequence: out of range"))?;
@@ -306,20 +376,30 @@ async fn status(
     let now = now_ms();
     let serial = state.write_lock.lock().await;
     let mut tx = crate::db::begin_write(&state.db).await?;
-    let found: Option<(i64, i64)> = sqlx::query_as(
-        "SELECT d.id, d.version_id FROM deployments d WHERE d.sequence = $1 \
-         AND (d.target_device = $2 OR d.target_group = $3)",
+    let found: Option<Reported> = sqlx::query_as(
+        "SELECT d.id, d.version_id, d.target_group, d.target_device, d.batches, d.open_batches, \
+         v.accel FROM deployments d JOIN versions v ON v.id = d.version_id \
+         WHERE d.sequence = $1 AND (d.target_device = $2 OR d.target_group = $3)",
     )
     .bind(sequence)
     .bind(id)
     .bind(&device.entry.group)
     .fetch_optional(&mut *tx)
     .await?;
-    let (deployment_id, version_id) = found.ok_or_else(|| {
+    let found = found.ok_or_else(|| {
         ApiError::NotFound(format!(
             "deployment with sequence {sequence} for this device"
         ))
     })?;
+    if !offered(&mut tx, &found, id).await? {
+        // Counting it would report installs the rollout never asked for, and could open the next
+        // batch on their strength.
+        return Err(ApiError::Conflict(format!(
+            "deployment with sequence {sequence} has not been offered to this device: it is in \
+             none of the open batches"
+        )));
+    }
+    let (deployment_id, version_id) = (found.id, found.version_id);
     sqlx::query(
         "INSERT INTO device_deployments (deployment_id, device_id, state, progress, reason, updated_at) \
          VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (deployment_id, device_id) DO UPDATE SET \
@@ -343,6 +423,21 @@ async fn status(
     .bind(id)
     .execute(&mut *tx)
     .await?;
+    // The offers this device's polls left pending go first, so its history reads in order.
+    let offers = state.fleet.last_seen.take_offers(&device.entry.id);
+    for &(offered, at) in offers.offers() {
+        super::history::record_offer(&mut tx, id, offered, at).await?;
+    }
+    super::history::record_report(
+        &mut tx,
+        id,
+        deployment_id,
+        report.state.as_str(),
+        report.progress,
+        report.reason.as_deref(),
+        now,
+    )
+    .await?;
     if report.state.is_success() {
         sqlx::query(
             "UPDATE devices SET current_sequence = $1, current_version_id = $2 \
@@ -359,6 +454,7 @@ async fn status(
         super::bump_generation(&mut tx).await?;
     }
     tx.commit().await?;
+    offers.written();
     drop(serial);
     if changed {
         super::refresh(&state).await;

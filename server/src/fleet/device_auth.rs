@@ -7,7 +7,8 @@ use axum::extract::FromRequestParts;
 use axum::http::request::Parts;
 
 use super::poll_cache::{DeviceEntry, Snapshot};
-use crate::auth::{bearer, token};
+use crate::auth::guard::Kind;
+use crate::auth::{bearer, peer, token};
 use crate::error::ApiError;
 use crate::state::AppState;
 
@@ -28,15 +29,16 @@ impl FromRequestParts<AppState> for Device {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
-        let secret = bearer(parts).ok_or(ApiError::Unauthorized)?;
+        let failed = || state.auth_guard.failed(peer(parts), Kind::Device);
+        let secret = bearer(parts).ok_or_else(failed)?;
         if !secret.starts_with(DEVICE_TOKEN_PREFIX) {
-            return Err(ApiError::Unauthorized);
+            return Err(failed());
         }
         let snapshot = state.fleet.cache.get();
         let entry = snapshot
             .device(&token::hash(secret))
             .cloned()
-            .ok_or(ApiError::Unauthorized)?;
+            .ok_or_else(failed)?;
         Ok(Device { entry, snapshot })
     }
 }

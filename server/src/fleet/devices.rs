@@ -1,6 +1,7 @@
-//! `/api/v1/devices`: provision (one or a batch; each token shown once), list, show, revoke.
+//! `/api/v1/devices`: provision (one or a batch; each token shown once), list, show (with its
+//! history), revoke; editing and new tokens are in `device_edit`.
 use axum::Json as JsonResponse;
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::http::StatusCode;
 use npub_core::Accel;
 use serde::{Deserialize, Serialize};
@@ -9,10 +10,11 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use super::device_auth;
+use super::history::{self, History, HistoryQuery};
 use crate::audit;
 use crate::auth::{Operator, token};
 use crate::error::{ApiError, ErrorBody};
-use crate::extract::{Json, Query};
+use crate::extract::{Json, Path, Query};
 use crate::state::AppState;
 use crate::time::{now_ms, rfc3339};
 
@@ -33,7 +35,10 @@ pub struct NewDevice {
     #[serde(default)]
     pub name: Option<String>,
     /// Hardware class (manifests are signed per class); default 1 (RA8P1 boards).
-    #[serde(default = "default_hw_class")]
+    #[serde(
+        default = "default_hw_class",
+        deserialize_with = "crate::extract::integral"
+    )]
     pub hw_class: u32,
     /// The device's NPU configuration, e.g. `ethos-u55-256`.
     pub accelerator: String,
@@ -111,6 +116,7 @@ pub struct DeviceCreated {
 
 /// `GET /api/v1/devices` query.
 #[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 pub struct DeviceQuery {
     /// Only this group.
@@ -123,8 +129,13 @@ pub struct DeviceQuery {
 pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
         .routes(routes!(provision, list_devices))
-        .routes(routes!(get_device, delete_device))
+        .routes(routes!(
+            get_device,
+            delete_device,
+            super::device_edit::patch_device
+        ))
         .routes(routes!(revoke_device))
+        .routes(routes!(super::device_edit::new_token))
 }
 
 pub(crate) fn check_field(field: &str, value: &str) -> Result<(), ApiError> {
@@ -182,9 +193,9 @@ async fn provision(
             check_field("tags", tag)?;
         }
         let name = d.name.unwrap_or_else(|| d.id.clone());
-        if name.len() > MAX_FIELD_BYTES || name.chars().any(char::is_control) {
+        if name.chars().count() > MAX_FIELD_BYTES || name.chars().any(char::is_control) {
             return Err(ApiError::invalid(format!(
-                "name: at most {MAX_FIELD_BYTES} bytes, no control characters"
+                "name: at most {MAX_FIELD_BYTES} characters, no control characters"
             )));
         }
         if d.hw_class == 0 {
@@ -339,26 +350,53 @@ async fn list_devices(
     ))
 }
 
-/// One device.
+/// Device `id` as listed, 404 when unknown.
+pub(crate) async fn load_info(
+    conn: &mut crate::db::Conn,
+    id: &str,
+) -> Result<DeviceInfo, ApiError> {
+    let row: Option<DeviceRow> = sqlx::query_as(concat!(select_device!(), " WHERE d.id = $1"))
+        .bind(id)
+        .fetch_optional(&mut *conn)
+        .await?;
+    row.map(DeviceRow::info)
+        .ok_or_else(|| ApiError::NotFound(format!("device {id:?}")))
+}
+
+/// A device with a page of its history.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct DeviceDetail {
+    /// The device.
+    #[serde(flatten)]
+    pub device: DeviceInfo,
+    /// What it was offered and what it reported, newest first.
+    pub history: History,
+}
+
+/// One device: identity, group, tags, accelerator, status, what it runs, and its history
+/// (every deployment it was offered, every report it sent), newest first, paged.
 #[utoipa::path(
     get,
     path = "/api/v1/devices/{id}",
     tag = "devices",
-    params(("id" = String, Path, description = "device id")),
+    params(("id" = String, Path, description = "device id"), HistoryQuery),
     security(("token" = [])),
-    responses((status = 200, body = DeviceInfo), (status = 401, body = ErrorBody), (status = 404, body = ErrorBody))
+    responses(
+        (status = 200, body = DeviceDetail),
+        (status = 401, body = ErrorBody), (status = 404, body = ErrorBody),
+        (status = 422, body = ErrorBody, description = "a bad `limit`"),
+    )
 )]
 async fn get_device(
     State(state): State<AppState>,
     _op: Operator,
     Path(id): Path<String>,
-) -> Result<JsonResponse<DeviceInfo>, ApiError> {
-    let row: Option<DeviceRow> = sqlx::query_as(concat!(select_device!(), " WHERE d.id = $1"))
-        .bind(&id)
-        .fetch_optional(&state.db)
-        .await?;
-    row.map(|r| JsonResponse(r.info()))
-        .ok_or_else(|| ApiError::NotFound(format!("device {id:?}")))
+    Query(q): Query<HistoryQuery>,
+) -> Result<JsonResponse<DeviceDetail>, ApiError> {
+    let mut conn = state.db.acquire().await?;
+    let device = load_info(&mut conn, &id).await?;
+    let history = history::page(&mut conn, &id, &q).await?;
+    Ok(JsonResponse(DeviceDetail { device, history }))
 }
 
 /// Revokes a device (same as `POST …/revoke`): its token gets 401 from the next request on. The

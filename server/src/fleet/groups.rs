@@ -4,19 +4,28 @@
 //! the older pack; devices get it through their normal poll, and their manifest verifier accepts
 //! it because its sequence is higher than anything they installed. Replaying the *old* manifest
 //! of that version would be refused: its sequence is not.
+//!
+//! `"previous"` resolves **per accelerator configuration**: a mixed group (say two U55-256 and one
+//! U55-128 devices) runs one pack per configuration, so for each configuration among the group's
+//! devices it takes the newest version of the model deployed to the group for that configuration
+//! before the last one. Configurations with nothing to go back to are left alone; one rollback
+//! deployment is made per configuration that has. `?dry_run=true` answers what it would do (the
+//! concrete versions, packs and devices) without making anything.
 use axum::Json as JsonResponse;
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use npub_core::Accel;
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use super::deployments::{self, Deployment, Target};
+use super::deployments::{self, CreateQuery, Deployment, Preview, Target};
 use super::rollout::Rollout;
 use crate::auth::Operator;
 use crate::error::{ApiError, ErrorBody};
-use crate::extract::Json;
+use crate::extract::{Json, Path, Query};
 use crate::state::AppState;
 
 /// The word that asks for the version deployed before the current one.
@@ -44,6 +53,24 @@ pub struct RollbackRequest {
     pub version: String,
     /// Staged rollout for the rollback; omitted: everyone at once.
     pub rollout: Option<Rollout>,
+}
+
+/// `POST /api/v1/groups/{group}/rollback` answer: the first rollback deployment, and every one
+/// made (one per accelerator configuration when `"previous"` resolved to several).
+#[derive(Debug, Serialize, ToSchema)]
+pub struct RollbackMade {
+    /// The first (or only) deployment made.
+    #[serde(flatten)]
+    pub first: Deployment,
+    /// Every deployment made, in sequence order (the first included).
+    pub deployments: Vec<Deployment>,
+}
+
+/// `POST /api/v1/groups/{group}/rollback?dry_run=true` answer.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct RollbackPreview {
+    /// What each rollback deployment would do: the concrete version, its pack, its devices.
+    pub rollbacks: Vec<Preview>,
 }
 
 /// `/api/v1/groups…` routes.
@@ -85,16 +112,18 @@ async fn list_groups(
     ))
 }
 
-/// Rolls a group back to an older version: a new deployment with a higher sequence.
+/// Rolls a group back to an older version: a new deployment with a higher sequence (one per
+/// accelerator configuration for `"previous"`). `dry_run=true` answers what it would do.
 #[utoipa::path(
     post,
     path = "/api/v1/groups/{group}/rollback",
     tag = "deployments",
-    params(("group" = String, Path, description = "group name")),
+    params(("group" = String, Path, description = "group name"), CreateQuery),
     request_body = RollbackRequest,
     security(("token" = [])),
     responses(
-        (status = 201, body = Deployment),
+        (status = 201, body = RollbackMade),
+        (status = 200, body = RollbackPreview, description = "dry_run=true: nothing is made"),
         (status = 401, body = ErrorBody), (status = 404, body = ErrorBody),
         (status = 422, body = ErrorBody),
     )
@@ -103,33 +132,70 @@ async fn rollback(
     State(state): State<AppState>,
     op: Operator,
     Path(group): Path<String>,
+    Query(q): Query<CreateQuery>,
     Json(body): Json<RollbackRequest>,
-) -> Result<(StatusCode, JsonResponse<Deployment>), ApiError> {
-    let version = if body.version == PREVIOUS {
-        previous_version(&state, &group, &body.model).await?
+) -> Result<Response, ApiError> {
+    let versions = if body.version == PREVIOUS {
+        previous_versions(&state, &group, &body.model).await?
     } else {
-        body.version
+        vec![body.version]
     };
-    let d = deployments::create(
-        &state,
-        &op,
-        &body.model,
-        &version,
-        Target {
-            group: Some(group),
-            device: None,
-        },
-        body.rollout.unwrap_or_else(Rollout::immediate),
-        "rollback",
+    let rollout = body.rollout.unwrap_or_else(Rollout::immediate);
+    let target = || Target {
+        group: Some(group.clone()),
+        device: None,
+    };
+    // Every rollback is previewed (and so checked: it reaches a device) before any is made.
+    let mut rollbacks = Vec::with_capacity(versions.len());
+    for v in &versions {
+        rollbacks.push(deployments::preview(&state, &body.model, v, target(), &rollout).await?);
+    }
+    if q.dry_run {
+        return Ok(JsonResponse(RollbackPreview { rollbacks }).into_response());
+    }
+    let mut made = Vec::with_capacity(versions.len());
+    for v in &versions {
+        made.push(
+            deployments::create(
+                &state,
+                &op,
+                &body.model,
+                v,
+                target(),
+                rollout.clone(),
+                "rollback",
+            )
+            .await?,
+        );
+    }
+    let mut all = made.into_iter();
+    let first = all
+        .next()
+        .ok_or_else(|| ApiError::internal("a rollback resolved to no version"))?;
+    let mut deployments = vec![deployments::load(&mut *state.db.acquire().await?, first.id).await?];
+    deployments.extend(all);
+    Ok((
+        StatusCode::CREATED,
+        JsonResponse(RollbackMade { first, deployments }),
     )
-    .await?;
-    Ok((StatusCode::CREATED, JsonResponse(d)))
+        .into_response())
 }
 
-/// The newest version of `model` deployed to `group` before (and other than) the last one.
-async fn previous_version(state: &AppState, group: &str, model: &str) -> Result<String, ApiError> {
-    let history: Vec<(String,)> = sqlx::query_as(
-        "SELECT v.version FROM deployments d JOIN versions v ON v.id = d.version_id \
+/// For each accelerator configuration among `group`'s devices, the newest version of `model`
+/// deployed to `group` for that configuration before (and other than) the last one.
+async fn previous_versions(
+    state: &AppState,
+    group: &str,
+    model: &str,
+) -> Result<Vec<String>, ApiError> {
+    let accels: Vec<(i64,)> = sqlx::query_as(
+        "SELECT DISTINCT accel FROM devices WHERE grp = $1 AND revoked_at IS NULL ORDER BY accel",
+    )
+    .bind(group)
+    .fetch_all(&state.db)
+    .await?;
+    let history: Vec<(String, i64)> = sqlx::query_as(
+        "SELECT v.version, v.accel FROM deployments d JOIN versions v ON v.id = d.version_id \
          JOIN models m ON m.id = v.model_id WHERE d.target_group = $1 AND m.name = $2 \
          ORDER BY d.sequence DESC",
     )
@@ -137,15 +203,35 @@ async fn previous_version(state: &AppState, group: &str, model: &str) -> Result<
     .bind(model)
     .fetch_all(&state.db)
     .await?;
-    let mut versions = history.into_iter().map(|(v,)| v);
-    let last = versions.next().ok_or_else(|| {
-        ApiError::NotFound(format!(
+    if history.is_empty() {
+        return Err(ApiError::NotFound(format!(
             "a deployment of model {model:?} to group {group:?}"
-        ))
-    })?;
-    versions.find(|v| *v != last).ok_or_else(|| {
-        ApiError::NotFound(format!(
-            "a version of model {model:?} deployed to group {group:?} before {last:?}"
-        ))
-    })
+        )));
+    }
+    let mut out = Vec::new();
+    let mut last_seen = Vec::new();
+    for (accel,) in accels {
+        let mut mine = history.iter().filter(|(_, a)| *a == accel).map(|(v, _)| v);
+        let Some(last) = mine.next() else { continue };
+        last_seen.push(format!(
+            "{last} ({})",
+            Accel::from_word(accel as u32).name()
+        ));
+        if let Some(previous) = mine.find(|v| *v != last)
+            && !out.contains(previous)
+        {
+            out.push(previous.clone());
+        }
+    }
+    if out.is_empty() {
+        return Err(ApiError::NotFound(format!(
+            "a version of model {model:?} deployed to group {group:?} before {}",
+            if last_seen.is_empty() {
+                "the last one, for an accelerator its devices have".to_owned()
+            } else {
+                last_seen.join(", ")
+            }
+        )));
+    }
+    Ok(out)
 }

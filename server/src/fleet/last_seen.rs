@@ -3,6 +3,11 @@
 //! poll therefore never writes the database, and a thousand devices polling cost one transaction
 //! per flush, not a thousand. A crash loses at most one interval of last-seen times, which only
 //! makes devices look quieter than they were.
+//!
+//! The same flush records **offers**: the first time a device was handed a deployment's manifest
+//! (`device_offers`, and an `offered` event in its history, `super::history`). Pending offers are
+//! keyed by (device, deployment), so a device polling all day costs one entry, and the flush is
+//! the only writer.
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 
@@ -12,6 +17,7 @@ use crate::db::Db;
 #[derive(Debug, Default)]
 pub struct LastSeen {
     pending: Mutex<HashMap<Arc<str>, i64>>,
+    offers: Mutex<HashMap<(Arc<str>, i64), i64>>,
 }
 
 impl LastSeen {
@@ -26,19 +32,55 @@ impl LastSeen {
         }
     }
 
-    /// Writes and forgets the pending times; returns how many devices were updated. On a
-    /// database error the times are put back for the next flush.
+    /// Records that `device` was handed the manifest of deployment `deployment_id` at `at_ms`
+    /// (the earliest time is kept).
+    pub fn offered(&self, device: &Arc<str>, deployment_id: i64, at_ms: i64) {
+        let mut offers = self.offers.lock().unwrap_or_else(PoisonError::into_inner);
+        offers
+            .entry((Arc::clone(device), deployment_id))
+            .and_modify(|t| *t = (*t).min(at_ms))
+            .or_insert(at_ms);
+    }
+
+    /// Takes `device`'s pending offers (deployment id, time), for a caller that writes them in
+    /// its own transaction, before the device's report, so that its history reads in order.
+    /// The returned guard puts them back unless [`TakenOffers::written`] is called.
+    pub fn take_offers<'a>(&'a self, device: &Arc<str>) -> TakenOffers<'a> {
+        let mut offers = self.offers.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut taken: Vec<(i64, i64)> = Vec::new();
+        offers.retain(|(d, deployment), at| {
+            let mine = d == device;
+            if mine {
+                taken.push((*deployment, *at));
+            }
+            !mine
+        });
+        taken.sort_unstable_by_key(|&(_, at)| at);
+        TakenOffers {
+            owner: self,
+            device: Arc::clone(device),
+            offers: taken,
+        }
+    }
+
+    /// Writes and forgets the pending times and offers; returns how many devices' times were
+    /// updated. On a database error everything is put back for the next flush.
     pub async fn flush(&self, db: &Db) -> Result<usize, sqlx::Error> {
         let batch =
             std::mem::take(&mut *self.pending.lock().unwrap_or_else(PoisonError::into_inner));
-        if batch.is_empty() {
+        let offers =
+            std::mem::take(&mut *self.offers.lock().unwrap_or_else(PoisonError::into_inner));
+        if batch.is_empty() && offers.is_empty() {
             return Ok(0);
         }
-        match write(db, &batch).await {
+        match write(db, &batch, &offers).await {
             Ok(()) => Ok(batch.len()),
             Err(e) => {
                 for (device, at) in batch {
                     self.touch(&device, at);
+                }
+                for ((device, deployment), at) in offers {
+                    self.offered(&device, deployment, at);
                 }
                 Err(e)
             }
@@ -46,8 +88,43 @@ impl LastSeen {
     }
 }
 
-async fn write(db: &Db, batch: &HashMap<Arc<str>, i64>) -> Result<(), sqlx::Error> {
+/// Offers taken out of the pending set; put back when dropped unless written.
+#[derive(Debug)]
+pub struct TakenOffers<'a> {
+    owner: &'a LastSeen,
+    device: Arc<str>,
+    offers: Vec<(i64, i64)>,
+}
+
+impl TakenOffers<'_> {
+    /// (deployment id, first time), oldest first.
+    pub fn offers(&self) -> &[(i64, i64)] {
+        &self.offers
+    }
+
+    /// The offers were committed: forget them.
+    pub fn written(mut self) {
+        self.offers.clear();
+    }
+}
+
+impl Drop for TakenOffers<'_> {
+    fn drop(&mut self) {
+        for &(deployment, at) in &self.offers {
+            self.owner.offered(&self.device, deployment, at);
+        }
+    }
+}
+
+async fn write(
+    db: &Db,
+    batch: &HashMap<Arc<str>, i64>,
+    offers: &HashMap<(Arc<str>, i64), i64>,
+) -> Result<(), sqlx::Error> {
     let mut tx = crate::db::begin_write(db).await?;
+    for ((device, deployment), at) in offers {
+        super::history::record_offer(&mut tx, device, *deployment, *at).await?;
+    }
     for (device, at) in batch {
         sqlx::query(
             "UPDATE devices SET last_seen = $1 WHERE id = $2 AND (last_seen IS NULL OR last_seen < $1)",

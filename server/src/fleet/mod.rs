@@ -3,12 +3,15 @@
 //! | Module          | Routes / role                                                              |
 //! |-----------------|----------------------------------------------------------------------------|
 //! | [`devices`]     | `POST/GET /api/v1/devices`, `GET/DELETE /api/v1/devices/{id}`, `…/revoke`   |
+//! | [`device_edit`] | `PATCH /api/v1/devices/{id}`, `POST /api/v1/devices/{id}/token`             |
 //! | [`deployments`] | `POST/GET /api/v1/deployments`, `GET …/{id}`, `POST …/{id}/pause|resume|abort` |
 //! | [`groups`]      | `GET /api/v1/groups`, `POST /api/v1/groups/{group}/rollback`               |
 //! | [`device_api`]  | `GET /api/v1/device/manifest`, `GET /api/v1/device/packs/{sha256}[/io]`, `POST /api/v1/device/status` |
+//! | [`targeting`]   | who a deployment reaches, device by device (previews, per-device lists)    |
 //! | [`rollout`]     | batch membership, progress counts, batch opening and auto-abort             |
 //! | [`poll_cache`]  | the in-memory snapshot the device API answers from                          |
-//! | [`last_seen`]   | batched `devices.last_seen` updates                                         |
+//! | [`last_seen`]   | batched `devices.last_seen` updates (and first offers)                      |
+//! | [`history`]     | each device's timeline: offers and reports                                  |
 //!
 //! Operator routes take the operator extractor ([`crate::auth::Operator`]); device routes take
 //! [`device_auth::Device`], which only knows device tokens: neither kind of token opens the
@@ -27,11 +30,14 @@ use crate::store::PackStore;
 pub mod deployments;
 pub mod device_api;
 pub mod device_auth;
+pub mod device_edit;
 pub mod devices;
 pub mod groups;
+pub mod history;
 pub mod last_seen;
 pub mod poll_cache;
 pub mod rollout;
+pub mod targeting;
 
 pub use poll_cache::{PollCache, Snapshot};
 

@@ -2,8 +2,8 @@
 //! map lookups and no database access.
 //!
 //! A [`Snapshot`] holds the unrevoked devices by token hash, each device's current assignment
-//! (deployment sequence and signed manifest for its hardware class) and the bytes of every
-//! assigned pack. It is immutable; a change builds a new one from the database and swaps the
+//! (deployment sequence and signed manifest for its hardware class) and every assigned pack:
+//! its bytes, or only its length when the store streams downloads (an S3 bucket). It is immutable; a change builds a new one from the database and swaps the
 //! pointer ([`PollCache::rebuild`]), so readers never wait for a rebuild and never see half of
 //! one. Rebuilds are serialised, and every change that affects devices bumps
 //! `fleet_generation` in its own transaction.
@@ -21,6 +21,7 @@ use std::sync::{Arc, PoisonError, RwLock};
 
 use axum::http::HeaderValue;
 use bytes::Bytes;
+use sha2::{Digest as _, Sha256};
 use tokio::io::AsyncReadExt;
 
 use super::rollout;
@@ -55,11 +56,14 @@ pub struct Assignment {
     pub etag: HeaderValue,
 }
 
-/// An assigned pack, in memory.
+/// An assigned pack: in memory, or (a remote store) its length only.
 #[derive(Debug, Clone)]
 pub struct PackEntry {
-    /// Its bytes.
-    pub bytes: Bytes,
+    /// Its length in bytes.
+    pub len: u64,
+    /// Its bytes, when the store's packs are served from memory
+    /// ([`PackStore::serve_from_memory`]); `None`: the device route streams them from the store.
+    pub bytes: Option<Bytes>,
     /// Its canonical IO-bindings encoding, when it declares any.
     pub io: Option<Bytes>,
 }
@@ -296,12 +300,8 @@ async fn build(
             offer.target_device.as_deref(),
             offer.accel,
         );
-        let sizes = rollout::cumulative_sizes(&batches, ranked.len());
         let open = usize::try_from(offer.open_batches).unwrap_or(0);
-        let offered = match open.checked_sub(1).and_then(|i| sizes.get(i)) {
-            Some(&n) => n,
-            None => continue,
-        };
+        let offered = rollout::offered_count(&batches, open, ranked.len());
         for id in &ranked[..offered] {
             let Some(device) = by_id.get(id) else {
                 continue;
@@ -347,8 +347,9 @@ async fn build(
     })
 }
 
-/// Reads a pack into memory, checking it against its name: a store that returned other bytes
-/// must not be served under this digest.
+/// Reads a pack, checking it against its name: a store that returned other bytes must not be
+/// served under this digest. Kept in memory when the store serves from memory; otherwise it is
+/// hashed as it streams by and only its length kept.
 async fn load_pack(
     store: &dyn PackStore,
     sha: &str,
@@ -362,13 +363,37 @@ async fn load_pack(
         .await
         .map_err(|e| LoadError::Pack(format!("opening {sha}: {e}")))?
         .ok_or_else(|| LoadError::Pack(format!("pack {sha} is missing")))?;
-    let mut bytes = Vec::with_capacity(usize::try_from(reader.len).unwrap_or(0));
-    reader
-        .reader
-        .read_to_end(&mut bytes)
-        .await
-        .map_err(|e| LoadError::Pack(format!("reading {sha}: {e}")))?;
-    if PackDigest::of(&bytes) != digest {
+    let keep = store.serve_from_memory();
+    let mut bytes = Vec::with_capacity(if keep {
+        usize::try_from(reader.len).unwrap_or(0)
+    } else {
+        0
+    });
+    let mut hasher = Sha256::new();
+    let mut chunk = vec![0u8; 64 * 1024];
+    let mut len = 0u64;
+    loop {
+        let n = reader
+            .reader
+            .read(&mut chunk)
+            .await
+            .map_err(|e| LoadError::Pack(format!("reading {sha}: {e}")))?;
+        if n == 0 {
+            break;
+        }
+        hasher.update(&chunk[..n]);
+        if keep {
+            bytes.extend_from_slice(&chunk[..n]);
+        }
+        len += n as u64;
+    }
+    if len != reader.len {
+        return Err(LoadError::Pack(format!(
+            "pack {sha}: read {len} bytes, the store says {}",
+            reader.len
+        )));
+    }
+    if PackDigest::finish(hasher) != digest {
         return Err(LoadError::Pack(format!(
             "pack {sha} does not hash to its name"
         )));
@@ -382,7 +407,8 @@ async fn load_pack(
         }
     };
     Ok(PackEntry {
-        bytes: Bytes::from(bytes),
+        len,
+        bytes: keep.then(|| Bytes::from(bytes)),
         io,
     })
 }

@@ -35,7 +35,10 @@ pub const DEFAULT_FAILURE_THRESHOLD: f64 = 0.2;
 pub struct Rollout {
     /// Cumulative percentages of the targets, strictly increasing, ending at 100.
     /// Default `[5, 25, 100]`.
-    #[serde(default = "default_batches")]
+    #[serde(
+        default = "default_batches",
+        deserialize_with = "crate::extract::integrals"
+    )]
     pub batches: Vec<u8>,
     /// Share (0..=1) of offered devices that must report success before the next batch opens.
     /// Default 0.9.
@@ -104,15 +107,29 @@ pub fn rank(ids: &mut [String]) {
     ids.sort_by_cached_key(|id| Sha256::digest(id.as_bytes()));
 }
 
-/// Devices in batches `0..=k` of `n` targets, for each `k`.
+/// Devices in batches `0..=k` of `n` targets, for each `k`: `ceil(batches[k] × n / 100)`, but
+/// at least one more than the batch before while devices remain, so that no batch is empty while
+/// a later one has devices (a rollout never waits on a batch with nobody in it). A device's batch
+/// only ever moves earlier under this rule compared with the bare percentage, so an offered
+/// device stays offered.
 pub fn cumulative_sizes(batches: &[u8], n: usize) -> Vec<usize> {
+    let mut before = 0usize;
     batches
         .iter()
         .map(|&pct| {
-            let size = (usize::from(pct) * n).div_ceil(100);
-            if n > 0 { size.clamp(1, n) } else { 0 }
+            let size = (usize::from(pct) * n).div_ceil(100).max(before + 1).min(n);
+            before = size;
+            size
         })
         .collect()
+}
+
+/// How many of `n` ranked targets the first `open_batches` batches offer.
+pub fn offered_count(batches: &[u8], open_batches: usize, n: usize) -> usize {
+    open_batches
+        .checked_sub(1)
+        .and_then(|last| cumulative_sizes(batches, n).get(last).copied())
+        .unwrap_or(0)
 }
 
 /// A device's state for one deployment, as reported (or `pending`: nothing reported yet).
@@ -391,6 +408,9 @@ mod tests {
         assert_eq!(cumulative_sizes(&[5, 25, 100], 100), [5, 25, 100]);
         assert_eq!(cumulative_sizes(&[5, 25, 100], 10), [1, 3, 10]);
         assert_eq!(cumulative_sizes(&[5, 25, 100], 1), [1, 1, 1]);
+        // 2 devices: 5 % and 25 % both round up to 1, which left batch 1 empty before batch 2.
+        assert_eq!(cumulative_sizes(&[5, 25, 100], 2), [1, 2, 2]);
+        assert_eq!(cumulative_sizes(&[1, 2, 3, 100], 3), [1, 2, 3, 3]);
         assert_eq!(cumulative_sizes(&[5, 25, 100], 0), [0, 0, 0]);
     }
 

@@ -15,7 +15,9 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use super::{PackDigest, PackReader, PackStore, Put, Sealed, StoreFuture};
+use tokio::io::AsyncSeekExt as _;
+
+use super::{Listed, PackDigest, PackReader, PackStore, Put, Sealed, StoreFuture};
 
 /// Packs as files under one directory.
 #[derive(Debug, Clone)]
@@ -45,15 +47,18 @@ impl PackStore for LocalStore {
         Box::pin(async move { blocking(move || put(&root, staged)).await })
     }
 
-    fn open(&self, digest: PackDigest) -> StoreFuture<'_, Option<PackReader>> {
+    fn open_from(&self, digest: PackDigest, offset: u64) -> StoreFuture<'_, Option<PackReader>> {
         let (_, path) = Self::path_of(&self.root, digest);
         Box::pin(async move {
-            let file = match tokio::fs::File::open(&path).await {
+            let mut file = match tokio::fs::File::open(&path).await {
                 Ok(file) => file,
                 Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
                 Err(e) => return Err(e),
             };
             let len = file.metadata().await?.len();
+            if offset > 0 {
+                file.seek(io::SeekFrom::Start(offset)).await?;
+            }
             Ok(Some(PackReader {
                 len,
                 reader: Box::pin(file),
@@ -76,7 +81,7 @@ impl PackStore for LocalStore {
         })
     }
 
-    fn list(&self) -> StoreFuture<'_, Vec<PackDigest>> {
+    fn list(&self) -> StoreFuture<'_, Vec<Listed>> {
         let root = Arc::clone(&self.root);
         Box::pin(async move { blocking(move || list(&root)).await })
     }
@@ -105,7 +110,7 @@ fn put(root: &Path, staged: Sealed) -> io::Result<Put> {
     Ok(Put::Created)
 }
 
-fn list(root: &Path) -> io::Result<Vec<PackDigest>> {
+fn list(root: &Path) -> io::Result<Vec<Listed>> {
     let mut out = Vec::new();
     for fan in fs::read_dir(root)? {
         let fan = fan?;
@@ -116,7 +121,10 @@ fn list(root: &Path) -> io::Result<Vec<PackDigest>> {
             let entry = entry?;
             let name = entry.file_name();
             match name.to_str().and_then(|n| n.parse::<PackDigest>().ok()) {
-                Some(digest) => out.push(digest),
+                Some(digest) => out.push(Listed {
+                    digest,
+                    modified: entry.metadata().and_then(|m| m.modified()).ok(),
+                }),
                 None => tracing::warn!(
                     path = %entry.path().display(),
                     "not a pack name; left alone"
@@ -124,7 +132,7 @@ fn list(root: &Path) -> io::Result<Vec<PackDigest>> {
             }
         }
     }
-    out.sort();
+    out.sort_by_key(|l| l.digest);
     Ok(out)
 }
 

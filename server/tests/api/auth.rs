@@ -42,7 +42,8 @@ async fn assert_401(s: &TestServer, auth: Option<&str>, why: &str) {
 #[tokio::test]
 async fn missing_wrong_and_malformed_tokens_are_401_on_every_operator_route() {
     let dir = tempfile::tempdir().unwrap();
-    let s = TestServer::start(dir.path()).await;
+    // Some hundred failures from one peer: above the default throttle (auth_failures.rs).
+    let s = TestServer::start_with(dir.path(), |c| c.auth_failure_burst = 10_000).await;
     assert_401(&s, None, "no header").await;
     assert_401(&s, Some("Bearer npub_op_0000000000"), "unknown token").await;
     assert_401(&s, Some(&format!("Basic {ADMIN}")), "wrong scheme").await;

@@ -205,3 +205,68 @@ async fn rejects_a_keyring_update_that_does_not_add_the_imported_key() {
     assert_eq!(keys["keys"].as_array().unwrap().len(), 1);
     s.stop().await;
 }
+
+#[tokio::test]
+async fn trust_file_is_exactly_what_the_device_agent_reads() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = TestServer::start(dir.path()).await;
+    let keys: Value = s
+        .req(Method::GET, "/api/v1/keys")
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let id = keys["active"]["key_id"].as_str().unwrap().to_owned();
+    let r = s
+        .req(Method::GET, &format!("/api/v1/keys/{id}/trust"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    assert_eq!(
+        r.headers()["content-disposition"],
+        format!("attachment; filename=\"{id}.key.pub\"").as_str()
+    );
+    assert!(
+        r.headers()["content-type"]
+            .to_str()
+            .unwrap()
+            .starts_with("text/plain")
+    );
+    let body = r.bytes().await.unwrap();
+    // Byte for byte the public file the server wrote beside its secret key, and readable by the
+    // very function `device-agent --trust` calls.
+    let on_disk = std::fs::read(dir.path().join("keys").join(format!("{id}.key.pub"))).unwrap();
+    assert_eq!(body.as_ref(), on_disk.as_slice());
+    let saved = dir.path().join("downloaded.key.pub");
+    std::fs::write(&saved, &body).unwrap();
+    let key = npub_core::keys::read_public_key(&saved).unwrap();
+    assert_eq!(hex(&key), keys["active"]["public_key"].as_str().unwrap());
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn rejects_a_trust_file_request_for_an_unknown_or_malformed_key_id() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = TestServer::start(dir.path()).await;
+    for id in ["0123456789abcdef", "not-a-key", "ABCDEF0123456789AB"] {
+        let r = s
+            .req(Method::GET, &format!("/api/v1/keys/{id}/trust"))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 404, "{id}");
+        let v: Value = r.json().await.unwrap();
+        assert_eq!(v["error"], "not_found", "{id}");
+    }
+    let anonymous = s
+        .http
+        .get(format!("{}/api/v1/keys/0123456789abcdef/trust", s.url))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(anonymous.status(), 401);
+    s.stop().await;
+}

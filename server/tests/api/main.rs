@@ -2,11 +2,27 @@
 //! temp data dir, driven with reqwest. One file per idea.
 #[path = "../common/mod.rs"]
 mod common;
+/// The fleet tests' simulated device, for the tests here that need a deployment.
+#[path = "../fleet/support.rs"]
+#[allow(dead_code)]
+mod support;
 
 mod auth;
+mod auth_failures;
+mod binary;
 mod connections;
+mod contention;
+mod errors;
+mod fd_limit;
+mod holes;
 mod keys;
 mod malformed;
+mod metrics_labels;
+mod npz_claims;
+mod openapi_doc;
 mod operations;
+mod ranges;
 mod restart;
+mod timeouts;
+mod upload_limits;
 mod uploads;

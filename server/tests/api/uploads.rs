@@ -158,12 +158,26 @@ async fn existing_version_is_409_and_identical_packs_share_one_file() {
     assert_eq!(r.status(), 409);
     let body: Value = r.json().await.unwrap();
     assert_eq!(body["error"], "conflict");
-    assert_eq!(s.upload("m", "2", pack.clone()).await.status(), 201);
+    let first: Value = s.upload("m", "2", pack.clone()).await.json().await.unwrap();
+    assert_eq!(
+        first["identical_to"],
+        serde_json::json!(["1"]),
+        "a byte-identical upload says so in its 201"
+    );
     assert_eq!(
         files_under(&dir.path().join("packs")).len(),
         1,
         "deduplicated"
     );
+    let one: Value = s
+        .req(Method::GET, "/api/v1/models/m/versions/1")
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(one["identical_to"], serde_json::json!(["2"]));
 
     // Deleting one version keeps the shared file; deleting the last removes it.
     let del = |v: &str| {
@@ -303,5 +317,52 @@ async fn model_accelerator_is_enforced_and_names_are_checked() {
     assert_eq!(r.status(), 404);
     let r = s.upload("small", "bad version", conv1_npub()).await;
     assert_eq!(r.status(), 422);
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn a_raw_npz_without_quantisation_is_stored_with_its_warnings_said() {
+    // Vela 4.x's C++ core writes no quantisation arrays: the stream is valid, so the pack is
+    // stored, and the upload answer (and the version page after it) says what is unknown.
+    let dir = tempfile::tempdir().unwrap();
+    let s = TestServer::start(dir.path()).await;
+    s.create_model("m").await;
+    let npz = std::fs::read(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(
+            "../npub-core/tests/data/vela/matrix/files/4.0.1-regor-u55-256-default-conv1-raw__conv1_vela.npz",
+        ),
+    )
+    .unwrap();
+    let r = s.upload("m", "1", npz).await;
+    assert_eq!(r.status(), 201);
+    let v: Value = r.json().await.unwrap();
+    let warnings = v["warnings"].as_array().unwrap();
+    assert!(!warnings.is_empty(), "{v}");
+    assert!(
+        warnings
+            .iter()
+            .any(|w| w.as_str().unwrap().contains("quantis")),
+        "{warnings:?}"
+    );
+    let again: Value = s
+        .req(Method::GET, "/api/v1/models/m/versions/1")
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(again["warnings"], v["warnings"]);
+    // A clean .npub upload has none.
+    assert_eq!(s.upload("m", "2", conv1_npub()).await.status(), 201);
+    let clean: Value = s
+        .req(Method::GET, "/api/v1/models/m/versions/2")
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(clean["warnings"], serde_json::json!([]));
     s.stop().await;
 }

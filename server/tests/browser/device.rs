@@ -73,11 +73,23 @@ impl SimDevice {
 
     /// `POST /api/v1/device/status`.
     pub async fn report(&self, sequence: u64, state: &str, progress: Option<f64>) {
+        self.send_report(json!({"sequence": sequence, "state": state, "progress": progress}))
+            .await;
+    }
+
+    /// `POST /api/v1/device/status` with `failed` and why.
+    pub async fn fail(&self, sequence: u64, reason: &str) {
+        self.send_report(json!({"sequence": sequence, "state": "failed", "reason": reason}))
+            .await;
+    }
+
+    async fn send_report(&self, body: serde_json::Value) {
+        let state = body["state"].clone();
         let r = self
             .http
             .post(format!("{}/api/v1/device/status", self.base))
             .bearer_auth(&self.token)
-            .json(&json!({"sequence": sequence, "state": state, "progress": progress}))
+            .json(&body)
             .send()
             .await
             .unwrap();

@@ -89,6 +89,28 @@ impl WebDriverCompatibleCommand for BrowserLog {
     }
 }
 
+/// `POST /session/{id}/permissions`: WebDriver's "Set Permission" (e.g. `clipboard-read`).
+#[derive(Debug)]
+struct SetPermission(&'static str);
+
+impl WebDriverCompatibleCommand for SetPermission {
+    fn endpoint(
+        &self,
+        base: &url::Url,
+        session: Option<&str>,
+    ) -> Result<url::Url, url::ParseError> {
+        base.join(&format!(
+            "session/{}/permissions",
+            session.unwrap_or_default()
+        ))
+    }
+
+    fn method_and_body(&self, _url: &url::Url) -> (axum::http::Method, Option<String>) {
+        let body = json!({"descriptor": {"name": self.0}, "state": "granted"});
+        (axum::http::Method::POST, Some(body.to_string()))
+    }
+}
+
 /// Which window the browser gets.
 #[derive(Clone, Copy, Debug)]
 pub enum Screen {
@@ -281,6 +303,66 @@ impl Ui {
         let dir = screenshot_dir();
         std::fs::create_dir_all(&dir).unwrap();
         std::fs::write(dir.join(format!("{name}.png")), png).unwrap();
+    }
+
+    /// Lets the page use the clipboard both ways, so that a test can read what Copy put there.
+    pub async fn grant_clipboard(&self) {
+        for name in ["clipboard-read", "clipboard-write"] {
+            self.client
+                .issue_cmd(SetPermission(name))
+                .await
+                .unwrap_or_else(|e| panic!("granting {name}: {e}"));
+        }
+    }
+
+    /// What the clipboard holds (after [`Ui::grant_clipboard`]).
+    pub async fn clipboard(&self) -> String {
+        self.client
+            .execute_async(
+                "const done = arguments[0]; \
+                 navigator.clipboard.readText().then(done, (e) => done(`error: ${e}`));",
+                vec![],
+            )
+            .await
+            .unwrap()
+            .as_str()
+            .unwrap_or_default()
+            .to_owned()
+    }
+
+    /// Records what the page saves instead of letting the browser download it: the page's CSP
+    /// forbids fetching blob: URLs, so the blob is read where it is made, and the anchor's click
+    /// (the browser's save) only notes the file name. Read it back with [`Ui::saved`].
+    pub async fn capture_downloads(&self) {
+        self.js(
+            r#"const make = URL.createObjectURL.bind(URL);
+               URL.createObjectURL = (blob) => {
+                 blob.text().then((text) => { document.body.dataset.savedText = text; });
+                 return make(blob);
+               };
+               HTMLAnchorElement.prototype.click = function () {
+                 document.body.dataset.savedName = this.download;
+               };"#,
+            vec![],
+        )
+        .await;
+    }
+
+    /// `(file name, text)` of the last save recorded by [`Ui::capture_downloads`], once there is one.
+    pub async fn saved(&self) -> (String, String) {
+        self.wait_until("document.body.dataset.savedText !== undefined")
+            .await;
+        let v = self
+            .js(
+                "const s = [document.body.dataset.savedName, document.body.dataset.savedText]; \
+                 delete document.body.dataset.savedText; return s;",
+                vec![],
+            )
+            .await;
+        (
+            v[0].as_str().unwrap_or_default().to_owned(),
+            v[1].as_str().unwrap_or_default().to_owned(),
+        )
     }
 
     /// Signs in with the token through the form and waits for the models page.

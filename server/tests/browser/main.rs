@@ -9,10 +9,15 @@ mod harness;
 
 mod admin;
 mod audit;
+mod deployment_devices;
 mod device;
+mod device_page;
+mod finished;
 mod fleet;
 mod keyboard;
 mod layout;
 mod models;
+mod previews;
 mod serving;
 mod signin;
+mod wording;

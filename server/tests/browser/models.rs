@@ -162,3 +162,124 @@ async fn shows_the_servers_reason_when_it_refuses_a_corrupt_pack() {
     .await;
     s.stop().await;
 }
+
+#[tokio::test]
+async fn after_an_upload_the_version_count_is_current_and_no_file_is_left_chosen() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = TestServer::start(dir.path()).await;
+    s.create_model("small-net").await;
+    let fixture = small_net().canonicalize().unwrap();
+    run(
+        "upload-again",
+        &s.url,
+        ADMIN,
+        Screen::Desktop,
+        |ui| async move {
+            ui.sign_in().await;
+            ui.open("models/small-net").await;
+            ui.wait_text("h1", "small-net").await;
+            assert_eq!(ui.find(".version-count").await.text().await.unwrap(), "0");
+            ui.find("input[type=file][name=pack]")
+                .await
+                .send_keys(fixture.to_str().unwrap())
+                .await
+                .unwrap();
+            ui.wait_text(".chosen", "small_net_vela.tflite").await;
+            ui.click("form.upload button[type=submit]").await;
+            ui.wait_text(".upload-status .ok", "Stored small-net 1.0.0")
+                .await;
+            ui.wait_text(".versions caption", "1 version").await;
+            // The model's facts agree with the table without a reload.
+            ui.wait_text(".version-count", "1").await;
+            ui.screenshot("upload-again-stored").await;
+
+            // The next version is suggested, but the stored file is no longer chosen.
+            assert_eq!(
+                ui.find("input[name=version]")
+                    .await
+                    .prop("value")
+                    .await
+                    .unwrap()
+                    .as_deref(),
+                Some("1.0.1")
+            );
+            assert_eq!(
+                ui.find(".chosen").await.text().await.unwrap(),
+                "No file chosen"
+            );
+            assert_eq!(
+                ui.js(
+                    "return document.getElementById('pack-file').files.length",
+                    vec![]
+                )
+                .await,
+                0
+            );
+            // So one more click uploads nothing: it asks for a file.
+            ui.click("form.upload button[type=submit]").await;
+            ui.wait_text(
+                ".upload-status [role=alert]",
+                "Choose a file to upload first.",
+            )
+            .await;
+            assert_eq!(ui.find(".version-count").await.text().await.unwrap(), "1");
+        },
+    )
+    .await;
+    let versions: Value = s
+        .req(reqwest::Method::GET, "/api/v1/models/small-net/versions")
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(versions.as_array().unwrap().len(), 1, "{versions}");
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn names_the_regions_the_stream_uses_and_the_empty_one_it_does_not() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = TestServer::start(dir.path()).await;
+    s.create_model("conv").await;
+    // Regions: 0 baked weights, 1 scratch of 704 bytes, 2 scratch of 0 bytes.
+    assert_eq!(s.upload("conv", "1.0.0", conv1_npub()).await.status(), 201);
+    let v: Value = s
+        .req(reqwest::Method::GET, "/api/v1/models/conv/versions/1.0.0")
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(
+        v["stream"]["regions_used"], 0b11,
+        "the API's bit mask: {}",
+        v["stream"]
+    );
+    run(
+        "regions-used",
+        &s.url,
+        ADMIN,
+        Screen::Desktop,
+        |ui| async move {
+            ui.sign_in().await;
+            ui.open("models/conv/versions/1.0.0").await;
+            ui.wait_text("h1", "conv 1.0.0").await;
+            let shown = ui.wait_text(".regions-used", "BASEP").await;
+            assert_eq!(
+                shown,
+                "2 of 3 regions: BASEP0, BASEP1; not touched: BASEP2 (0 bytes)"
+            );
+            ui.js(
+                "document.querySelector('section[aria-labelledby=stream-title]').scrollIntoView()",
+                vec![],
+            )
+            .await;
+            ui.screenshot("regions-used").await;
+        },
+    )
+    .await;
+    s.stop().await;
+}

@@ -7,5 +7,8 @@ mod support;
 
 mod access;
 mod delivery;
+mod device_edit;
+mod device_page;
 mod rollback;
 mod rollout;
+mod targeting;

@@ -103,3 +103,74 @@ async fn rollback_is_a_newer_deployment_of_the_older_pack() {
     assert_eq!(r.status(), 404);
     s.stop().await;
 }
+
+#[tokio::test]
+async fn previous_resolves_per_accelerator_configuration_in_a_mixed_group() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = TestServer::start(dir.path()).await;
+    s.create_model("vision").await;
+    let shared = crate::common::fixtures().join("vela_out");
+    let u55_128_conv1 = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../npub-core/tests/data/vela/accel/conv1_ethos-u55-128_vela.tflite");
+    for (version, file) in [
+        ("1.0.0", shared.join("u55_256/tflite/conv1_vela.tflite")),
+        ("1.0.0-u128", u55_128_conv1),
+        (
+            "2.0.0-u128",
+            shared.join("u55_128/tflite/small_net_vela.tflite"),
+        ),
+    ] {
+        let r = s
+            .upload("vision", version, std::fs::read(file).unwrap())
+            .await;
+        assert_eq!(r.status(), 201, "{version}: {}", r.text().await.unwrap());
+    }
+    let r = s
+        .req(Method::POST, "/api/v1/devices")
+        .json(&json!({"devices": [
+            {"id": "big-a", "accelerator": "ethos-u55-256", "group": "lab"},
+            {"id": "big-b", "accelerator": "ethos-u55-256", "group": "lab"},
+            {"id": "small", "accelerator": "ethos-u55-128", "group": "lab"},
+        ]}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 201);
+    // The U55-128 device gets its first pack before the U55-256 ones get theirs, then moves on.
+    for v in ["1.0.0-u128", "1.0.0", "2.0.0-u128"] {
+        deploy(&s, json!({"model": "vision", "version": v, "group": "lab"})).await;
+    }
+
+    // "previous" across the whole group's history would be 1.0.0: the U55-256 devices would be
+    // re-flashed with what they run and the device that changed would stay. Per configuration
+    // it is 1.0.0-u128, for the U55-128 device only; the preview names it before anything is made.
+    let r = s
+        .req(Method::POST, "/api/v1/groups/lab/rollback?dry_run=true")
+        .json(&json!({"model": "vision", "version": "previous"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let p: serde_json::Value = r.json().await.unwrap();
+    let rollbacks = p["rollbacks"].as_array().unwrap();
+    assert_eq!(rollbacks.len(), 1, "{p}");
+    assert_eq!(rollbacks[0]["version"], "1.0.0-u128");
+    assert_eq!(rollbacks[0]["accelerator"], "ethos-u55-128");
+    assert_eq!(rollbacks[0]["targets"], 1);
+    assert_eq!(rollbacks[0]["batches"][0]["devices"], json!(["small"]));
+    assert_eq!(s.rows("deployments").await, 3, "a preview makes nothing");
+
+    let r = s
+        .req(Method::POST, "/api/v1/groups/lab/rollback")
+        .json(&json!({"model": "vision", "version": "previous"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 201);
+    let made: serde_json::Value = r.json().await.unwrap();
+    assert_eq!(made["version"], "1.0.0-u128");
+    assert_eq!(made["deployments"].as_array().unwrap().len(), 1);
+    assert_eq!(made["progress"]["targets"], 1);
+    assert_eq!(made["sha256"], rollbacks[0]["sha256"]);
+    s.stop().await;
+}

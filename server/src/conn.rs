@@ -1,0 +1,360 @@
+//! The accept loop and what bounds a connection's life. `axum::serve` exposes none of these, so
+//! the loop drives hyper itself.
+//!
+//! | Limit                | Flag                | Default | What it stops                                  |
+//! |----------------------|---------------------|---------|------------------------------------------------|
+//! | header read          | `--header-timeout`  | 30 s    | headers sent a byte at a time; hyper starts this clock when a connection begins waiting for a request, so it is also the **keep-alive idle** limit |
+//! | idle connection      | `--idle-timeout`    | 60 s    | a connection on which no byte moves either way while no request is being handled: a client that stopped reading a response (a slow-read attack) or went silent |
+//! | request body rate    | `--body-min-rate`   | 512 B/s | a body trickled in (one byte every 5 s): see `body_rate.rs` |
+//! | connections in flight | `--max-connections` | 4096   | descriptor exhaustion: one more is answered 503 and closed |
+//! | open files           | (process)           | hard limit | at start the soft `RLIMIT_NOFILE` is raised to the hard one, and `--max-connections` is lowered to fit under it |
+//!
+//! None of them cuts off a slow but live transfer: a 2G (GPRS, ~5 kB/s) modem downloading a
+//! 1 MB pack keeps bytes moving every few seconds, far inside the idle limit, and no limit bounds
+//! a download's total time.
+use std::future::Future;
+use std::io;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::TcpListener;
+use tokio::time::Instant;
+
+/// Descriptors kept for everything that is not a connection: the database and its WAL, pack
+/// files being read, staged uploads, the listener.
+pub const RESERVED_FDS: u64 = 128;
+
+/// Per-connection limits of the accept loop.
+#[derive(Debug, Clone, Copy)]
+pub struct Limits {
+    /// `--header-timeout`.
+    pub header_timeout: Duration,
+    /// `--idle-timeout`.
+    pub idle_timeout: Duration,
+    /// `--max-connections`, after [`fit_connections`].
+    pub max_connections: usize,
+}
+
+/// Raises the soft `RLIMIT_NOFILE` to the hard one (systemd starts services with a soft limit of
+/// 1024 whatever `LimitNOFILE=` allows above it) and returns the soft limit now in force.
+pub fn raise_nofile() -> u64 {
+    use rustix::process::{Resource, Rlimit, getrlimit, setrlimit};
+    let limit = getrlimit(Resource::Nofile);
+    let (Some(soft), Some(hard)) = (limit.current, limit.maximum) else {
+        // Unlimited (or unknown): nothing to raise.
+        return limit.current.unwrap_or(u64::MAX);
+    };
+    if soft >= hard {
+        return soft;
+    }
+    let raised = Rlimit {
+        current: Some(hard),
+        maximum: Some(hard),
+    };
+    match setrlimit(Resource::Nofile, raised) {
+        Ok(()) => {
+            tracing::info!(from = soft, to = hard, "raised the open-file limit");
+            hard
+        }
+        Err(e) => {
+            tracing::warn!(soft, hard, error = %e, "cannot raise the open-file limit");
+            soft
+        }
+    }
+}
+
+/// `--max-connections`, lowered so that every permitted connection has a descriptor with
+/// [`RESERVED_FDS`] to spare under `nofile`.
+pub fn fit_connections(wanted: usize, nofile: u64) -> usize {
+    let room = usize::try_from(nofile.saturating_sub(RESERVED_FDS)).unwrap_or(usize::MAX);
+    let fitted = wanted.clamp(1, room.max(1));
+    if fitted < wanted {
+        tracing::warn!(
+            wanted,
+            fitted,
+            nofile,
+            "--max-connections lowered to fit the open-file limit; raise LimitNOFILE="
+        );
+    }
+    fitted
+}
+
+/// What a connection beyond `--max-connections` is told before it is closed.
+const BUSY_RESPONSE: &[u8] = b"HTTP/1.1 503 Service Unavailable\r\n\
+content-type: application/json\r\nretry-after: 1\r\nconnection: close\r\ncontent-length: 71\r\n\r\n\
+{\"error\":\"unavailable\",\"detail\":\"too many connections; retry shortly\"}\n";
+
+/// The accept loop: every connection gets the limits of [`Limits`] and holds one of
+/// `max_connections` permits; a connection that finds none is answered 503 and closed, so the
+/// process never runs out of descriptors while it can still accept. Accept errors (e.g.
+/// `EMFILE`) are logged and retried after a pause instead of spinning. On `shutdown`, stops
+/// accepting and lets requests in flight finish.
+pub async fn serve(
+    listener: TcpListener,
+    router: axum::Router,
+    limits: Limits,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> io::Result<()> {
+    let permits = Arc::new(tokio::sync::Semaphore::new(limits.max_connections));
+    let graceful = hyper_util::server::graceful::GracefulShutdown::new();
+    let mut builder = hyper::server::conn::http1::Builder::new();
+    builder
+        .timer(hyper_util::rt::TokioTimer::new())
+        .header_read_timeout(limits.header_timeout)
+        .keep_alive(true);
+    let mut shutdown = std::pin::pin!(shutdown);
+    loop {
+        let (stream, peer) = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok(accepted) => accepted,
+                Err(e) => {
+                    tracing::error!(error = %e, "accept error");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+            () = &mut shutdown => break,
+        };
+        let Ok(permit) = Arc::clone(&permits).try_acquire_owned() else {
+            tracing::warn!(%peer, max = limits.max_connections, "connection refused: too many in flight");
+            tokio::spawn(refuse_busy(stream));
+            continue;
+        };
+        let activity = Arc::new(Activity::new());
+        let service = hyper_util::service::TowerToHyperService::new(Tracked {
+            router: router.clone(),
+            peer,
+            activity: Arc::clone(&activity),
+        });
+        let io = hyper_util::rt::TokioIo::new(Watched {
+            inner: stream,
+            activity: Arc::clone(&activity),
+        });
+        let conn = graceful.watch(builder.serve_connection(io, service));
+        let idle = limits.idle_timeout;
+        tokio::spawn(async move {
+            tokio::select! {
+                ended = conn => if let Err(e) = ended {
+                    tracing::debug!(%peer, error = %e, "connection ended with an error");
+                },
+                () = activity.idle_for(idle) => {
+                    tracing::debug!(%peer, "idle connection closed");
+                }
+            }
+            drop(permit);
+        });
+    }
+    drop(listener);
+    graceful.shutdown().await;
+    Ok(())
+}
+
+/// When a connection last moved a byte, and how many of its requests are being handled.
+#[derive(Debug)]
+struct Activity {
+    start: Instant,
+    /// Milliseconds since `start` of the last byte read or written.
+    last_ms: AtomicU64,
+    /// Requests whose handler has not produced a response head yet.
+    handling: AtomicUsize,
+}
+
+impl Activity {
+    fn new() -> Self {
+        Self {
+            start: Instant::now(),
+            last_ms: AtomicU64::new(0),
+            handling: AtomicUsize::new(0),
+        }
+    }
+
+    fn touch(&self) {
+        let ms = u64::try_from(self.start.elapsed().as_millis()).unwrap_or(u64::MAX);
+        self.last_ms.fetch_max(ms, Ordering::Relaxed);
+    }
+
+    /// Resolves once no byte has moved for `idle` while no request was being handled. A handler
+    /// that takes long (waiting for the write lock, validating a large upload) is never cut off:
+    /// its client is waiting for an answer, not idling.
+    async fn idle_for(&self, idle: Duration) {
+        loop {
+            let last = self.start + Duration::from_millis(self.last_ms.load(Ordering::Relaxed));
+            let deadline = last + idle;
+            if Instant::now() >= deadline {
+                if self.handling.load(Ordering::Relaxed) == 0 {
+                    return;
+                }
+                tokio::time::sleep(idle).await;
+                continue;
+            }
+            tokio::time::sleep_until(deadline).await;
+        }
+    }
+}
+
+/// The connection's socket, noting every byte that moves.
+struct Watched {
+    inner: tokio::net::TcpStream,
+    activity: Arc<Activity>,
+}
+
+impl AsyncRead for Watched {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        let before = buf.filled().len();
+        let polled = Pin::new(&mut self.inner).poll_read(cx, buf);
+        if matches!(polled, Poll::Ready(Ok(()))) && buf.filled().len() > before {
+            self.activity.touch();
+        }
+        polled
+    }
+}
+
+impl AsyncWrite for Watched {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        let polled = Pin::new(&mut self.inner).poll_write(cx, buf);
+        if matches!(polled, Poll::Ready(Ok(n)) if n > 0) {
+            self.activity.touch();
+        }
+        polled
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        let polled = Pin::new(&mut self.inner).poll_write_vectored(cx, bufs);
+        if matches!(polled, Poll::Ready(Ok(n)) if n > 0) {
+            self.activity.touch();
+        }
+        polled
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.inner.is_write_vectored()
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
+}
+
+/// The router, with the connection's peer address put into every request as
+/// `ConnectInfo<SocketAddr>` (what `axum::serve` does), and each request counted as being
+/// handled until its response head is ready.
+#[derive(Clone)]
+struct Tracked {
+    router: axum::Router,
+    peer: SocketAddr,
+    activity: Arc<Activity>,
+}
+
+/// Decrements [`Activity::handling`] when the request's future ends, however it ends.
+struct Handling(Arc<Activity>);
+
+impl Drop for Handling {
+    fn drop(&mut self) {
+        self.0.handling.fetch_sub(1, Ordering::Relaxed);
+        self.0.touch();
+    }
+}
+
+type RouterFuture<B> = <axum::Router as tower_service::Service<axum::http::Request<B>>>::Future;
+
+impl<B> tower_service::Service<axum::http::Request<B>> for Tracked
+where
+    axum::Router: tower_service::Service<axum::http::Request<B>>,
+    RouterFuture<B>: Send + 'static,
+{
+    type Response = <axum::Router as tower_service::Service<axum::http::Request<B>>>::Response;
+    type Error = <axum::Router as tower_service::Service<axum::http::Request<B>>>::Error;
+    type Future =
+        Pin<Box<dyn Future<Output = Result<Self::Response, Self::Error>> + Send + 'static>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        tower_service::Service::<axum::http::Request<B>>::poll_ready(&mut self.router, cx)
+    }
+
+    fn call(&mut self, mut request: axum::http::Request<B>) -> Self::Future {
+        request
+            .extensions_mut()
+            .insert(axum::extract::ConnectInfo(self.peer));
+        self.activity.handling.fetch_add(1, Ordering::Relaxed);
+        let handling = Handling(Arc::clone(&self.activity));
+        let future = self.router.call(request);
+        Box::pin(async move {
+            let response = future.await;
+            drop(handling);
+            response
+        })
+    }
+}
+
+/// Writes [`BUSY_RESPONSE`] (bounded by a second, so a client that does not read cannot hold the
+/// socket) and closes.
+async fn refuse_busy(mut stream: tokio::net::TcpStream) {
+    use tokio::io::AsyncWriteExt as _;
+    let write = async {
+        stream.write_all(BUSY_RESPONSE).await?;
+        stream.shutdown().await
+    };
+    let _ = tokio::time::timeout(Duration::from_secs(1), write).await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fits_connections_under_the_open_file_limit() {
+        assert_eq!(fit_connections(4096, 1024), 1024 - RESERVED_FDS as usize);
+        assert_eq!(fit_connections(100, 1024), 100);
+        assert_eq!(fit_connections(100, 10), 1);
+        assert_eq!(fit_connections(0, 1 << 20), 1);
+    }
+
+    /// Polls `idle` once after letting the (paused) clock run `secs`.
+    async fn after(secs: u64, idle: &tokio::task::JoinHandle<()>) -> bool {
+        tokio::time::sleep(Duration::from_secs(secs)).await;
+        idle.is_finished()
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn survives_a_long_handler_and_a_slow_transfer_then_closes_once_idle() {
+        let activity = Arc::new(Activity::new());
+        let watch = |a: &Arc<Activity>| {
+            let a = Arc::clone(a);
+            tokio::spawn(async move { a.idle_for(Duration::from_secs(60)).await })
+        };
+        // A handler working for ten minutes is not idle.
+        activity.handling.fetch_add(1, Ordering::Relaxed);
+        let idle = watch(&activity);
+        assert!(!after(600, &idle).await);
+        drop(Handling(Arc::clone(&activity)));
+        // A slow transfer moving a byte every 30 s is not idle either.
+        for _ in 0..20 {
+            assert!(!after(30, &idle).await);
+            activity.touch();
+        }
+        // Silence: closed once the idle time is over, not before.
+        assert!(!after(59, &idle).await);
+        assert!(after(2, &idle).await);
+    }
+}

@@ -1,0 +1,194 @@
+//! Editing and re-credentialing a device: `PATCH /api/v1/devices/{id}` (name, group, tags,
+//! accelerator) and `POST /api/v1/devices/{id}/token` (a new token, shown once; the old one stops
+//! working at once). Both are audited with the before and after values, and both bump the fleet
+//! generation, so the next poll answers from the edited device: a device moved to another group is
+//! offered that group's deployment on its next poll.
+use axum::Json as JsonResponse;
+use axum::extract::State;
+use npub_core::Accel;
+use serde::Deserialize;
+use utoipa::ToSchema;
+
+use super::device_auth;
+use super::devices::{DeviceCreated, DeviceInfo, MAX_FIELD_BYTES, check_field, load_info};
+use crate::audit;
+use crate::auth::{Operator, token};
+use crate::error::{ApiError, ErrorBody};
+use crate::extract::{Json, Path};
+use crate::state::AppState;
+
+/// `PATCH /api/v1/devices/{id}` body: the fields to change; absent fields stay.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct DevicePatch {
+    /// A new label.
+    #[schema(max_length = 128)]
+    pub name: Option<String>,
+    /// A new group: what the device is offered changes on its next poll.
+    #[schema(pattern = "^[A-Za-z0-9._:-]{1,128}$")]
+    pub group: Option<String>,
+    /// New tags (replacing the old ones).
+    pub tags: Option<Vec<String>>,
+    /// A corrected NPU configuration (e.g. `ethos-u55-128`), when the device was registered wrong.
+    pub accelerator: Option<String>,
+}
+
+/// Changes a device's name, group, tags or accelerator.
+#[utoipa::path(
+    patch,
+    path = "/api/v1/devices/{id}",
+    tag = "devices",
+    params(("id" = String, Path, description = "device id")),
+    request_body = DevicePatch,
+    security(("token" = [])),
+    responses(
+        (status = 200, body = DeviceInfo),
+        (status = 401, body = ErrorBody), (status = 404, body = ErrorBody),
+        (status = 422, body = ErrorBody),
+    )
+)]
+pub(super) async fn patch_device(
+    State(state): State<AppState>,
+    op: Operator,
+    Path(id): Path<String>,
+    Json(patch): Json<DevicePatch>,
+) -> Result<JsonResponse<DeviceInfo>, ApiError> {
+    if let Some(name) = &patch.name
+        && (name.is_empty()
+            || name.chars().count() > MAX_FIELD_BYTES
+            || name.chars().any(char::is_control))
+    {
+        return Err(ApiError::invalid(format!(
+            "name: 1..={MAX_FIELD_BYTES} characters, no control characters"
+        )));
+    }
+    if let Some(group) = &patch.group {
+        check_field("group", group)?;
+    }
+    for tag in patch.tags.iter().flatten() {
+        check_field("tags", tag)?;
+    }
+    let accel = patch
+        .accelerator
+        .as_deref()
+        .map(|a| {
+            Accel::from_name(a)
+                .filter(|x| *x != Accel::Unspecified)
+                .ok_or_else(|| {
+                    ApiError::invalid(format!(
+                        "accelerator: {a:?} is not a known configuration (e.g. ethos-u55-256)"
+                    ))
+                })
+        })
+        .transpose()?;
+    let serial = state.write_lock.lock().await;
+    let mut tx = crate::db::begin_write(&state.db).await?;
+    let before = load_info(&mut tx, &id).await?;
+    let tags = patch
+        .tags
+        .as_ref()
+        .map(serde_json::to_string)
+        .transpose()
+        .map_err(ApiError::internal)?;
+    sqlx::query(
+        "UPDATE devices SET name = COALESCE($1, name), grp = COALESCE($2, grp), \
+         tags = COALESCE($3, tags), accel = COALESCE($4, accel) WHERE id = $5",
+    )
+    .bind(patch.name.as_deref())
+    .bind(patch.group.as_deref())
+    .bind(tags.as_deref())
+    .bind(accel.map(|a| i64::from(a.word())))
+    .bind(&id)
+    .execute(&mut *tx)
+    .await?;
+    let after = load_info(&mut tx, &id).await?;
+    let mut changes = serde_json::Map::new();
+    for (field, old, new) in [
+        ("name", json(&before.name), json(&after.name)),
+        ("group", json(&before.group), json(&after.group)),
+        ("tags", json(&before.tags), json(&after.tags)),
+        (
+            "accelerator",
+            json(&before.accelerator),
+            json(&after.accelerator),
+        ),
+    ] {
+        if old != new {
+            changes.insert(field.into(), serde_json::json!({"from": old, "to": new}));
+        }
+    }
+    // A patch that changes nothing (`{}`, or the values the device has) is answered like any other,
+    // and leaves no audit entry and no new fleet generation behind.
+    if changes.is_empty() {
+        drop(tx);
+        return Ok(JsonResponse(after));
+    }
+    audit::record(
+        &mut tx,
+        &op,
+        "device.update",
+        &format!("devices/{id}"),
+        serde_json::Value::Object(changes),
+    )
+    .await?;
+    super::bump_generation(&mut tx).await?;
+    tx.commit().await?;
+    drop(serial);
+    super::refresh(&state).await;
+    Ok(JsonResponse(after))
+}
+
+fn json<T: serde::Serialize>(v: &T) -> serde_json::Value {
+    serde_json::to_value(v).unwrap_or(serde_json::Value::Null)
+}
+
+/// Issues the device a new token (shown once); the old one is refused from the next request on.
+#[utoipa::path(
+    post,
+    path = "/api/v1/devices/{id}/token",
+    tag = "devices",
+    params(("id" = String, Path, description = "device id")),
+    security(("token" = [])),
+    responses(
+        (status = 200, body = DeviceCreated),
+        (status = 401, body = ErrorBody), (status = 404, body = ErrorBody),
+        (status = 409, body = ErrorBody, description = "the device is revoked"),
+    )
+)]
+pub(super) async fn new_token(
+    State(state): State<AppState>,
+    op: Operator,
+    Path(id): Path<String>,
+) -> Result<JsonResponse<DeviceCreated>, ApiError> {
+    let secret = device_auth::generate()?;
+    let serial = state.write_lock.lock().await;
+    let mut tx = crate::db::begin_write(&state.db).await?;
+    let device = load_info(&mut tx, &id).await?;
+    if device.revoked_at.is_some() {
+        return Err(ApiError::Conflict(format!(
+            "device {id:?} is revoked; a revoked device gets no new token (provision it anew \
+             under another id)"
+        )));
+    }
+    sqlx::query("UPDATE devices SET token_hash = $1 WHERE id = $2")
+        .bind(token::hash(&secret))
+        .bind(&id)
+        .execute(&mut *tx)
+        .await?;
+    audit::record(
+        &mut tx,
+        &op,
+        "device.token",
+        &format!("devices/{id}"),
+        serde_json::json!({}),
+    )
+    .await?;
+    super::bump_generation(&mut tx).await?;
+    tx.commit().await?;
+    drop(serial);
+    super::refresh(&state).await;
+    Ok(JsonResponse(DeviceCreated {
+        device,
+        token: secret,
+    }))
+}

@@ -1,43 +1,83 @@
 #!/usr/bin/env bash
-# Device-API load benchmark: N simulated devices (own tokens, round robin) polling npub-server over
-# loopback, and downloading the deployed pack; then the same load generator against nginx serving
-# a static 204 and the same pack file. Prints requests/s, p50/p99 and both ratios
-# (targets: polls >= 0.5x nginx's static rate; downloads >= 0.8x nginx's throughput).
+# A fleet of N simulated devices against npub-server, and the same load against nginx configured as
+# production runs it, in one invocation on the same cores (issue #17):
 #
-#   bench/fleet.sh [DEVICES] [CONCURRENCY] [SECONDS]      (defaults 1000 64 5)
+#   1. provisioning: N devices through the API, one token each; server RSS at idle
+#   2. steady polls: N devices polling once a minute = N/60 polls/s, Poisson jitter, a new
+#      connection per poll (what a device does), p50/p99/p99.9
+#   3. saturated, in A B A B pairs (server, nginx, server, nginx, …): "nothing new" polls against
+#      nginx's `return 204`, pack downloads against nginx's `sendfile` of the same file; the median
+#      of the pair ratios and their spread
+#   4. a deployment wave: a new pack deployed to the first 10 % of the fleet (a staged rollout's
+#      first batch); every device polls once, and the offered ones all download it at once
+#   5. server RSS: peak (VmHWM) and at the end
 #
-# Needs Debian's nginx (`apt-get install nginx-light`). Not part of `cargo test`.
+#   bench/fleet.sh [DEVICES]                                         (default 1000)
+#
+# Environment: CONNECTIONS (64) keep-alive connections of the saturated runs, RUN_SECONDS (5) each,
+# PAIRS (3) A B pairs per comparison, STEADY_SECONDS (60), RATE (DEVICES/60), WAVE_PERCENT (10).
+# Server and nginx run with the same worker count pinned to the same cores; the load generator
+# gets the other half of the machine (on 2 cores: server/nginx on CPU 0, load on CPU 1). Every run
+# must end with 0 errors or the script fails. Needs Debian's nginx (`apt-get install nginx-light`).
+# Not part of `cargo test`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 devices=${1:-1000}
-concurrency=${2:-64}
-seconds=${3:-5}
+connections=${CONNECTIONS:-64}
+seconds=${RUN_SECONDS:-5}
+pairs=${PAIRS:-3}
+steady_seconds=${STEADY_SECONDS:-60}
+rate=${RATE:-$(python3 -c "print(max($devices / 60, 1))")}
+wave_percent=${WAVE_PERCENT:-10}
 target=${CARGO_TARGET_DIR:-target}
 nginx=$(command -v nginx || echo /usr/sbin/nginx)
 [ -x "$nginx" ] || { echo "bench/fleet.sh: nginx not found (apt-get install nginx-light)" >&2; exit 1; }
 
+# Half the cores serve (server or nginx, never both at once), the rest load.
+cpus=$(nproc)
+if [ "$cpus" -ge 2 ]; then
+    half=$((cpus / 2))
+    serve_cpus="0-$((half - 1))"
+    load_cpus="$half-$((cpus - 1))"
+    workers=$half
+else
+    serve_cpus=0 load_cpus=0 workers=1
+    echo "bench/fleet.sh: one core: the load generator shares it with the server" >&2
+fi
+
 cargo build --release -q -p npub-server -p npub-loadgen
 server_bin="$target/release/npub-server"
 loadgen="$target/release/npub-loadgen"
+lg() { taskset -c "$load_cpus" "$loadgen" "$@"; }
 
 work=$(mktemp -d)
 server_pid=""
 nginx_pid=""
 cleanup() {
     [ -n "$server_pid" ] && kill "$server_pid" 2>/dev/null && wait "$server_pid" 2>/dev/null
-    [ -n "$nginx_pid" ] && kill "$nginx_pid" 2>/dev/null
+    [ -n "$nginx_pid" ] && kill "$nginx_pid" 2>/dev/null && wait "$nginx_pid" 2>/dev/null
     rm -rf "$work"
 }
 trap cleanup EXIT
-
 free_port() { python3 -c 'import socket;s=socket.socket();s.bind(("127.0.0.1",0));print(s.getsockname()[1])'; }
+rss() { awk -v k="$2:" '$1 == k { print int($2 / 1024) }' "/proc/$1/status"; }
 
-# npub-server on a free port; its banner's first line names the address.
+echo "date=$(date -u +%Y-%m-%dT%H:%MZ) devices=$devices connections=$connections seconds=$seconds pairs=$pairs"
+echo "cores=$cpus serve_cpus=$serve_cpus load_cpus=$load_cpus workers=$workers $(uptime | sed 's/.*load/load/')"
+
+# Two 1 MB-class packs from the same real Vela compilation (different filler, different digest).
+pack_src=../shared/fixtures/vela/vela_out/u55_256/tflite/small_net_vela.tflite
+lg make-pack --from "$pack_src" --fill 1 --out "$work/v1.npub" > /dev/null
+lg make-pack --from "$pack_src" --fill 2 --out "$work/v2.npub" > /dev/null
+
+# npub-server: its banner's first line names the address. Enough connections for the wave.
 admin="npub_op_bench-$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')"
-NPUB_ADMIN_TOKEN="$admin" NPUB_LOG=warn "$server_bin" --data-dir "$work/data" --listen 127.0.0.1:0 \
-    > "$work/server.out" 2> "$work/server.err" &
+wave_devices=$(( (devices * wave_percent + 99) / 100 ))
+NPUB_ADMIN_TOKEN="$admin" NPUB_LOG=warn NPUB_MAX_CONNECTIONS=$((wave_devices + 2 * connections + 64)) \
+    TOKIO_WORKER_THREADS=$workers taskset -c "$serve_cpus" \
+    "$server_bin" --data-dir "$work/data" --listen 127.0.0.1:0 > "$work/server.out" 2> "$work/server.err" &
 server_pid=$!
-for _ in $(seq 1 200); do
+for _ in $(seq 1 400); do
     grep -q "listening on" "$work/server.out" 2>/dev/null && break
     kill -0 "$server_pid" 2>/dev/null || { cat "$work/server.err" >&2; exit 1; }
     read -rt 0.05 < /dev/zero || true
@@ -45,30 +85,39 @@ done
 url=$(sed -n 's/^npub-server listening on //p' "$work/server.out" | head -1)
 [ -n "$url" ] || { echo "server did not start" >&2; cat "$work/server.err" >&2; exit 1; }
 
-pack_src=../shared/fixtures/vela/vela_out/u55_256/tflite/small_net_vela.tflite
-facts=$("$loadgen" setup --url "$url" --token "$admin" --pack "$pack_src" --devices "$devices" \
+facts=$(lg setup --url "$url" --token "$admin" --pack "$work/v1.npub" --devices "$devices" \
     --tokens "$work/tokens")
-sha=$(echo "$facts" | sed -n 's/.*SHA256=\([0-9a-f]*\).*/\1/p')
-seq=$(echo "$facts" | sed -n 's/.*SEQUENCE=\([0-9]*\).*/\1/p')
-curl -sf -H "Authorization: Bearer $admin" -o "$work/pack.npub" \
-    "$url/api/v1/models/bench/versions/1.0.0/npub"
-pack_bytes=$(stat -c %s "$work/pack.npub")
+fact() { echo "$1" | tr ' ' '\n' | sed -n "s/^$2=//p"; }
+sha=$(fact "$facts" SHA256)
+seq=$(fact "$facts" SEQUENCE)
+pack_bytes=$(stat -c %s "$work/v1.npub")
+echo "RESULT label=provision devices=$devices seconds=$(fact "$facts" PROVISION_SECONDS) pack_bytes=$pack_bytes"
+echo "RESULT label=rss_idle devices=$devices rss_mb=$(rss $server_pid VmRSS) peak_mb=$(rss $server_pid VmHWM)"
 
-# nginx: the same static answers, generated config, loopback only.
+# nginx as production runs it: sendfile, tcp_nopush, open_file_cache, keep-alive; same workers,
+# same cores. Its 204 carries the same poll-interval header as the server's.
 nport=$(free_port)
-mkdir -p "$work/nginx/logs" "$work/nginx/www"
-cp "$work/pack.npub" "$work/nginx/www/pack.npub"
+mkdir -p "$work/nginx/logs" "$work/nginx/www" "$work/nginx/tmp"
+cp "$work/v1.npub" "$work/nginx/www/pack.npub"
 # nginx's workers drop root for an unprivileged user, who must be able to reach the file.
 chmod 755 "$work" "$work/nginx" "$work/nginx/www"
 chmod 644 "$work/nginx/www/pack.npub"
 cat > "$work/nginx/nginx.conf" <<CONF
-worker_processes auto;
+worker_processes $workers;
+worker_rlimit_nofile 20000;
 daemon off;
 pid $work/nginx/nginx.pid;
 error_log $work/nginx/logs/error.log warn;
-events { worker_connections 4096; }
+events { worker_connections 16384; }
 http {
     access_log off;
+    sendfile on;
+    tcp_nopush on;
+    tcp_nodelay on;
+    open_file_cache max=1000 inactive=60s;
+    open_file_cache_valid 60s;
+    open_file_cache_errors on;
+    keepalive_timeout 65s;
     keepalive_requests 1000000;
     client_body_temp_path $work/nginx/tmp;
     proxy_temp_path $work/nginx/tmp;
@@ -76,35 +125,77 @@ http {
     uwsgi_temp_path $work/nginx/tmp;
     scgi_temp_path $work/nginx/tmp;
     server {
-        listen 127.0.0.1:$nport;
-        location = /poll { return 204; }
+        listen 127.0.0.1:$nport backlog=1024;
+        location = /poll { add_header Npub-Poll-Interval 60 always; return 204; }
         location = /pack { alias $work/nginx/www/pack.npub; default_type application/octet-stream; }
     }
 }
 CONF
-mkdir -p "$work/nginx/tmp"
-"$nginx" -p "$work/nginx" -c "$work/nginx/nginx.conf" &
+taskset -c "$serve_cpus" "$nginx" -p "$work/nginx" -c "$work/nginx/nginx.conf" &
 nginx_pid=$!
 for _ in $(seq 1 200); do
     curl -s -o /dev/null "http://127.0.0.1:$nport/poll" && break
     read -rt 0.05 < /dev/zero || true
 done
+nginx_pids=$(echo "$nginx_pid" $(pgrep -P "$nginx_pid") | tr ' ' ',')
+nginx_url="http://127.0.0.1:$nport"
 
-run() { "$loadgen" run --concurrency "$concurrency" --seconds "$seconds" "$@" | tee -a "$work/results"; }
-echo "devices=$devices concurrency=$concurrency seconds=$seconds pack_bytes=$pack_bytes sequence=$seq"
-run --label server_poll --url "$url" --path "/api/v1/device/manifest?seq=$seq" --tokens "$work/tokens" --expect 204
-run --label nginx_poll --url "http://127.0.0.1:$nport" --path /poll --expect 204
-run --label server_pack --url "$url" --path "/api/v1/device/packs/$sha" --tokens "$work/tokens"
-run --label nginx_pack --url "http://127.0.0.1:$nport" --path /pack
+results="$work/results"
+run() { lg "$@" | tee -a "$results"; }
+poll_path="/api/v1/device/manifest?seq=$seq"
 
-python3 - "$work/results" <<'PY'
-import sys
+run steady --label steady_poll --url "$url" --path "$poll_path" --tokens "$work/tokens" \
+    --expect 204 --rate "$rate" --seconds "$steady_seconds" --pids "$server_pid"
+
+sat() { run saturate --connections "$connections" --seconds "$seconds" --tokens "$work/tokens" "$@"; }
+for i in $(seq 1 "$pairs"); do
+    sat --label "server_poll#$i" --url "$url" --path "$poll_path" --expect 204 --pids "$server_pid"
+    sat --label "nginx_poll#$i" --url "$nginx_url" --path /poll --expect 204 --pids "$nginx_pids"
+done
+for i in $(seq 1 "$pairs"); do
+    sat --label "server_pack#$i" --url "$url" --path "/api/v1/device/packs/$sha" \
+        --expect-bytes "$pack_bytes" --pids "$server_pid"
+    sat --label "nginx_pack#$i" --url "$nginx_url" --path /pack --expect-bytes "$pack_bytes" \
+        --pids "$nginx_pids"
+done
+
+wave=$(lg deploy --url "$url" --token "$admin" --pack "$work/v2.npub" --version 2.0.0 \
+    --batches "$wave_percent,100")
+run wave --label wave --url "$url" --tokens "$work/tokens" --seq "$seq" \
+    --sha256 "$(fact "$wave" SHA256)" --pack-bytes "$(stat -c %s "$work/v2.npub")" \
+    --connections "$connections" --pids "$server_pid"
+echo "RESULT label=rss_end devices=$devices rss_mb=$(rss $server_pid VmRSS) peak_mb=$(rss $server_pid VmHWM)"
+echo "end $(uptime | sed 's/.*load/load/')"
+
+python3 - "$results" <<'PY'
+import statistics, sys
 r = {}
 for line in open(sys.argv[1]):
-    f = dict(kv.split("=", 1) for kv in line.split()[1:])
+    if not line.startswith("RESULT"):
+        continue
+    f = dict(kv.split("=", 1) for kv in line.split()[1:] if "=" in kv)
     r[f["label"]] = f
-poll = float(r["server_poll"]["rps"]) / float(r["nginx_poll"]["rps"])
-pack = float(r["server_pack"]["MBps"]) / float(r["nginx_pack"]["MBps"])
-print(f"poll ratio     server/nginx = {poll:.2f}x (target >= 0.5)")
-print(f"download ratio server/nginx = {pack:.2f}x (target >= 0.8)")
+def pairs(kind, key):
+    out, i = [], 1
+    while f"server_{kind}#{i}" in r:
+        out.append(float(r[f"server_{kind}#{i}"][key]) / float(r[f"nginx_{kind}#{i}"][key]))
+        i += 1
+    return out
+for kind, key, goal in (("poll", "rps", 0.9), ("pack", "MBps", 1.0)):
+    ratios = pairs(kind, key)
+    med = statistics.median(ratios)
+    spread = " ".join(f"{x:.2f}" for x in ratios)
+    s = statistics.median(float(r[k][key]) for k in r if k.startswith(f"server_{kind}#"))
+    n = statistics.median(float(r[k][key]) for k in r if k.startswith(f"nginx_{kind}#"))
+    cs = statistics.median(float(r[k]["server_us_per_req"]) for k in r if k.startswith(f"server_{kind}#"))
+    cn = statistics.median(float(r[k]["server_us_per_req"]) for k in r if k.startswith(f"nginx_{kind}#"))
+    print(f"SUMMARY {kind}: server {s:.0f} vs nginx {n:.0f} {key} (medians); ratio median {med:.2f}x "
+          f"[{min(ratios):.2f}-{max(ratios):.2f}] pairs {spread} (target >= {goal}); "
+          f"CPU/request server {cs:.1f} us, nginx {cn:.1f} us")
+st = r["steady_poll"]
+print(f"SUMMARY steady: {st['rps']}/s p50 {st['p50_ms']} ms p99 {st['p99_ms']} ms p99.9 {st['p999_ms']} ms "
+      f"(target p99 <= 5 ms)")
+w = r["wave"]
+print(f"SUMMARY wave: {w['downloads']}/{w['offered']} devices downloaded in {w['completion_s']} s, "
+      f"{w['errors']} errors")
 PY

@@ -1,22 +1,32 @@
-//! `npub-loadgen`: N simulated devices over loopback, for `bench/fleet.sh`.
+//! `npub-loadgen`: a simulated fleet over loopback, for `bench/fleet.sh`.
 //!
-//! * `setup`: through the operator API, creates a model, uploads a pack, provisions N devices
-//!   (one token each, written to a file) and deploys the pack to their group.
-//! * `run`: C concurrent connections send GETs for a fixed time, each request with the next
-//!   device's token (round robin), and print requests/s, p50/p99 latency and body throughput.
-//!   The same command points at nginx for the baseline (tokens are then just ignored headers).
+//! | Command     | Does                                                                         |
+//! |-------------|------------------------------------------------------------------------------|
+//! | `make-pack` | a 1 MB-class `.npub` from a real Vela compilation (weights region grown)     |
+//! | `setup`     | model `bench`, version 1.0.0, N devices (one token each), deployed to all     |
+//! | `deploy`    | another version, deployed to group `bench` in staged batches                 |
+//! | `saturate`  | closed loop on C keep-alive connections: requests/s, MB/s, latency, CPU      |
+//! | `steady`    | open loop at a fixed rate with Poisson jitter: p50/p99/p99.9                 |
+//! | `wave`      | every device polls; those offered the new deployment download it at once     |
 //!
-//! Not a test: it is never run by `cargo test`.
+//! The loads use a minimal HTTP/1.1 client (`http`) on one thread: the server's cores, not the
+//! load generator's, must be what limits a run (each result says how busy this process was).
+//! Not a test: never run by `cargo test`.
+#![forbid(unsafe_code)]
+
+mod http;
+mod load;
+mod setup;
+mod stats;
+
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use clap::{Parser, Subcommand};
-use serde_json::{Value, json};
+use clap::{Args, Parser, Subcommand};
 
-/// Most requests a run records: bounds memory whatever the duration.
-const MAX_SAMPLES: usize = 20_000_000;
+use crate::http::Requests;
+use crate::load::{Expect, Target};
 
 #[derive(Parser)]
 #[command(name = "npub-loadgen", about)]
@@ -25,18 +35,66 @@ struct Cli {
     cmd: Cmd,
 }
 
+/// The operator API.
+#[derive(Args)]
+struct Api {
+    /// Server base URL.
+    #[arg(long)]
+    url: String,
+    /// An admin token.
+    #[arg(long, env = "NPUB_TOKEN", hide_env_values = true)]
+    token: String,
+}
+
+/// Where a load goes and what it sends.
+#[derive(Args)]
+struct Load {
+    /// Base URL, `http://IP:PORT`.
+    #[arg(long)]
+    url: String,
+    /// Path and query.
+    #[arg(long)]
+    path: String,
+    /// Device tokens (one a line), used round robin; none: no `Authorization` header.
+    #[arg(long)]
+    tokens: Option<PathBuf>,
+    /// Label printed with the result.
+    #[arg(long)]
+    label: String,
+    /// Status every response must have.
+    #[arg(long, default_value_t = 200)]
+    expect: u16,
+    /// Body length every response must have.
+    #[arg(long)]
+    expect_bytes: Option<u64>,
+    /// Processes whose CPU time the result reports (the server, or nginx's workers).
+    #[arg(long, value_delimiter = ',')]
+    pids: Vec<String>,
+}
+
 #[derive(Subcommand)]
 enum Cmd {
-    /// Creates model `bench`, uploads `--pack`, provisions `--devices` devices in group `bench`,
-    /// deploys; writes the tokens (one a line) and prints `SHA256=… SEQUENCE=…`.
-    Setup {
-        /// Server base URL.
+    /// Writes a pack built from Vela output with its weights region grown to `--weights-bytes`.
+    MakePack {
+        /// Vela's `*_vela.tflite` or `.npz`.
         #[arg(long)]
-        url: String,
-        /// An admin token.
-        #[arg(long, env = "NPUB_TOKEN")]
-        token: String,
-        /// The pack (.npub or Vela .tflite) to deploy.
+        from: PathBuf,
+        /// Size of the grown weights region.
+        #[arg(long, default_value_t = 1_179_648)]
+        weights_bytes: u32,
+        /// Filler seed: packs with different seeds have different digests.
+        #[arg(long, default_value_t = 1)]
+        fill: u8,
+        /// Output `.npub`.
+        #[arg(long)]
+        out: PathBuf,
+    },
+    /// Creates model `bench`, uploads `--pack` as 1.0.0, provisions `--devices` devices in group
+    /// `bench`, deploys to all of them; writes the tokens and prints `KEY=value` facts.
+    Setup {
+        #[command(flatten)]
+        api: Api,
+        /// The pack to deploy.
         #[arg(long)]
         pack: PathBuf,
         /// Devices to provision.
@@ -46,198 +104,233 @@ enum Cmd {
         #[arg(long)]
         tokens: PathBuf,
     },
-    /// Sends GET `--path` on `--concurrency` connections for `--seconds`.
-    Run {
+    /// Uploads `--pack` as `--version` and deploys it to group `bench` in `--batches`.
+    Deploy {
+        #[command(flatten)]
+        api: Api,
+        /// The pack.
+        #[arg(long)]
+        pack: PathBuf,
+        /// Its version.
+        #[arg(long)]
+        version: String,
+        /// Cumulative batch percentages.
+        #[arg(long, value_delimiter = ',', default_value = "100")]
+        batches: Vec<u8>,
+    },
+    /// Closed loop: `--connections` keep-alive connections back to back.
+    Saturate {
+        #[command(flatten)]
+        load: Load,
+        /// Concurrent connections.
+        #[arg(long, default_value_t = 64)]
+        connections: usize,
+        /// Seconds measured.
+        #[arg(long, default_value_t = 5.0)]
+        seconds: f64,
+        /// Seconds run before measuring.
+        #[arg(long, default_value_t = 1.0)]
+        warmup: f64,
+    },
+    /// Open loop: `--rate` polls/s with Poisson jitter, a new connection each.
+    Steady {
+        #[command(flatten)]
+        load: Load,
+        /// Requests per second.
+        #[arg(long)]
+        rate: f64,
+        /// Seconds.
+        #[arg(long, default_value_t = 60.0)]
+        seconds: f64,
+    },
+    /// A deployment wave: see `load::wave`.
+    Wave {
         /// Base URL.
         #[arg(long)]
         url: String,
-        /// Path and query.
+        /// Device tokens.
         #[arg(long)]
-        path: String,
-        /// Device tokens (one a line), used round robin; none: no Authorization header.
+        tokens: PathBuf,
+        /// The sequence every device runs now (its polls send `seq=`).
         #[arg(long)]
-        tokens: Option<PathBuf>,
-        /// Concurrent connections.
+        seq: u64,
+        /// The new deployment's pack digest.
+        #[arg(long)]
+        sha256: String,
+        /// Its length.
+        #[arg(long)]
+        pack_bytes: u64,
+        /// Keep-alive connections of the discovery polls.
         #[arg(long, default_value_t = 64)]
-        concurrency: usize,
-        /// Seconds to run.
-        #[arg(long, default_value_t = 5)]
-        seconds: u64,
-        /// Label printed with the results.
+        connections: usize,
+        /// Processes whose CPU time the result reports.
+        #[arg(long, value_delimiter = ',')]
+        pids: Vec<String>,
+        /// Label printed with the result.
         #[arg(long)]
         label: String,
-        /// Status every response must have.
-        #[arg(long, default_value_t = 200)]
-        expect: u16,
     },
 }
 
-#[tokio::main]
+#[tokio::main(flavor = "current_thread")]
 async fn main() {
-    let result = match Cli::parse().cmd {
-        Cmd::Setup {
-            url,
-            token,
-            pack,
-            devices,
-            tokens,
-        } => setup(&url, &token, &pack, devices, &tokens).await,
-        Cmd::Run {
-            url,
-            path,
-            tokens,
-            concurrency,
-            seconds,
-            label,
-            expect,
-        } => run(&url, &path, tokens, concurrency, seconds, &label, expect).await,
-    };
-    if let Err(e) = result {
+    if let Err(e) = dispatch(Cli::parse().cmd).await {
         eprintln!("npub-loadgen: {e}");
         std::process::exit(1);
     }
 }
 
-async fn call(req: reqwest::RequestBuilder, want: u16) -> Result<Value, String> {
-    let r = req.send().await.map_err(|e| e.to_string())?;
-    let status = r.status().as_u16();
-    let text = r.text().await.map_err(|e| e.to_string())?;
-    if status != want {
-        return Err(format!("HTTP {status}: {text}"));
-    }
-    serde_json::from_str(&text).or(Ok(Value::Null))
-}
-
-async fn setup(
-    url: &str,
-    token: &str,
-    pack: &PathBuf,
-    devices: usize,
-    tokens: &PathBuf,
-) -> Result<(), String> {
-    let http = reqwest::Client::new();
-    let auth = format!("Bearer {token}");
-    let post = |path: &str| {
-        http.post(format!("{url}{path}"))
-            .header("Authorization", &auth)
-    };
-    call(post("/api/v1/models").json(&json!({"name": "bench"})), 201).await?;
-    let body = std::fs::read(pack).map_err(|e| format!("{}: {e}", pack.display()))?;
-    let version = call(post("/api/v1/models/bench/versions/1.0.0").body(body), 201).await?;
-    let accel = version["accelerator"]
-        .as_str()
-        .unwrap_or("ethos-u55-256")
-        .to_owned();
-    let mut all = Vec::with_capacity(devices);
-    for start in (0..devices).step_by(1000) {
-        let batch: Vec<Value> = (start..(start + 1000).min(devices))
-            .map(|i| json!({"id": format!("bench-{i:06}"), "accelerator": accel, "group": "bench"}))
-            .collect();
-        let created = call(
-            post("/api/v1/devices").json(&json!({"devices": batch})),
-            201,
-        )
-        .await?;
-        for d in created.as_array().ok_or("devices: not an array")? {
-            all.push(d["token"].as_str().ok_or("no token")?.to_owned());
+async fn dispatch(cmd: Cmd) -> Result<(), String> {
+    match cmd {
+        Cmd::MakePack {
+            from,
+            weights_bytes,
+            fill,
+            out,
+        } => {
+            let pack = setup::make_pack(&from, weights_bytes, fill)?;
+            std::fs::write(&out, &pack).map_err(|e| format!("{}: {e}", out.display()))?;
+            println!("PACK_BYTES={}", pack.len());
+        }
+        Cmd::Setup {
+            api,
+            pack,
+            devices,
+            tokens,
+        } => {
+            let op = setup::Operator::new(&api.url, &api.token);
+            op.model().await?;
+            let accel = op.upload("1.0.0", read(&pack)?).await?;
+            let t = Instant::now();
+            let all = op.provision(devices, &accel).await?;
+            let provision_s = setup::seconds_since(t);
+            std::fs::write(&tokens, all.join("\n")).map_err(|e| e.to_string())?;
+            let (sha, seq) = op.deploy("1.0.0", &[100]).await?;
+            println!(
+                "DEVICES={devices} PROVISION_SECONDS={provision_s} ACCEL={accel} SHA256={sha} SEQUENCE={seq}"
+            );
+        }
+        Cmd::Deploy {
+            api,
+            pack,
+            version,
+            batches,
+        } => {
+            let op = setup::Operator::new(&api.url, &api.token);
+            op.upload(&version, read(&pack)?).await?;
+            let t = Instant::now();
+            let (sha, seq) = op.deploy(&version, &batches).await?;
+            println!(
+                "SHA256={sha} SEQUENCE={seq} DEPLOY_SECONDS={}",
+                setup::seconds_since(t)
+            );
+        }
+        Cmd::Saturate {
+            load,
+            connections,
+            seconds,
+            warmup,
+        } => {
+            let (target, requests, expect) = prepare(&load)?;
+            let out = load::saturate(
+                &target,
+                requests,
+                connections,
+                Duration::from_secs_f64(warmup),
+                Duration::from_secs_f64(seconds),
+                expect,
+                &load.pids,
+            )
+            .await;
+            report(&load.label, &out)?;
+        }
+        Cmd::Steady {
+            load,
+            rate,
+            seconds,
+        } => {
+            let (target, requests, expect) = prepare(&load)?;
+            let out = load::steady(
+                &target,
+                requests,
+                rate,
+                Duration::from_secs_f64(seconds),
+                expect,
+                &load.pids,
+            )
+            .await;
+            report(&load.label, &out)?;
+        }
+        Cmd::Wave {
+            url,
+            tokens,
+            seq,
+            sha256,
+            pack_bytes,
+            connections,
+            pids,
+            label,
+        } => {
+            let target = Target::parse(&url)?;
+            let tokens = read_tokens(&tokens)?;
+            let polls = Requests::new(
+                &target.host,
+                &format!("/api/v1/device/manifest?seq={seq}"),
+                &tokens,
+            );
+            let packs = Requests::new(
+                &target.host,
+                &format!("/api/v1/device/packs/{sha256}"),
+                &tokens,
+            );
+            let out = load::wave(
+                &target,
+                Arc::new(polls),
+                Arc::new(packs),
+                connections,
+                pack_bytes,
+                &sha256,
+                &pids,
+            )
+            .await;
+            report(&label, &out)?;
         }
     }
-    std::fs::write(tokens, all.join("\n")).map_err(|e| e.to_string())?;
-    let d = call(
-        post("/api/v1/deployments")
-            .json(&json!({"model": "bench", "version": "1.0.0", "group": "bench"})),
-        201,
-    )
-    .await?;
-    println!(
-        "SHA256={} SEQUENCE={}",
-        d["sha256"].as_str().unwrap_or(""),
-        d["sequence"]
-    );
     Ok(())
 }
 
-#[allow(clippy::too_many_arguments)]
-async fn run(
-    url: &str,
-    path: &str,
-    tokens: Option<PathBuf>,
-    concurrency: usize,
-    seconds: u64,
-    label: &str,
-    expect: u16,
-) -> Result<(), String> {
-    let tokens: Arc<Vec<String>> = Arc::new(match tokens {
-        Some(p) => std::fs::read_to_string(&p)
-            .map_err(|e| format!("{}: {e}", p.display()))?
-            .lines()
-            .map(|l| format!("Bearer {}", l.trim()))
-            .collect(),
+fn prepare(load: &Load) -> Result<(Target, Arc<Requests>, Expect), String> {
+    let target = Target::parse(&load.url)?;
+    let tokens = match &load.tokens {
+        Some(p) => read_tokens(p)?,
         None => Vec::new(),
-    });
-    let http = reqwest::Client::builder()
-        .pool_max_idle_per_host(concurrency)
-        .build()
-        .map_err(|e| e.to_string())?;
-    let target = Arc::new(format!("{url}{path}"));
-    let next = Arc::new(AtomicUsize::new(0));
-    let deadline = Instant::now() + Duration::from_secs(seconds);
-    let started = Instant::now();
-    let mut tasks = Vec::with_capacity(concurrency);
-    for _ in 0..concurrency {
-        let (http, target, tokens, next) =
-            (http.clone(), target.clone(), tokens.clone(), next.clone());
-        tasks.push(tokio::spawn(async move {
-            let mut lat = Vec::new();
-            let mut bytes = 0u64;
-            let mut errors = 0u64;
-            while Instant::now() < deadline && lat.len() < MAX_SAMPLES / 64 {
-                let mut req = http.get(target.as_str());
-                if !tokens.is_empty() {
-                    let i = next.fetch_add(1, Ordering::Relaxed) % tokens.len();
-                    req = req.header("Authorization", &tokens[i]);
-                }
-                let t = Instant::now();
-                match req.send().await {
-                    Ok(r) if r.status().as_u16() == expect => match r.bytes().await {
-                        Ok(b) => {
-                            bytes += b.len() as u64;
-                            lat.push(t.elapsed());
-                        }
-                        Err(_) => errors += 1,
-                    },
-                    _ => errors += 1,
-                }
-            }
-            (lat, bytes, errors)
-        }));
-    }
-    let mut lat = Vec::new();
-    let (mut bytes, mut errors) = (0u64, 0u64);
-    for t in tasks {
-        let (l, b, e) = t.await.map_err(|e| e.to_string())?;
-        lat.extend(l);
-        bytes += b;
-        errors += e;
-    }
-    let elapsed = started.elapsed().as_secs_f64();
-    lat.sort_unstable();
-    let pct = |p: f64| {
-        lat.get(((lat.len() as f64 * p) as usize).min(lat.len().saturating_sub(1)))
-            .map_or(0.0, |d| d.as_secs_f64() * 1e3)
     };
-    println!(
-        "RESULT label={label} requests={} errors={errors} rps={:.0} p50_ms={:.3} p99_ms={:.3} MBps={:.1}",
-        lat.len(),
-        lat.len() as f64 / elapsed,
-        pct(0.50),
-        pct(0.99),
-        bytes as f64 / elapsed / 1e6
-    );
-    if errors > 0 {
-        return Err(format!(
-            "{label}: {errors} requests failed or had a status other than {expect}"
-        ));
+    let requests = Arc::new(Requests::new(&target.host, &load.path, &tokens));
+    let expect = Expect {
+        status: load.expect,
+        bytes: load.expect_bytes,
+    };
+    Ok((target, requests, expect))
+}
+
+/// Prints the result line; a run with errors fails (the bench must run with 0 errors).
+fn report(label: &str, out: &load::Outcome) -> Result<(), String> {
+    println!("RESULT label={label} {}", out.fields);
+    match out.errors {
+        0 => Ok(()),
+        n => Err(format!("{label}: {n} requests failed (see first_error)")),
     }
-    Ok(())
+}
+
+fn read(path: &PathBuf) -> Result<Vec<u8>, String> {
+    std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))
+}
+
+fn read_tokens(path: &PathBuf) -> Result<Vec<String>, String> {
+    Ok(std::fs::read_to_string(path)
+        .map_err(|e| format!("{}: {e}", path.display()))?
+        .lines()
+        .map(|l| l.trim().to_owned())
+        .filter(|l| !l.is_empty())
+        .collect())
 }

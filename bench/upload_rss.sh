@@ -1,0 +1,88 @@
+#!/usr/bin/env bash
+# Upload-burst memory benchmark (issue #11 point 5): UPLOADS clients upload a vision-sized pack
+# (~1 MB: the conv1 command stream with its weights region padded to PACK_BYTES) to one release
+# npub-server at once; prints the server's RSS when idle, its peak RSS (VmHWM, reset after start)
+# and the difference. Target: <= 64 MB above idle.
+#
+#   bench/upload_rss.sh [UPLOADS] [PACK_BYTES]      (defaults 32 1048576)
+#
+# The server runs with --max-uploads UPLOADS so that every upload of the burst is taken (the
+# default, 16, answers the rest 503 before reading them). Not part of `cargo test`.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+uploads=${1:-32}
+pack_bytes=${2:-1048576}
+target=${CARGO_TARGET_DIR:-target}
+command -v curl >/dev/null || { echo "bench/upload_rss.sh: needs curl" >&2; exit 1; }
+
+cargo build --release -q --locked -p npub-server
+server_bin="$target/release/npub-server"
+case_dir=../shared/fixtures/vela/cases/conv1_u55_256
+[ -d "$case_dir" ] || case_dir=/work/shared/fixtures/vela/cases/conv1_u55_256
+
+work=$(mktemp -d)
+server_pid=""
+cleanup() {
+    [ -n "$server_pid" ] && kill "$server_pid" 2>/dev/null && wait "$server_pid" 2>/dev/null
+    rm -rf "$work"
+}
+trap cleanup EXIT
+
+# The pack, as npub-core's build_pack lays it out: header, three region descriptors (baked
+# weights, scratch 704, scratch 0), the command stream, the weights padded with zeros.
+python3 - "$case_dir" "$pack_bytes" "$work/vision.npub" <<'PY'
+import struct, sys
+case, want, out = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+cmd = open(f"{case}/cmd.bin", "rb").read()
+weights = open(f"{case}/weights.bin", "rb").read()
+align = lambda n: (n + 15) // 16 * 16
+cmd_offset = align(32 + 3 * 16)
+data_offset = align(cmd_offset + len(cmd))
+weights += bytes(max(0, want - data_offset - len(weights)))
+total = data_offset + len(weights)
+table = struct.pack("<4I", 0, 1, len(weights), data_offset)          # weights, baked
+table += struct.pack("<4I", 1, 0, 704, 0) + struct.pack("<4I", 1, 0, 0, 0)  # scratch, runtime
+payload = table + bytes(cmd_offset - 32 - len(table)) + cmd
+payload += bytes(data_offset - 32 - len(payload)) + weights
+h = 0x811C9DC5
+for b in payload:
+    h = ((h ^ b) * 0x01000193) & 0xFFFFFFFF
+header = struct.pack("<8I", 0x3155504E, 1, total, 3, cmd_offset, len(cmd), 4, h)
+open(out, "wb").write(header + payload)
+PY
+
+admin="npub_op_bench-$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')"
+NPUB_ADMIN_TOKEN="$admin" NPUB_LOG=warn "$server_bin" --data-dir "$work/data" \
+    --listen 127.0.0.1:0 --max-uploads "$uploads" > "$work/server.out" 2> "$work/server.err" &
+server_pid=$!
+for _ in $(seq 1 200); do
+    grep -q "listening on" "$work/server.out" 2>/dev/null && break
+    kill -0 "$server_pid" 2>/dev/null || { cat "$work/server.err" >&2; exit 1; }
+    read -rt 0.05 < /dev/zero || true
+done
+url=$(sed -n 's/^npub-server listening on //p' "$work/server.out" | head -1)
+[ -n "$url" ] || { echo "server did not start" >&2; cat "$work/server.err" >&2; exit 1; }
+auth=(-H "Authorization: Bearer $admin")
+
+curl -sf "${auth[@]}" -H 'content-type: application/json' -d '{"name":"vision"}' \
+    "$url/api/v1/models" > /dev/null
+# One upload first: the pack is valid, and the server has touched every code path once.
+curl -sf "${auth[@]}" --data-binary "@$work/vision.npub" \
+    "$url/api/v1/models/vision/versions/warmup" > /dev/null
+
+kib() { sed -n "s/^$1:[[:space:]]*\([0-9]*\) kB/\1/p" "/proc/$server_pid/status"; }
+echo 5 > "/proc/$server_pid/clear_refs"   # VmHWM := VmRSS
+idle=$(kib VmRSS)
+
+for i in $(seq 1 "$uploads"); do
+    curl -s -o /dev/null -w '%{http_code}\n' "${auth[@]}" --data-binary "@$work/vision.npub" \
+        "$url/api/v1/models/vision/versions/burst-$i" >> "$work/codes" &
+done
+wait $(jobs -p | grep -v "^$server_pid$") 2>/dev/null || true
+peak=$(kib VmHWM)
+
+echo "pack:        $(stat -c %s "$work/vision.npub") bytes, $uploads concurrent uploads"
+echo "answers:     $(sort "$work/codes" | uniq -c | awk '{printf "%s x %s  ", $1, $2}')"
+echo "idle RSS:    $((idle / 1024)) MiB"
+echo "peak RSS:    $((peak / 1024)) MiB"
+echo "above idle:  $(((peak - idle) / 1024)) MiB (target <= 64)"

@@ -3,6 +3,7 @@
 //! | step | what                                                                                         | journal after it |
 //! |------|----------------------------------------------------------------------------------------------|------------------|
 //! | 1    | ([`Agent::poll`]) fetch the manifest newer than the last sequence; npub-core verifies it (keyring, sequence, hardware, NPU, slot size, expiry); [`Agent::install`] takes it from here | — |
+//! | 1½   | the active slot already holds the pack (same length and SHA-256) and verifies in flash against this manifest: the sequence is consumed and the install is done, nothing erased or fetched (a rollback to the running pack, a byte-identical version) | sequence consumed, the active slot journalled under it |
 //! | 2    | the inactive slot becomes the target, the sequence is consumed (at most [`MAX_SEQUENCE_STEP`] above the floor), then the monotonic counter is raised to it and the target's descriptor erased | target *receiving*, `written` 0 |
 //! | 3    | fetch pack pieces (never past the manifest's length); npub-core's `StreamValidator` checks each piece before it is programmed (header and region table, checks 1–8: a bad one is abandoned at once) and the header checksum is cross-checked against the manifest; erase each sector as it is entered, program | every `progress_bytes`: `written` |
 //! | 4    | invalidate the XIP cache; one pass over the slot as mapped: SHA-256 = manifest, NPU1 + FNV-1a, command stream, binding (verify.rs); a failure is read again once after another invalidate | — |
@@ -79,6 +80,9 @@ pub struct Installing {
     structure: StreamValidator,
     /// Set once the slot verified and went pending.
     pending: Option<VerifiedSlot>,
+    /// The active slot already holds the pack: nothing was fetched or programmed, the sequence
+    /// was consumed in [`Agent::begin_install`] and `pending` is the active slot.
+    held: bool,
 }
 
 impl Installing {
@@ -95,6 +99,13 @@ impl Installing {
     /// Pack bytes in flash so far.
     pub fn written(&self) -> u32 {
         self.written
+    }
+
+    /// Whether the active slot already held this pack, so that nothing is downloaded: the
+    /// install is done as soon as it begins (a rollback to the pack a device runs, or a
+    /// deployment of a byte-identical version).
+    pub fn already_held(&self) -> bool {
+        self.held
     }
 }
 
@@ -205,7 +216,12 @@ impl<F: NorFlash + Mapped, C: MonotonicCounter> Agent<F, C> {
             if let Progress::Pending(verified) =
                 self.continue_install(&mut job, transport, npu, arena, u32::MAX)?
             {
-                let outcome = npu.self_test(verified.registers());
+                // A pack the device already ran passed its self-test when it was installed.
+                let outcome = if job.held {
+                    Ok(())
+                } else {
+                    npu.self_test(verified.registers())
+                };
                 return self.finish_install(job, outcome, transport, npu, arena);
             }
         }
@@ -222,7 +238,11 @@ impl<F: NorFlash + Mapped, C: MonotonicCounter> Agent<F, C> {
         arena: &mut Arena<'_>,
     ) -> Result<Installing, Error> {
         self.boot_if_needed(npu, arena);
-        let begun = self.try_begin(manifest);
+        let begun = match self.try_hold(manifest, arena) {
+            Ok(Some(job)) => Ok(job),
+            Ok(None) => self.try_begin(manifest),
+            Err(e) => Err(e),
+        };
         begun.map_err(|e| self.conclude_failed(transport, manifest, e))
     }
 
@@ -275,6 +295,18 @@ impl<F: NorFlash + Mapped, C: MonotonicCounter> Agent<F, C> {
             return Err(self.conclude_failed(transport, &job.manifest, Error::NotPending));
         };
         let target = job.target;
+        if job.held {
+            // The active pack, confirmed long ago: its slot is never failed over a self-test
+            // the application re-ran (the sequence was consumed when the install began).
+            report(
+                transport,
+                job.manifest.sequence(),
+                ReportState::Installed,
+                None,
+                None,
+            );
+            return Ok(verified);
+        }
         if let Err(code) = outcome {
             npu.unbind();
             if self.commit(self.state().fail(target)).is_ok() {
@@ -329,7 +361,6 @@ impl<F: NorFlash + Mapped, C: MonotonicCounter> Agent<F, C> {
     /// Step 2: the slot and the durable bytes the install of `pack` starts from, journalled.
     fn begin(&mut self, pack: PackId) -> Result<(Slot, u32), Error> {
         let state = *self.state();
-        let floor = state.last_sequence();
         if let Some((slot, p, written)) = state.receiving() {
             if p == pack {
                 return Ok((slot, written));
@@ -341,6 +372,15 @@ impl<F: NorFlash + Mapped, C: MonotonicCounter> Agent<F, C> {
                 return Ok((slot, 0));
             }
         }
+        self.check_sequence(pack)?;
+        let target = state.install_target();
+        self.commit(state.begin_receiving(target, pack))?;
+        Ok((target, 0))
+    }
+
+    /// The replay checks of step 2 for `pack` (a new sequence, not too far above the floor).
+    fn check_sequence(&self, pack: PackId) -> Result<(), Error> {
+        let floor = self.state().last_sequence();
         if pack.sequence <= floor {
             return Err(Error::Rejected(npub_core::Error::ManifestReplayed {
                 sequence: pack.sequence,
@@ -354,9 +394,49 @@ impl<F: NorFlash + Mapped, C: MonotonicCounter> Agent<F, C> {
                 max_step: MAX_SEQUENCE_STEP,
             });
         }
-        let target = state.install_target();
-        self.commit(state.begin_receiving(target, pack))?;
-        Ok((target, 0))
+        Ok(())
+    }
+
+    /// A manifest for the very pack the active slot holds (same length and SHA-256), which still
+    /// verifies in flash against this manifest: the sequence is consumed (journal, then counter)
+    /// and nothing is erased, fetched or programmed. `None` when the active slot holds another
+    /// pack or no longer verifies (then the pack is downloaded into the other slot as usual).
+    fn try_hold(
+        &mut self,
+        manifest: &VerifiedManifest,
+        arena: &mut Arena<'_>,
+    ) -> Result<Option<Installing>, Error> {
+        let pack = PackId::of(manifest);
+        let state = *self.state();
+        let Some(active) = state.active() else {
+            return Ok(None);
+        };
+        let held = state.slot(active).pack();
+        if (held.len, held.sha256) != (pack.len, pack.sha256) {
+            return Ok(None);
+        }
+        if self.check_sequence(pack).is_err() {
+            // Refused, or the retry of an install that fell back to a download: step 2 decides.
+            return Ok(None);
+        }
+        let io = self.device.io_bindings;
+        // What the slot holds now, not what the XIP cache kept from an earlier read.
+        self.flash.invalidate();
+        let Ok(verified) =
+            verify::for_install(&self.flash, &self.layout, active, manifest, io, arena)
+        else {
+            return Ok(None);
+        };
+        self.commit(state.hold(pack))?;
+        self.counter.raise(pack.sequence)?;
+        Ok(Some(Installing {
+            manifest: manifest.clone(),
+            target: active,
+            written: pack.len,
+            structure: StreamValidator::structure_only(pack.len),
+            pending: Some(verified),
+            held: true,
+        }))
     }
 
     fn try_begin(&mut self, manifest: &VerifiedManifest) -> Result<Installing, Error> {
@@ -389,6 +469,7 @@ impl<F: NorFlash + Mapped, C: MonotonicCounter> Agent<F, C> {
             written,
             structure,
             pending: None,
+            held: false,
         })
     }
 

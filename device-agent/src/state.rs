@@ -295,6 +295,35 @@ impl State {
         next
     }
 
+    /// A manifest for `pack`, which the active slot already holds (verified in flash for it):
+    /// its sequence is consumed and the active slot is journalled under it, so the device runs
+    /// that deployment (and says so at every boot) with nothing downloaded. An interrupted
+    /// download it supersedes is given up, and a failed install it supersedes is no longer
+    /// retried: both were for an older sequence. (The slot's descriptor keeps the sequence it was
+    /// installed at; descriptors name a pack by its length and SHA-256 when they are read.)
+    pub(crate) fn hold(self, pack: PackId) -> State {
+        let Some(active) = self.active else {
+            return self;
+        };
+        let held = self.slot(active).pack;
+        assert!(
+            (held.len, held.sha256) == (pack.len, pack.sha256),
+            "hold: the active slot holds another pack"
+        );
+        let mut next = self;
+        if pack.sequence > next.last_sequence {
+            next.last_sequence = pack.sequence;
+            next.retries = 0;
+        }
+        for e in &mut next.slots {
+            if matches!(e.status, Status::Receiving { .. }) && e.pack.sequence < pack.sequence {
+                *e = SlotState::EMPTY;
+            }
+        }
+        next.slots[active.index()].pack = pack;
+        next
+    }
+
     /// The failed install in `target` starts again: one retry used.
     pub(crate) fn retry(self, target: Slot) -> State {
         let mut next = self;

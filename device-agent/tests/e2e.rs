@@ -266,7 +266,10 @@ fn deploy_install_rollback_by_version_and_replay_refused() {
         fleet.call(&token, "GET", "/api/v1/device/manifest?seq=0", Body::None);
     assert_eq!(status, 200);
     let out = run_agent(&fleet.url, &token, &flash, &trust);
-    assert!(out.contains(&format!("installed sequence {seq2}")), "{out}");
+    assert!(
+        out.contains(&format!("installed kws 2.0.0 (sequence {seq2}) in slot")),
+        "{out}"
+    );
     let (last, in_flash) = active_slot_bytes(&flash, packs[1].len());
     assert_eq!(last, seq2);
     assert!(in_flash == packs[1], "the active slot holds the 2.0.0 pack");
@@ -292,7 +295,10 @@ fn deploy_install_rollback_by_version_and_replay_refused() {
     let seq3 = rb["sequence"].as_u64().unwrap();
     assert!(seq3 > seq2, "rollback sequence {seq3} after {seq2}");
     let out = run_agent(&fleet.url, &token, &flash, &trust);
-    assert!(out.contains(&format!("installed sequence {seq3}")), "{out}");
+    assert!(
+        out.contains(&format!("installed kws 1.0.0 (sequence {seq3}) in slot")),
+        "{out}"
+    );
     let (last, in_flash) = active_slot_bytes(&flash, packs[0].len());
     assert_eq!(last, seq3);
     assert!(in_flash == packs[0], "the active slot holds the 1.0.0 pack");
@@ -325,6 +331,30 @@ fn deploy_install_rollback_by_version_and_replay_refused() {
     drop(agent);
     let (_, in_flash) = active_slot_bytes(&flash, packs[0].len());
     assert!(in_flash == packs[0], "the active slot still holds 1.0.0");
+
+    // Deploying the version the device already runs: the sequence is taken, not one pack byte
+    // is fetched, and the server sees the device on that deployment.
+    let served = bytes_served(&fleet);
+    let d4 = fleet.admin(
+        "POST",
+        "/api/v1/deployments",
+        Body::Json(json!({"model": "kws", "version": "1.0.0", "group": "lab"})),
+        201,
+    );
+    let seq4 = d4["sequence"].as_u64().unwrap();
+    let out = run_agent(&fleet.url, &token, &flash, &trust);
+    assert!(
+        out.contains(&format!("installed kws 1.0.0 (sequence {seq4}) in slot"))
+            && out.contains("already in flash: nothing downloaded"),
+        "{out}"
+    );
+    assert_eq!(bytes_served(&fleet), served, "no pack byte was served");
+    let (last, in_flash) = active_slot_bytes(&flash, packs[0].len());
+    assert_eq!(last, seq4);
+    assert!(in_flash == packs[0], "the active slot still holds 1.0.0");
+    let dev = fleet.admin("GET", "/api/v1/devices/dev-1", Body::None, 200);
+    assert_eq!(dev["current_sequence"], seq4, "{dev}");
+    assert_eq!(dev["last_state"], "bound", "{dev}");
 
     fleet.stop();
 }
@@ -493,7 +523,10 @@ fn follows_a_presigned_redirect_to_the_bucket_and_still_verifies_what_it_gets() 
     );
     let out = run_agent(&fleet.url, &token, &flash, &trust);
     assert!(
-        out.contains(&format!("installed sequence {}", d1["sequence"])),
+        out.contains(&format!(
+            "installed kws 1.0.0 (sequence {}) in slot",
+            d1["sequence"]
+        )),
         "{out}"
     );
     let (_, in_flash) = active_slot_bytes(&flash, packs[0].len());
@@ -540,7 +573,8 @@ fn follows_a_presigned_redirect_to_the_bucket_and_still_verifies_what_it_gets() 
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(!out.status.success(), "{stdout}");
     assert!(
-        stdout.contains("install failed: pack: SHA-256 is")
+        stdout.contains("install of kws 2.0.0 (sequence ")
+            && stdout.contains("failed: pack: SHA-256 is")
             && stdout.contains("not the pack this manifest was signed for"),
         "{stdout}"
     );

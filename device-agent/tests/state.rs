@@ -86,11 +86,15 @@ fn begin_then_cut(flash: Flash, layout: &device_agent::Layout, m: &VerifiedManif
 
 /// The test packs, by the SHA-256 a manifest names.
 fn packs_by_sha(m: &VerifiedManifest) -> Vec<u8> {
-    [small(), case("two_io_u55_256")]
-        .into_iter()
-        .map(|c| c.pack)
-        .find(|p| sha256(p) == m.pack_sha256())
-        .unwrap()
+    [
+        small(),
+        case("two_io_u55_256"),
+        case_with_scratch("conv1_u55_256", 16),
+    ]
+    .into_iter()
+    .map(|c| c.pack)
+    .find(|p| sha256(p) == m.pack_sha256())
+    .unwrap()
 }
 
 /// Offset of the journal record programmed by the last journal program in `log[from..]`.
@@ -124,12 +128,17 @@ fn survives_a_record_misread_at_mount_that_reads_right_later() {
     for &at in &records {
         flash.flip_on_read(at + 9, 0);
     }
-    // The device installs something else (a rollback by version: pack A at 3): committed, Ok.
-    let flash = begin_then_cut(flash, &layout, &verified(&a.pack, 3, layout.slot_bytes));
+    // The device installs something else (another build of A's model at 3; pack A itself would
+    // be held by the active slot, nothing written): committed, Ok.
+    let a2 = case_with_scratch("conv1_u55_256", 16);
+    let flash = begin_then_cut(flash, &layout, &verified(&a2.pack, 3, layout.slot_bytes));
     // The misread ends (a fresh image has no stuck bits); the newest acknowledged commit stands.
     let agent = power_on(Flash::from_image(flash.image().to_vec()), layout);
     assert_eq!(agent.state().last_sequence(), 3);
-    let (slot, pack, _) = agent.state().receiving().expect("receiving pack A at 3");
+    let (slot, pack, _) = agent
+        .state()
+        .receiving()
+        .expect("receiving the other build at 3");
     assert_eq!((slot, pack.sequence), (Slot::B, 3));
 }
 

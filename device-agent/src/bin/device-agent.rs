@@ -12,8 +12,7 @@ use clap::Parser;
 use device_agent::http::HttpTransport;
 use device_agent::nor_emu::NorEmu;
 use device_agent::{
-    Agent, Arena, Device, Error, Layout, NorCounter, Poll, RecordingNpu, Report, ReportState,
-    Transport,
+    Agent, Arena, Device, Error, Layout, NorCounter, RecordingNpu, Report, ReportState, Transport,
 };
 use npub_core::Accel;
 use npub_core::manifest::Keyring;
@@ -136,28 +135,7 @@ fn run(args: &Args) -> Result<ExitCode, String> {
     let (mut agent, booted) = agent.boot(&mut npu, &mut arena);
     report_boot(booted, &mut transport);
     loop {
-        let outcome = agent.poll(&mut transport, &keyring, &mut npu, &mut arena, now());
-        match &outcome {
-            Ok(Poll::UpToDate) => {
-                println!("up to date (sequence {})", agent.state().last_sequence())
-            }
-            Ok(Poll::Installed(v)) => {
-                println!(
-                    "installed sequence {} in slot {}: QBASE {:#010x}, BASEP {:08x?}",
-                    v.pack().sequence,
-                    v.slot().name(),
-                    v.registers().qbase,
-                    &v.registers().basep[..usize::from(v.registers().regions)]
-                );
-                let _ = transport.report(&Report {
-                    sequence: v.pack().sequence,
-                    state: ReportState::Bound,
-                    progress: None,
-                    reason: None,
-                });
-            }
-            Err(e) => println!("install failed: {e}"),
-        }
+        let outcome = poll_once(&mut agent, &mut transport, &keyring, &mut npu, &mut arena);
         if args.once {
             return Ok(if outcome.is_ok() {
                 ExitCode::SUCCESS
@@ -166,6 +144,60 @@ fn run(args: &Args) -> Result<ExitCode, String> {
             });
         }
         std::thread::sleep(Duration::from_secs(args.interval));
+    }
+}
+
+/// One poll, its log line and its `bound` report: what was installed is named by the signed
+/// manifest's model and version as well as its sequence (an operator reads this log).
+fn poll_once<const K: usize>(
+    agent: &mut Agent<Flash, NorCounter<CounterFlash>>,
+    transport: &mut HttpTransport,
+    keyring: &Keyring<K>,
+    npu: &mut RecordingNpu,
+    arena: &mut Arena<'_>,
+) -> Result<(), Error> {
+    let manifest = match agent.fetch_update(transport, keyring, now()) {
+        Ok(Some(m)) => m,
+        Ok(None) => {
+            println!("up to date (sequence {})", agent.state().last_sequence());
+            return Ok(());
+        }
+        Err(e) => {
+            println!("poll failed: {e}");
+            return Err(e);
+        }
+    };
+    let (model, version, sequence) = (
+        manifest.model_name(),
+        manifest.model_version(),
+        manifest.sequence(),
+    );
+    // The active slot already holding this very pack: the install downloads nothing.
+    let state = agent.state();
+    let held_before = state.active().filter(|&a| {
+        let p = state.slot(a).pack();
+        (p.len, p.sha256) == (manifest.pack_len(), manifest.pack_sha256())
+    });
+    match agent.install(&manifest, transport, npu, arena) {
+        Ok(v) => {
+            let how = if held_before == Some(v.slot()) {
+                ", already in flash: nothing downloaded"
+            } else {
+                ""
+            };
+            println!(
+                "installed {model} {version} (sequence {sequence}) in slot {}{how}: QBASE {:#010x}, BASEP {:08x?}",
+                v.slot().name(),
+                v.registers().qbase,
+                &v.registers().basep[..usize::from(v.registers().regions)]
+            );
+            report(transport, sequence, ReportState::Bound, None);
+            Ok(())
+        }
+        Err(e) => {
+            println!("install of {model} {version} (sequence {sequence}) failed: {e}");
+            Err(e)
+        }
     }
 }
 

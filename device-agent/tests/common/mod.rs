@@ -50,12 +50,17 @@ pub struct Case {
 }
 
 pub fn case(name: &'static str) -> Case {
+    case_with_scratch(name, 0)
+}
+
+/// [`case`] with `extra` more bytes of scratch: another pack (another SHA-256) of the same model.
+pub fn case_with_scratch(name: &'static str, extra: u32) -> Case {
     let dir = fixtures().join("cases").join(name);
     let cmd = std::fs::read(dir.join("cmd.bin")).unwrap();
     let weights = std::fs::read(dir.join("weights.bin")).unwrap();
     let meta: serde_json::Value =
         serde_json::from_slice(&std::fs::read(dir.join("meta.json")).unwrap()).unwrap();
-    let scratch = meta["regions"][1]["size"].as_u64().unwrap() as u32;
+    let scratch = meta["regions"][1]["size"].as_u64().unwrap() as u32 + extra;
     let pack = build_pack(
         &cmd,
         &[

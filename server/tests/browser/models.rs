@@ -54,7 +54,7 @@ async fn uploads_a_vela_model_through_the_file_input_and_inspects_it() {
         assert_eq!(ui.find(".progress-text").await.text().await.unwrap(), "100%");
         // Listed, with its facts.
         let row = ui.wait_text(".versions tbody tr", "1.0.0").await;
-        for want in ["132.6 KiB", "19.0 KiB", "ethos-u55-256", "tflite", "bootstrap"] {
+        for want in ["132.7 KiB", "19.0 KiB", "ethos-u55-256", "tflite", "bootstrap"] {
             assert!(row.contains(want), "{want:?} not in the row {row:?}");
         }
 

@@ -76,7 +76,7 @@ async fn uploads_a_vela_model_through_the_file_input_and_inspects_it() {
             .map(|v| v.as_str().unwrap().replace('\t', " "))
             .collect();
         assert_eq!(regions.len(), 3, "{regions:?}");
-        assert_eq!(regions[0], "0 weights 0x00000001 BAKED 134976 848");
+        assert_eq!(regions[0], "0 weights 0x00000001 BAKED 134976 880");
         assert_eq!(regions[1], "1 scratch 0x00000000 RUNTIME 19424 -");
         ui.wait_text(".inspect-footer", "Verdict: valid NPU1 pack").await;
         ui.wait_text("table", "input").await;

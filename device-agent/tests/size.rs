@@ -1,0 +1,44 @@
+//! The agent core's flash budget: `fw/src/bin/size_probe.rs` links the agent alone (power-on,
+//! boot, poll with ed25519, download, journal, counter, verification, bind; no network, no text
+//! formatting) for the Cortex-M55 as the firmware is built (`opt-level = "s"`, LTO,
+//! `compact-sha`). Its `.text` must stay within 48 KiB: `device-agent/README.md` gives the figure
+//! and how it is measured.
+mod net;
+
+use std::path::Path;
+
+/// The budget for the agent core's `.text` (issue: ≤ 48 KiB).
+const TEXT_BUDGET: u64 = 48 * 1024;
+
+/// The size of section `name` in a 32-bit little-endian ELF file.
+fn section_size(elf: &[u8], name: &str) -> Option<u64> {
+    let u16_at = |at: usize| u16::from_le_bytes(elf[at..at + 2].try_into().unwrap());
+    let u32_at = |at: usize| u32::from_le_bytes(elf[at..at + 4].try_into().unwrap());
+    assert_eq!(&elf[..5], b"\x7fELF\x01", "not a 32-bit ELF file");
+    let (shoff, shentsize) = (u32_at(0x20) as usize, usize::from(u16_at(0x2E)));
+    let (shnum, shstrndx) = (usize::from(u16_at(0x30)), usize::from(u16_at(0x32)));
+    let strtab = u32_at(shoff + shstrndx * shentsize + 0x10) as usize;
+    (0..shnum).find_map(|i| {
+        let sh = shoff + i * shentsize;
+        let at = strtab + u32_at(sh) as usize;
+        let end = at + elf[at..].iter().position(|&b| b == 0)?;
+        (&elf[at..end] == name.as_bytes()).then(|| u64::from(u32_at(sh + 0x14)))
+    })
+}
+
+#[test]
+fn the_agent_core_fits_its_48_kib_of_flash() {
+    let probe = net::qemu::firmware().parent().unwrap().join("size_probe");
+    let elf = std::fs::read(&probe).unwrap_or_else(|e| panic!("{}: {e}", probe.display()));
+    let text = section_size(&elf, ".text").expect("a .text section");
+    let rodata = section_size(&elf, ".rodata").unwrap_or(0);
+    println!(
+        "{}: .text {text} B, .rodata {rodata} B",
+        Path::new(&probe).display()
+    );
+    assert!(
+        text <= TEXT_BUDGET,
+        "the agent core's .text is {text} B, over its budget of {TEXT_BUDGET} B: see \
+         fw/src/bin/size_probe.rs and `llvm-nm --size-sort` on it for what grew"
+    );
+}

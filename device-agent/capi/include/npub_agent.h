@@ -287,6 +287,22 @@ typedef struct {
   uint64_t (*unix_time_s)(void*);
 } npub_clock;
 
+// The replay floor's second home: a counter that never goes down (on the RA8P1 an OTP or
+// monotonic counter, or a write-once area outside the journal's flash), so that a journal that is
+// lost, erased or unreadable cannot reopen a consumed manifest sequence. The agent raises it to a
+// manifest's sequence before it erases anything for that manifest, and reads it at open. Optional:
+// both NULL keeps the floor in the journal alone.
+typedef struct {
+  // Passed to every callback.
+  void *ctx;
+  // Stores the counter's value in `*value` (0 for a counter never raised); returns 0, or a
+  // negative error.
+  int32_t (*read)(void*, uint64_t*);
+  // Raises the counter to `value` if it is below (never lowers it); returns 0 once the value is
+  // durable, or a negative error (the counter then holds its old value or `value`).
+  int32_t (*raise)(void*, uint64_t);
+} npub_counter;
+
 // Everything `npub_agent_open` needs. Every pointer must stay valid while the agent lives.
 typedef struct {
   // The flash.
@@ -321,6 +337,8 @@ typedef struct {
   uint32_t arena_bus_address;
   // Download bytes per `npub_agent_poll` call; 0 = `NPUB_DEFAULT_STEP_BYTES`.
   uint32_t step_bytes;
+  // The monotonic counter (both callbacks NULL: none).
+  npub_counter counter;
 } npub_config;
 
 // One model input or output, bound.

@@ -1,5 +1,6 @@
 //! The caller's callbacks as the agent's traits: `NorFlash + Mapped`, the HTTP transport's
-//! `Link` and `Clock`, a whole-request `Transport`, and an `Npu` that remembers what is bound.
+//! `Link` and `Clock`, a whole-request `Transport`, a `MonotonicCounter`, and an `Npu` that
+//! remembers what is bound.
 //!
 //! Nothing a callback returns is trusted: a length past its buffer, a write of 0 bytes, a code
 //! that is not one of the header's, a clock that goes back — each becomes an error (and a
@@ -8,7 +9,9 @@ use core::cell::Cell;
 use core::ffi::c_char;
 
 use device_agent::http_io::{Clock, HttpIo, Link};
-use device_agent::{Mapped, Npu, NpuRegisters, Report, Transport, TransportError};
+use device_agent::{
+    CounterError, Mapped, MonotonicCounter, Npu, NpuRegisters, Report, Transport, TransportError,
+};
 use embedded_io::ErrorKind;
 use embedded_storage::nor_flash::{
     ErrorType as NorErrorType, NorFlash, NorFlashError, NorFlashErrorKind, ReadNorFlash,
@@ -29,6 +32,8 @@ pub enum Fault {
     },
     /// A callback returned a code the header does not define.
     Code { op: &'static str, returned: i32 },
+    /// The counter's read callback returned less than the counter held before.
+    CounterBack { was: u64, read: u64 },
 }
 
 impl core::fmt::Display for Fault {
@@ -45,6 +50,11 @@ impl core::fmt::Display for Fault {
             Fault::Code { op, returned } => {
                 write!(f, "callback {op} returned {returned}, not a defined result")
             }
+            Fault::CounterBack { was, read } => write!(
+                f,
+                "callback counter.read returned {read} after the counter held {was}: a monotonic \
+                 counter never goes down"
+            ),
         }
     }
 }
@@ -65,6 +75,74 @@ pub struct FlashError(pub NorFlashErrorKind);
 impl NorFlashError for FlashError {
     fn kind(&self) -> NorFlashErrorKind {
         self.0
+    }
+}
+
+/// The caller's monotonic counter, or none (both callbacks NULL, checked by `npub_agent_open`).
+pub struct CCounter {
+    pub ops: npub_counter,
+    /// The highest value read or raised so far.
+    pub held: u64,
+    pub fault: Option<Fault>,
+    /// The negative code of the last callback that failed.
+    pub failed: Option<(&'static str, i32)>,
+}
+
+impl CCounter {
+    fn outcome(&mut self, op: &'static str, rc: i32) -> Result<(), CounterError> {
+        match rc {
+            0 => Ok(()),
+            rc if rc > 0 => {
+                self.fault = Some(Fault::Code {
+                    op: if op == "read" {
+                        "counter.read"
+                    } else {
+                        "counter.raise"
+                    },
+                    returned: rc,
+                });
+                Err(CounterError::Flash(NorFlashErrorKind::Other))
+            }
+            rc => {
+                self.failed = Some((op, rc));
+                Err(CounterError::Flash(NorFlashErrorKind::Other))
+            }
+        }
+    }
+}
+
+impl MonotonicCounter for CCounter {
+    fn read(&mut self) -> Result<u64, CounterError> {
+        let Some(read) = self.ops.read else {
+            return Ok(0);
+        };
+        let mut value = 0u64;
+        // SAFETY: `value` is a live u64; the callback writes at most that.
+        let rc = unsafe { read(self.ops.ctx, &mut value) };
+        self.outcome("read", rc)?;
+        if value < self.held {
+            self.fault = Some(Fault::CounterBack {
+                was: self.held,
+                read: value,
+            });
+            return Err(CounterError::Flash(NorFlashErrorKind::Other));
+        }
+        self.held = value;
+        Ok(value)
+    }
+
+    fn raise(&mut self, value: u64) -> Result<(), CounterError> {
+        let Some(raise) = self.ops.raise else {
+            return Ok(());
+        };
+        if value <= self.held {
+            return Ok(());
+        }
+        // SAFETY: a plain call with the caller's context.
+        let rc = unsafe { raise(self.ops.ctx, value) };
+        self.outcome("raise", rc)?;
+        self.held = value;
+        Ok(())
     }
 }
 

@@ -35,24 +35,24 @@ use core::sync::atomic::{AtomicBool, Ordering};
 
 use device_agent::http_io::{Config as HttpConfig, HttpIo};
 use device_agent::{
-    Agent, Arena, BootStart, Device, Error, Installing, JournalOnly, Layout, NpuRegisters,
-    Progress, Report, ReportState, Transport, Unbooted, VerifiedSlot,
+    Agent, Arena, BootStart, Device, Error, Installing, Layout, NpuRegisters, Progress, Report,
+    ReportState, Transport, Unbooted, VerifiedSlot,
 };
 use npub_core::Accel;
 use npub_core::io_bindings::{IoBindings, IoKind};
 use npub_core::manifest::Keyring;
 
-use adapt::{CClock, CFlash, CLink, CNpu, CRequests, CTransport};
+use adapt::{CClock, CCounter, CFlash, CLink, CNpu, CRequests, CTransport};
 use message::{ConfigError, Detail, LastError, code_of, name_of, write_c};
 use types::*;
 
 /// "npubAGNT": the storage holds an agent this library opened.
 const MAGIC: u64 = 0x544e_4741_6275_706e;
 
-type CAgent = Agent<CFlash, JournalOnly>;
+type CAgent = Agent<CFlash, CCounter>;
 
 enum AgentCell {
-    Unbooted(Unbooted<CFlash, JournalOnly>),
+    Unbooted(Unbooted<CFlash, CCounter>),
     Booted(CAgent),
     /// Between two states (only seen after a panic).
     Gone,
@@ -231,9 +231,20 @@ impl Live {
         }
     }
 
+    fn counter_mut(&mut self) -> Option<&mut CCounter> {
+        match &mut self.cell {
+            AgentCell::Booted(a) => Some(a.counter_mut()),
+            AgentCell::Unbooted(_) | AgentCell::Gone => None,
+        }
+    }
+
     /// The code and detail of a failed step: a callback's fault first (it explains the rest).
     fn explain(&mut self, error: Error) -> (i32, Detail) {
-        let flash_fault = self.flash_mut().and_then(|f| f.fault.take());
+        let counter_fault = self.counter_mut().and_then(|k| k.fault.take());
+        let flash_fault = self
+            .flash_mut()
+            .and_then(|f| f.fault.take())
+            .or(counter_fault);
         let flash = self.flash_mut().and_then(|f| f.failure.take());
         if let Some(fault) = flash_fault.or_else(|| self.transport.take_fault()) {
             return (NPUB_E_CALLBACK, Detail::Fault(fault));
@@ -251,6 +262,10 @@ impl Live {
         if let Some(f) = self.flash_mut() {
             f.fault = None;
             f.failure = None;
+        }
+        if let Some(k) = self.counter_mut() {
+            k.fault = None;
+            k.failed = None;
         }
         let _ = self.transport.take_fault();
     }
@@ -611,7 +626,41 @@ unsafe fn build(c: &npub_config) -> Result<Live, (i32, &'static str, Detail)> {
             c.step_bytes
         },
     };
-    match Agent::power_on(flash, JournalOnly, layout, device) {
+    let k = &c.counter;
+    if k.read.is_some() != k.raise.is_some() {
+        return Err(bad(ConfigError::Missing(if k.read.is_none() {
+            "counter.read (counter.raise is set: set both, or neither for no counter)"
+        } else {
+            "counter.raise (counter.read is set: set both, or neither for no counter)"
+        })));
+    }
+    let mut counter = CCounter {
+        ops: *k,
+        held: 0,
+        fault: None,
+        failed: None,
+    };
+    // Read once here, so that a callback that breaks its contract is named (power-on reads it
+    // again and keeps the value).
+    if device_agent::MonotonicCounter::read(&mut counter).is_err() {
+        let detail = match (counter.fault, counter.failed) {
+            (Some(fault), _) => Detail::Fault(fault),
+            (None, _) => Detail::Agent {
+                error: Error::Counter(device_agent::CounterError::Flash(
+                    embedded_storage::nor_flash::NorFlashErrorKind::Other,
+                )),
+                http: None,
+                flash: None,
+            },
+        };
+        let code = if counter.fault.is_some() {
+            NPUB_E_CALLBACK
+        } else {
+            NPUB_E_FLASH
+        };
+        return Err((code, "counter", detail));
+    }
+    match Agent::power_on(flash, counter, layout, device) {
         Ok(u) => live.cell = AgentCell::Unbooted(u),
         Err(e) => {
             let (code, detail) = live.explain(e);

@@ -259,6 +259,24 @@ pub struct npub_clock {
     pub unix_time_s: Option<unsafe extern "C" fn(*mut c_void) -> u64>,
 }
 
+/// The replay floor's second home: a counter that never goes down (on the RA8P1 an OTP or
+/// monotonic counter, or a write-once area outside the journal's flash), so that a journal that is
+/// lost, erased or unreadable cannot reopen a consumed manifest sequence. The agent raises it to a
+/// manifest's sequence before it erases anything for that manifest, and reads it at open. Optional:
+/// both NULL keeps the floor in the journal alone.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct npub_counter {
+    /// Passed to every callback.
+    pub ctx: *mut c_void,
+    /// Stores the counter's value in `*value` (0 for a counter never raised); returns 0, or a
+    /// negative error.
+    pub read: Option<unsafe extern "C" fn(*mut c_void, *mut u64) -> i32>,
+    /// Raises the counter to `value` if it is below (never lowers it); returns 0 once the value is
+    /// durable, or a negative error (the counter then holds its old value or `value`).
+    pub raise: Option<unsafe extern "C" fn(*mut c_void, u64) -> i32>,
+}
+
 /// Everything `npub_agent_open` needs. Every pointer must stay valid while the agent lives.
 #[repr(C)]
 #[derive(Clone, Copy)]
@@ -295,6 +313,8 @@ pub struct npub_config {
     pub arena_bus_address: u32,
     /// Download bytes per `npub_agent_poll` call; 0 = `NPUB_DEFAULT_STEP_BYTES`.
     pub step_bytes: u32,
+    /// The monotonic counter (both callbacks NULL: none).
+    pub counter: npub_counter,
 }
 
 /// One model input or output, bound.

@@ -41,12 +41,32 @@ static int32_t nor_erase(void *ctx, uint32_t offset, uint32_t len) {
   return 0;
 }
 
+/* ---- a monotonic counter (an OTP counter's stand-in: it only goes up) ---- */
+
+typedef struct {
+  uint64_t value;
+  int garbage; /* read returns this positive value instead of 0 (0: behave) */
+} ram_counter;
+
+static int32_t counter_read(void *ctx, uint64_t *value) {
+  ram_counter *k = ctx;
+  if (k->garbage) return k->garbage;
+  *value = k->value;
+  return 0;
+}
+
+static int32_t counter_raise(void *ctx, uint64_t value) {
+  ram_counter *k = ctx;
+  if (value > k->value) k->value = value;
+  return 0;
+}
+
 /* ---- the in-memory server ---- */
 
 static int32_t mem_fetch_manifest(void *ctx, uint64_t after, uint8_t *buf, size_t cap, size_t *len) {
   mem_server *s = ctx;
   if (s->reenter) s->reenter_rc = npub_agent_poll((npub_agent *)s->reenter, NULL);
-  if (s->manifest == NULL || s->sequence <= after) return NPUB_NO_MANIFEST;
+  if (s->manifest == NULL || (s->sequence <= after && !s->stale)) return NPUB_NO_MANIFEST;
   memcpy(buf, s->manifest, s->manifest_len < cap ? s->manifest_len : cap);
   *len = s->manifest_len;
   return NPUB_MANIFEST;
@@ -349,6 +369,54 @@ static int power_cuts(long cut_stride) {
   return failures;
 }
 
+/* The replay floor behind the counter hook: pack 1 then pack 2 installed, then both journal
+ * banks erased (a lost journal). Boot still binds the pack that verifies (from the slot
+ * descriptors), and pack 1's manifest is refused as a replay because the counter holds 2; a
+ * counter callback that breaks its contract, or half a counter, is refused at open. */
+static int counter_hook(void) {
+  int failures = 0;
+  ram_nor nor = {flash_mem, 0, 0, 0};
+  ram_counter k = {0, 0};
+  mem_server server;
+  npub_config c;
+  npub_job job;
+  memset(flash_mem, 0xFF, sizeof flash_mem);
+  serve(&server, 1);
+  test_config(&c, &nor, arena_mem, &server);
+  c.counter.ctx = &k;
+  c.counter.read = counter_read;
+  CHECK(open_agent(&c) == NPUB_E_CONFIG && last_error_has("counter.raise"), "read without raise");
+  c.counter.raise = counter_raise;
+  k.garbage = 7;
+  CHECK(open_agent(&c) == NPUB_E_CALLBACK && last_error_has("counter.read returned 7"), "garbage read");
+  k.garbage = 0;
+  CHECK(open_agent(&c) == NPUB_OK, "open with a counter");
+  CHECK(npub_agent_boot(&agent_storage, &job) == NPUB_E_NO_PACK, "blank");
+  CHECK(test_install(&agent_storage, &job) == NPUB_OK && k.value == npub_test_seq1, "v1, counter %llu",
+        (unsigned long long)k.value);
+  serve(&server, 2);
+  CHECK(test_install(&agent_storage, &job) == NPUB_OK && k.value == npub_test_seq2, "v2, counter %llu",
+        (unsigned long long)k.value);
+  /* The journal is lost. */
+  memset(flash_mem, 0xFF, 2 * TEST_BANK_BYTES);
+  nor = (ram_nor){flash_mem, 0, 0, 0};
+  CHECK(open_agent(&c) == NPUB_OK, "open without a journal");
+  int32_t rc = npub_agent_boot(&agent_storage, &job);
+  if (rc == NPUB_PENDING) rc = npub_agent_confirm(&agent_storage, 0, &job);
+  CHECK(rc == NPUB_OK && job.sequence == npub_test_seq2, "boot without a journal: %s, sequence %llu",
+        npub_result_name(rc), (unsigned long long)job.sequence);
+  serve(&server, 1);
+  /* An honest server has nothing above the floor the counter kept... */
+  CHECK(npub_agent_poll(&agent_storage, &job) == NPUB_UP_TO_DATE, "asked after sequence 2");
+  /* ...and a replaying one is refused. */
+  server.stale = 1;
+  rc = test_install(&agent_storage, &job);
+  CHECK(rc == NPUB_E_REJECTED && last_error_has("replay"), "v1 replayed: %s", npub_result_name(rc));
+  CHECK(job.sequence == npub_test_seq2, "v2 still bound");
+  printf("counter hook: %d failures\n", failures);
+  return failures;
+}
+
 int run_common_tests(long cut_stride) {
   int failures = bad_calls();
   /* The flash with pack 1 installed and confirmed (bad_calls installed it): the base of the rest. */
@@ -372,5 +440,6 @@ int run_common_tests(long cut_stride) {
   }
   failures += self_test_failure();
   failures += power_cuts(cut_stride);
+  failures += counter_hook();
   return failures;
 }

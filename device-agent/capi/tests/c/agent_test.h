@@ -45,6 +45,7 @@ typedef struct {
   size_t pack_len;
   long garbage_at;       /* fetch_pack call that returns a length past its buffer (0: never) */
   long fetches;
+  int stale;             /* offer the manifest whatever sequence the device asks after (a replay) */
   void *reenter;         /* an agent to call from inside fetch_manifest (NULL: none) */
   int reenter_rc;
 } mem_server;

@@ -94,8 +94,10 @@ impl<F: NorFlash + Mapped> Agent<F, JournalOnly> {
 impl<F: NorFlash + Mapped, C: MonotonicCounter> Agent<F, C> {
     /// Powers the agent on: checks the layout against `flash` (a misfit is a firmware bug and
     /// panics), mounts the journal and reads the replay floor from `counter`. It writes only to
-    /// heal: the newest journal record is committed again if it was found in one copy only, and
-    /// the counter is raised if it lags the journal (a raise that a power cut stopped).
+    /// heal: the newest journal record is committed again if it was found in one copy only (or,
+    /// when that copy was a session's first record, its bank is erased and the previous state
+    /// stands), and the counter is raised if it lags the journal (a raise that a power cut
+    /// stopped).
     pub fn power_on(
         flash: F,
         counter: C,
@@ -124,6 +126,8 @@ impl<F: NorFlash + Mapped, C: MonotonicCounter> Agent<F, C> {
             "the XIP mapping must cover the whole flash"
         );
         let mut journal = Journal::mount(&mut flash, &layout)?;
+        // Best effort, and again before the first commit if it fails.
+        let _ = journal.erase_discarded(&mut flash, &layout);
         let floor = counter.read()?;
         let recorded = journal.state().last_sequence();
         if recorded > floor {

@@ -454,6 +454,9 @@ impl<F: NorFlash + Mapped, C: MonotonicCounter> Agent<F, C> {
         // The journal holds the sequence; the counter must too before anything is erased, so
         // that losing the journal cannot reopen it.
         self.counter.raise(pack.sequence)?;
+        // A resumed download changed nothing in the journal yet: seal it first, so that a record
+        // the last power cycle tore cannot come back after this erase.
+        self.journal.seal(&mut self.flash, &self.layout)?;
         // The slot stops describing its old pack before any of it is erased.
         descriptor::erase(&mut self.flash, &self.layout, target)?;
         let (structure, written) = match self.resume_validator(target, manifest, written) {

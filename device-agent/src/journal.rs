@@ -23,10 +23,12 @@
 //! |-----------------------------------------------------|-----------------------------------------------|
 //! | a commit cut before its first copy                   | the old state                                 |
 //! | a commit cut in its first copy (torn)                | the old state, or the new if the torn copy decodes (it is then the only copy: see below) |
-//! | a commit cut in or before its second copy            | the new state from the first copy             |
+//! | a commit cut in its second copy                      | the new state from the first copy             |
+//! | a commit cut before its second copy                  | the new state from the first copy; but when it was a session's first record (the previous state in the other bank), the previous state, and the record's bank is erased: that first copy may be one cut at its very end, weak, and committing it again would erase the bank holding the previous state |
 //! | **a torn record that reads valid later**             | it carries a sequence below every record committed after it, so it never beats them; while it *is* the newest it is the in-flight state, old or new, and mount re-commits it (below) |
 //! | **a misread record** (one read glitch)               | a record that does not decode is read again ([`MISREAD_REREADS`] times) before it is believed torn; and its twin holds the same state |
 //! | **a torn record that reads blank**                   | the old state; the slot is never programmed again: the next session erases first |
+//! | **a torn record that reads torn (or blank) at mount and valid at a later mount** | the old state at the first mount; before that power cycle erases anything without a commit of its own (a resumed download), the state is committed again in a new session ([`Journal::seal`]), whose sequences are above the torn slot's: it can no longer come back |
 //! | a torn session erase                                 | the old state: the erased bank never holds the newest record |
 //! | a record that decodes but breaks the layout (a pack longer than the slot, an active slot that is not confirmed, …) | corruption: skipped like a torn record, never acted on |
 //!
@@ -112,6 +114,9 @@ pub(crate) struct Journal {
     session: Option<Session>,
     /// The newest record was found in one copy only: commit it again.
     single_copy: bool,
+    /// A bank whose only record was a lone copy of a session's first commit, set aside at mount
+    /// for the previous state in the other bank: erase it before anything else.
+    discard: Option<usize>,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -146,38 +151,68 @@ impl Journal {
             );
         }
         let capacity = layout.pack_capacity::<F>();
-        let mut newest: Option<(u32, usize, State, bool)> = None;
+        // (record sequence, bank, state, found in one copy only, that copy may be torn)
+        let mut newest: Option<(u32, usize, State, bool, bool)> = None;
+        let mut runner_up: Option<(u32, usize, State, bool, bool)> = None;
         for bank in 0..2 {
             for unit in 0..units_per_bank(layout) {
                 let mut copies = [None, None];
+                let mut second_blank = false;
                 for (copy, found) in copies.iter_mut().enumerate() {
                     let at = record_offset(layout, bank, unit, copy);
-                    if let Read::Record(seq, state) = read_record(flash, at, capacity)? {
-                        *found = Some((seq, state));
+                    match read_record(flash, at, capacity)? {
+                        Read::Record(seq, state) => *found = Some((seq, state)),
+                        Read::Blank => second_blank = copy == 1,
+                        Read::Bad => {}
                     }
                 }
+                // The first copy decodes and the second was never begun: the cut may have torn
+                // the first copy itself, which may read differently next time.
+                let weak = copies[0].is_some() && copies[1].is_none() && second_blank;
                 let (found, both) = match copies {
                     [Some(a), Some(b)] => (a, a == b),
                     [Some(a), None] | [None, Some(a)] => (a, false),
                     [None, None] => continue,
                 };
+                let record = (found.0, bank, found.1, !both, weak);
                 if newest.is_none_or(|(seq, ..)| found.0 > seq) {
-                    newest = Some((found.0, bank, found.1, !both));
+                    runner_up = newest;
+                    newest = Some(record);
+                } else if runner_up.is_none_or(|(seq, ..)| found.0 > seq) {
+                    runner_up = Some(record);
                 }
             }
         }
+        // A newest record whose first copy decodes and whose second was never begun may be a
+        // commit cut inside its first copy: that copy may be weak, reading valid now and torn at
+        // the next mount. When the previous state is in the other bank (the record was a
+        // session's first), committing the record again would erase that bank while the only
+        // trace of the newer state is the weak copy, and a cut in between would leave no state
+        // at all. The commit was never acknowledged, so the previous state stands, and the
+        // record's bank is erased before anything else is written, so that the copy cannot read
+        // valid later. (A second copy that is torn, not blank, proves the first one complete:
+        // that record is committed again as usual.)
+        let mut discard = None;
+        if let (Some(n), Some(r)) = (newest, runner_up) {
+            if n.4 && r.1 != n.1 {
+                discard = Some(n.1);
+                newest = Some(r);
+            }
+        }
         Ok(match newest {
-            Some((seq, bank, state, single_copy)) => Journal {
+            Some((seq, bank, state, single_copy, _)) => Journal {
                 state,
                 newest: Some((bank, seq)),
                 session: None,
                 single_copy,
+                discard,
             },
             None => Journal {
                 state: State::FACTORY,
                 newest: None,
                 session: None,
                 single_copy: false,
+                discard: None,
             },
         })
     }
@@ -197,10 +232,44 @@ impl Journal {
         self.single_copy
     }
 
+    /// Erases the bank mount set aside (see [`Journal::mount`]), if any. Until it is erased, no
+    /// commit is made: the bank's lone copy could otherwise outrank it at a later mount.
+    pub(crate) fn erase_discarded<F: NorFlash>(
+        &mut self,
+        flash: &mut F,
+        layout: &Layout,
+    ) -> Result<(), Error> {
+        if let Some(bank) = self.discard {
+            let start = layout.bank(bank);
+            flash.erase(start, start + layout.journal_bank_bytes)?;
+            self.discard = None;
+        }
+        Ok(())
+    }
+
     /// Adopts `state` in memory without writing it (the floor from the monotonic counter, a
     /// state rebuilt from the slot descriptors): the next commit makes it durable.
     pub(crate) fn assume(&mut self, state: State) {
         self.state = state;
+    }
+
+    /// Commits the state again, in a fresh session, unless this power cycle has committed
+    /// already. A record the last power cycle tore may have read as torn (or blank) at mount and
+    /// read valid later; were it the newest then, it would bring back a state the device has
+    /// since acted against (say, a slot pending whose descriptor sector this power cycle erased).
+    /// A session's records carry sequences above every slot of the other bank, so after this no
+    /// earlier slot can ever beat the state the device acts on. Called before the first erase of
+    /// a power cycle that changes nothing in the journal first (a resumed download).
+    pub(crate) fn seal<F: NorFlash>(
+        &mut self,
+        flash: &mut F,
+        layout: &Layout,
+    ) -> Result<(), Error> {
+        if self.session.is_some() {
+            return Ok(());
+        }
+        let state = self.state;
+        self.commit(flash, layout, state)
     }
 
     /// Makes `state` durable: two copies in the next unit, both read back. On `Ok` the new state
@@ -212,6 +281,7 @@ impl Journal {
         layout: &Layout,
         state: State,
     ) -> Result<(), Error> {
+        self.erase_discarded(flash, layout)?;
         for _ in 0..COMMIT_ATTEMPTS {
             let (bank, unit, seq) = self.next_unit(flash, layout)?;
             let record = encode(seq, &state);
@@ -544,6 +614,65 @@ mod tests {
         let j = Journal::mount(&mut flash, &layout).unwrap();
         assert_eq!(*j.state(), numbered(2));
         assert!(j.needs_refresh(), "one copy left: commit it again");
+    }
+
+    #[test]
+    fn survives_a_lone_first_copy_of_a_sessions_first_commit() {
+        // State 1 in bank 0; a new power cycle's first commit (state 2) starts a session in bank
+        // 1 and is cut before its second copy: the first copy decodes, but it may be a copy cut
+        // at its very end, weak. Committing it again would erase bank 0 while that copy is the
+        // only trace of state 2; so state 1 stands, and bank 1 is erased before anything else.
+        let layout = layout();
+        let mut flash = Emu::new(layout.end() as usize);
+        let mut j = Journal::mount(&mut flash, &layout).unwrap();
+        j.commit(&mut flash, &layout, numbered(1)).unwrap();
+        flash.power_on();
+        let mut j = Journal::mount(&mut flash, &layout).unwrap();
+        // The session erase, then the first copy; the second copy never starts.
+        flash.cut(Cut::BeforeOp(flash.ops() + 2));
+        assert!(j.commit(&mut flash, &layout, numbered(2)).is_err());
+        flash.power_on();
+        let mut j = Journal::mount(&mut flash, &layout).unwrap();
+        assert_eq!(*j.state(), numbered(1), "the previous state stands");
+        assert!(!j.needs_refresh());
+        let first_copy = record_offset(&layout, 1, 0, 0);
+        let mut buf = [0u8; 4];
+        flash.read(first_copy, &mut buf).unwrap();
+        assert_ne!(
+            buf, [0xFF; 4],
+            "the lone copy is still there before the heal"
+        );
+        j.erase_discarded(&mut flash, &layout).unwrap();
+        flash.read(first_copy, &mut buf).unwrap();
+        assert_eq!(buf, [0xFF; 4], "its bank was erased");
+        // It can no longer come back, and the next commit works.
+        let j2 = Journal::mount(&mut flash, &layout).unwrap();
+        assert_eq!(*j2.state(), numbered(1));
+        j.commit(&mut flash, &layout, numbered(3)).unwrap();
+        let j = Journal::mount(&mut flash, &layout).unwrap();
+        assert_eq!(*j.state(), numbered(3));
+        assert_eq!(flash.violations(), 0);
+    }
+
+    #[test]
+    fn survives_a_torn_second_copy_of_a_sessions_first_commit() {
+        // The cut is inside the second copy: the first is complete, so state 2 is the state
+        // (committed again at once, as for any record found in one copy).
+        let layout = layout();
+        let mut flash = Emu::new(layout.end() as usize);
+        let mut j = Journal::mount(&mut flash, &layout).unwrap();
+        j.commit(&mut flash, &layout, numbered(1)).unwrap();
+        flash.power_on();
+        let mut j = Journal::mount(&mut flash, &layout).unwrap();
+        flash.cut(Cut::During {
+            op: flash.ops() + 2,
+            after_bytes: 100,
+        });
+        assert!(j.commit(&mut flash, &layout, numbered(2)).is_err());
+        flash.power_on();
+        let j = Journal::mount(&mut flash, &layout).unwrap();
+        assert_eq!(*j.state(), numbered(2));
+        assert!(j.needs_refresh());
     }
 
     #[test]

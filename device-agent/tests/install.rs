@@ -221,7 +221,7 @@ fn a_pending_pack_that_never_confirms_is_reverted_after_its_trial_boots() {
     // The device resets during the new pack's self-test: the power "fails" right after the
     // pending record.
     server.offer(&b.pack, 2);
-    let pending_at = ops_until_state(&layout, agent.flash(), &mut server, |s| {
+    let pending_at = ops_until_state(&layout, agent.flash(), &mut server, &b.pack, |s| {
         matches!(s.slot(Slot::B).status(), Status::Pending { .. })
     });
     let mut flash = agent.into_flash();
@@ -256,30 +256,27 @@ fn a_pending_pack_that_never_confirms_is_reverted_after_its_trial_boots() {
     assert_eq!(agent.state().slot(Slot::B).status(), Status::Empty);
 }
 
-/// Runs the offered install on a copy of `flash` and returns how many flash operations it takes
-/// until the journal first holds a state for which `reached` is true.
+/// Runs the install of `pack` at sequence 2 on a copy of `flash` and returns how many flash
+/// operations it takes until the journal first holds a state for which `reached` is true.
 fn ops_until_state(
     layout: &device_agent::Layout,
     flash: &Flash,
     server: &mut Server,
+    pack: &[u8],
     reached: impl Fn(&device_agent::State) -> bool,
 ) -> u64 {
-    for n in 1.. {
+    for n in 1..100_000 {
         let mut copy = Flash::from_image(flash.image().to_vec());
         copy.cut(Cut::BeforeOp(n));
         let mut agent = device_agent::Agent::open(copy, *layout, device()).unwrap();
-        let m = verified(
-            &server.packs.values().next().unwrap().clone(),
-            2,
-            layout.slot_bytes,
-        );
+        let m = verified(pack, 2, layout.slot_bytes);
         let _ = install(&mut agent, &m, server, &mut RecordingNpu::default());
         let agent = power_on(agent.into_flash(), *layout);
         if reached(agent.state()) {
             return n;
         }
     }
-    unreachable!()
+    panic!("the install of that pack never reached the state")
 }
 
 /// Operations the boot's trial record takes (two copies, and an erase when it starts a journal

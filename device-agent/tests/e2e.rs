@@ -7,10 +7,9 @@ use std::process::Command;
 
 use device_agent::nor_emu::NorEmu;
 use device_agent::{
-    Agent, Arena, Device, Error, Layout, RecordingNpu, Report, Transport, TransportError,
+    Agent, Arena, Device, Error, Layout, RecordingNpu, Report, Transport, TransportError, Trust,
 };
 use npub_core::Accel;
-use npub_core::manifest::Keyring;
 use npub_server::{Config, Server};
 use serde_json::{Value, json};
 
@@ -140,16 +139,23 @@ fn run_agent(url: &str, token: &str, flash: &Path, trust: &Path) -> String {
     stdout
 }
 
-/// The agent core over the binary's flash file, with the device the binary simulates.
-fn open_agent(flash: &Path) -> Agent<Flash> {
+/// The agent core over the binary's flash file, with the device the binary simulates trusting
+/// `trust` (its keyring comes from the flash file once a keyring update was stored there).
+fn open_agent_with(flash: &Path, trust: Trust) -> Agent<Flash> {
     let layout = layout();
     let flash = Flash::with_file(flash, layout.end() as usize).unwrap();
     let device = Device {
         hw_class: 1,
         accel: Accel::EthosU55_256,
         io_bindings: None,
+        trust,
     };
     Agent::open(flash, layout, device).unwrap()
+}
+
+/// [`open_agent_with`] trusting nothing: enough to read the flash.
+fn open_agent(flash: &Path) -> Agent<Flash> {
+    open_agent_with(flash, Trust::NONE)
 }
 
 /// The active slot's first `len` bytes, as they sit in the flash file.
@@ -308,9 +314,7 @@ fn deploy_install_rollback_by_version_and_replay_refused() {
 
     // The 2.0.0 manifest, replayed to the agent core over the same flash, is refused before
     // anything is fetched or written; the rollback stays active.
-    let mut agent = open_agent(&flash);
-    let mut keyring = Keyring::<4>::new();
-    keyring.add(&public).unwrap();
+    let mut agent = open_agent_with(&flash, Trust::new(&[public], &[]).unwrap());
     let mut npu = RecordingNpu::default();
     let mut arena_mem = vec![0u8; 1 << 20];
     let mut arena = Arena {
@@ -318,7 +322,7 @@ fn deploy_install_rollback_by_version_and_replay_refused() {
         bus_address: 0x2200_0000,
     };
     let before = *agent.state();
-    let result = agent.poll(&mut Replay(manifest2), &keyring, &mut npu, &mut arena, None);
+    let result = agent.poll(&mut Replay(manifest2), &mut npu, &mut arena, None);
     assert!(
         matches!(
             result,

@@ -186,6 +186,7 @@ fn main() {
                     hw_class: 1,
                     accel: Accel::EthosU55_256,
                     io_bindings: None,
+                    trust: device_agent::Trust::new(&[key.public_key()], &[]).unwrap(),
                 },
             )
             .unwrap();

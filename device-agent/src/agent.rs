@@ -20,6 +20,7 @@ use crate::counter::{JournalOnly, MonotonicCounter};
 use crate::error::Error;
 use crate::flash::Mapped;
 use crate::journal::Journal;
+use crate::keystore::{DeviceKeyring, KeyStore, Trust};
 use crate::layout::Layout;
 use crate::npu::{Arena, Npu};
 use crate::state::State;
@@ -36,6 +37,9 @@ pub struct Device {
     /// `io_digest` is their digest, and every bind resolves them to bus addresses. `None`: the
     /// application takes any IO (the manifest's digest is not checked).
     pub io_bindings: Option<&'static [u8]>,
+    /// The keys built into the firmware: the factory signing keys (the keyring until the first
+    /// keyring update is stored in flash) and the root keys that sign keyring updates.
+    pub trust: Trust,
 }
 
 /// The OTA agent over a flash of type `F`, with the replay floor also kept in `C`, after boot.
@@ -46,6 +50,10 @@ pub struct Agent<F, C = JournalOnly> {
     pub(crate) layout: Layout,
     pub(crate) device: Device,
     pub(crate) journal: Journal,
+    /// Where the keyring lives in flash.
+    pub(crate) keystore: KeyStore,
+    /// The signing keys manifests are verified with: from flash, or the factory keyring.
+    pub(crate) keyring: DeviceKeyring,
     /// Whether boot ran in this power cycle (an agent from [`Agent::open`] boots lazily).
     pub(crate) booted: bool,
 }
@@ -56,12 +64,11 @@ pub struct Agent<F, C = JournalOnly> {
 /// # use device_agent::{Agent, Arena, Device, Layout, NorCounter, RecordingNpu, Transport};
 /// # use device_agent::nor_emu::NorEmu;
 /// # fn run(flash: NorEmu<16, 4096>, counter: NorEmu<16, 4096>, layout: Layout, device: Device,
-/// #        server: &mut impl Transport, keyring: &npub_core::manifest::Keyring<2>,
-/// #        arena: &mut Arena<'_>) {
+/// #        server: &mut impl Transport, arena: &mut Arena<'_>) {
 /// let mut npu = RecordingNpu::default();
 /// let unbooted = Agent::power_on(flash, NorCounter::new(counter, 0), layout, device).unwrap();
 /// let (mut agent, _booted) = unbooted.boot(&mut npu, arena);
-/// let _ = agent.poll(server, keyring, &mut npu, arena, None);
+/// let _ = agent.poll(server, &mut npu, arena, None);
 /// # }
 /// ```
 ///
@@ -71,11 +78,10 @@ pub struct Agent<F, C = JournalOnly> {
 /// # use device_agent::{Agent, Arena, Device, Layout, NorCounter, RecordingNpu, Transport};
 /// # use device_agent::nor_emu::NorEmu;
 /// # fn run(flash: NorEmu<16, 4096>, counter: NorEmu<16, 4096>, layout: Layout, device: Device,
-/// #        server: &mut impl Transport, keyring: &npub_core::manifest::Keyring<2>,
-/// #        arena: &mut Arena<'_>) {
+/// #        server: &mut impl Transport, arena: &mut Arena<'_>) {
 /// let mut npu = RecordingNpu::default();
 /// let mut unbooted = Agent::power_on(flash, NorCounter::new(counter, 0), layout, device).unwrap();
-/// let _ = unbooted.poll(server, keyring, &mut npu, arena, None);
+/// let _ = unbooted.poll(server, &mut npu, arena, None);
 /// # }
 /// ```
 #[derive(Debug)]
@@ -93,11 +99,12 @@ impl<F: NorFlash + Mapped> Agent<F, JournalOnly> {
 
 impl<F: NorFlash + Mapped, C: MonotonicCounter> Agent<F, C> {
     /// Powers the agent on: checks the layout against `flash` (a misfit is a firmware bug and
-    /// panics), mounts the journal and reads the replay floor from `counter`. It writes only to
-    /// heal: the newest journal record is committed again if it was found in one copy only (or,
-    /// when that copy was a session's first record, its bank is erased and the previous state
-    /// stands), and the counter is raised if it lags the journal (a raise that a power cut
-    /// stopped).
+    /// panics), mounts the journal, reads the replay floor from `counter` and the keyring from
+    /// its area (the factory keyring of `device.trust` while the area holds none). It writes only
+    /// to heal: the newest journal or keyring record is committed again if it was found in one
+    /// copy only (or, when a journal record was a session's first, its bank is erased and the
+    /// previous state stands), and the counter is raised if it lags the journal (a raise that a
+    /// power cut stopped).
     pub fn power_on(
         flash: F,
         counter: C,
@@ -125,10 +132,17 @@ impl<F: NorFlash + Mapped, C: MonotonicCounter> Agent<F, C> {
             flash.mapped().len() >= flash.capacity(),
             "the XIP mapping must cover the whole flash"
         );
+        // Everything is read before anything is written: a heal that a power cut stops must not
+        // keep the rest from being read.
         let mut journal = Journal::mount(&mut flash, &layout)?;
+        let (mut keystore, stored) = KeyStore::mount(&mut flash, &layout)?;
+        let floor = counter.read()?;
+        let keyring = match stored {
+            Some(keyring) => keyring,
+            None => device.trust.factory_keyring()?,
+        };
         // Best effort, and again before the first commit if it fails.
         let _ = journal.erase_discarded(&mut flash, &layout);
-        let floor = counter.read()?;
         let recorded = journal.state().last_sequence();
         if recorded > floor {
             // Best effort: the next install raises it again before it erases anything.
@@ -140,12 +154,18 @@ impl<F: NorFlash + Mapped, C: MonotonicCounter> Agent<F, C> {
             let _ = journal.commit(&mut flash, &layout, state);
         }
         journal.assume(state);
+        if keystore.needs_refresh() {
+            // Best effort, as for the journal: the record is in one copy only.
+            let _ = keystore.commit(&mut flash, &layout, &keyring);
+        }
         Ok(Self {
             flash,
             counter,
             layout,
             device,
             journal,
+            keystore,
+            keyring,
             booted: false,
         })
     }
@@ -153,6 +173,19 @@ impl<F: NorFlash + Mapped, C: MonotonicCounter> Agent<F, C> {
     /// The state the journal holds (with the replay floor from the counter).
     pub fn state(&self) -> &State {
         self.journal.state()
+    }
+
+    /// The keyring manifests are verified with now: the one stored in flash, or the factory
+    /// keyring while none is; updated by [`Agent::poll`] and [`Agent::fetch_update`].
+    pub fn keyring(&self) -> &DeviceKeyring {
+        &self.keyring
+    }
+
+    /// Makes `next` the durable keyring, then the one in use.
+    pub(crate) fn commit_keyring(&mut self, next: DeviceKeyring) -> Result<(), Error> {
+        self.keystore.commit(&mut self.flash, &self.layout, &next)?;
+        self.keyring = next;
+        Ok(())
     }
 
     /// The layout.

@@ -106,6 +106,35 @@ pub enum Error {
     /// [`crate::Agent::finish_install`] on an install whose pack is not pending yet: nothing
     /// was verified or programmed, so there is no self-test outcome to apply.
     NotPending,
+    /// A keyring update from the server was refused (root key, signature, sequence, or the
+    /// change itself); the ones before it are applied and kept, no manifest was verified.
+    KeyringUpdate {
+        /// The refused record's position in the server's answer's sequence order: its sequence
+        /// as it claims it (0 when it does not even decode).
+        sequence: u64,
+        /// npub-core's reason.
+        error: npub_core::Error,
+    },
+    /// The server announced keyring updates up to `announced` but sent none above `have`.
+    KeyringUpdatesMissing {
+        /// `Npub-Keyring-Sequence`.
+        announced: u64,
+        /// The keyring's update sequence.
+        have: u64,
+    },
+    /// The keyring record did not read back as it was programmed, in every attempt.
+    KeyringReadBack,
+    /// The keyring record generation would wrap (after 2³² commits).
+    KeyringExhausted,
+    /// More keys than the agent carries.
+    TooManyKeys {
+        /// "factory signing keys" or "root keys".
+        what: &'static str,
+        /// How many were given.
+        count: usize,
+        /// The most the agent takes.
+        max: usize,
+    },
 }
 
 /// Why the monotonic counter failed.
@@ -179,6 +208,15 @@ pub enum LayoutError {
         /// The slot.
         slot: Slot,
     },
+    /// A keyring bank is not whole erase sectors holding two keyring records.
+    KeyringBankTooSmall {
+        /// Its size.
+        bytes: u32,
+        /// The least it must be.
+        min: usize,
+        /// The erase size.
+        erase: u64,
+    },
     /// A slot's bus address is not 16-byte aligned (the Ethos-U55 needs it).
     SlotMisaligned {
         /// The slot.
@@ -222,6 +260,11 @@ impl fmt::Display for LayoutError {
             LayoutError::PastBus { slot } => {
                 write!(f, "layout: slot {} runs past the 32-bit bus", slot.name())
             }
+            LayoutError::KeyringBankTooSmall { bytes, min, erase } => write!(
+                f,
+                "layout: a keyring bank of {bytes} bytes must be whole {erase}-byte erase sectors \
+                 and at least {min} bytes (two records), or 0 for none"
+            ),
             LayoutError::SlotMisaligned { slot, address } => write!(
                 f,
                 "layout: slot {} is at bus address {address:#x}, not 16-byte aligned",
@@ -323,6 +366,22 @@ impl fmt::Display for Error {
             Error::NotPending => f.write_str(
                 "install: a self-test outcome was given before the pack was verified and pending",
             ),
+            Error::KeyringUpdate { sequence, error } => {
+                write!(f, "keyring update {sequence}: {error}")
+            }
+            Error::KeyringUpdatesMissing { announced, have } => write!(
+                f,
+                "keyring: the server announced updates up to {announced} but sent none above {have}"
+            ),
+            Error::KeyringReadBack => f.write_str(
+                "keyring: the record did not read back as programmed in any attempt of the commit",
+            ),
+            Error::KeyringExhausted => {
+                f.write_str("keyring: the record generation would wrap after 2^32 commits")
+            }
+            Error::TooManyKeys { what, count, max } => {
+                write!(f, "trust: {count} {what}, the agent takes at most {max}")
+            }
         }
     }
 }

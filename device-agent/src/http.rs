@@ -21,7 +21,12 @@ use reqwest::StatusCode;
 use reqwest::blocking::{Client, Response};
 use reqwest::header::{AUTHORIZATION, CONTENT_TYPE, LOCATION, RANGE};
 
+use npub_core::manifest::ROTATION_BYTES;
+
 use crate::transport::{Report, Transport, TransportError};
+
+/// The newest keyring update's sequence, on every manifest answer (`docs/device-api.md`).
+const KEYRING_SEQUENCE: &str = "npub-keyring-sequence";
 
 /// How long one request may take before the transport gives up (the install resumes later).
 pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
@@ -32,6 +37,8 @@ pub struct HttpTransport {
     client: Client,
     base: String,
     auth: String,
+    /// `Npub-Keyring-Sequence` of the last manifest answer.
+    keyring_sequence: Option<u64>,
 }
 
 impl HttpTransport {
@@ -47,6 +54,7 @@ impl HttpTransport {
             client,
             base: base.trim_end_matches('/').to_owned(),
             auth: format!("Bearer {token}"),
+            keyring_sequence: None,
         })
     }
 
@@ -86,6 +94,21 @@ fn send(req: reqwest::blocking::RequestBuilder) -> Result<Response, TransportErr
 }
 
 /// Reads up to `buf.len()` bytes of the body; returns how many, and whether the body had more.
+/// `Npub-Keyring-Sequence`: absent is `None`, anything but a decimal number is a protocol error.
+fn keyring_sequence(resp: &Response) -> Result<Option<u64>, TransportError> {
+    resp.headers()
+        .get(KEYRING_SEQUENCE)
+        .map(|v| {
+            v.to_str()
+                .ok()
+                .and_then(|s| s.parse().ok())
+                .ok_or(TransportError::Protocol(
+                    "Npub-Keyring-Sequence is not a number",
+                ))
+        })
+        .transpose()
+}
+
 fn read_body(mut resp: Response, buf: &mut [u8]) -> Result<(usize, bool), TransportError> {
     let mut n = 0;
     while n < buf.len() {
@@ -135,6 +158,7 @@ impl Transport for HttpTransport {
         buf: &mut [u8],
     ) -> Result<Option<usize>, TransportError> {
         let resp = send(self.get(&format!("/api/v1/device/manifest?seq={after}")))?;
+        self.keyring_sequence = keyring_sequence(&resp)?;
         match resp.status() {
             StatusCode::OK => {
                 let (n, more) = read_body(resp, buf)?;
@@ -142,6 +166,33 @@ impl Transport for HttpTransport {
                 Ok(Some(if more { buf.len() + 1 } else { n }))
             }
             StatusCode::NO_CONTENT | StatusCode::NOT_MODIFIED => Ok(None),
+            s => Err(TransportError::Status(s.as_u16())),
+        }
+    }
+
+    fn keyring_sequence(&self) -> Option<u64> {
+        self.keyring_sequence
+    }
+
+    fn fetch_keyring_updates(
+        &mut self,
+        after: u64,
+        buf: &mut [u8],
+    ) -> Result<usize, TransportError> {
+        let resp = send(self.get(&format!("/api/v1/device/keys?after={after}")))?;
+        match resp.status() {
+            StatusCode::OK => {
+                // Whole records only; the agent asks again after the last one it applied.
+                let whole = buf.len() - buf.len() % ROTATION_BYTES;
+                let (n, _more) = read_body(resp, &mut buf[..whole])?;
+                if n % ROTATION_BYTES != 0 {
+                    return Err(TransportError::Protocol(
+                        "keyring updates are not whole 144-byte records",
+                    ));
+                }
+                Ok(n)
+            }
+            StatusCode::NO_CONTENT => Ok(0),
             s => Err(TransportError::Status(s.as_u16())),
         }
     }

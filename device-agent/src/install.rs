@@ -32,7 +32,9 @@
 //! new validator (no network, no hashing).
 use embedded_storage::nor_flash::NorFlash;
 use npub_core::StreamValidator;
-use npub_core::manifest::{self, Keyring, MANIFEST_BYTES, ManifestView, Policy, VerifiedManifest};
+use npub_core::manifest::{
+    self, KeyringUpdate, MANIFEST_BYTES, ManifestView, Policy, ROTATION_BYTES, VerifiedManifest,
+};
 
 use crate::agent::Agent;
 use crate::counter::MonotonicCounter;
@@ -42,7 +44,7 @@ use crate::flash::Mapped;
 use crate::layout::Slot;
 use crate::npu::{Arena, Npu};
 use crate::state::PackId;
-use crate::transport::{Report, ReportState, Transport};
+use crate::transport::{Report, ReportState, Transport, TransportError};
 use crate::verify::{self, VerifiedSlot};
 
 /// The largest piece fetched and programmed at once: a stack buffer, since the agent never
@@ -53,6 +55,8 @@ pub const CHUNK_BYTES: usize = 512;
 /// issues between two polls of one device, and few enough that a leaked signing key needs 2³²
 /// installs, one after another, to drive the floor to `u64::MAX` (see `docs/manifest.md`).
 pub const MAX_SEQUENCE_STEP: u64 = 1 << 32;
+/// Keyring updates fetched per request while catching up: the buffer lives on the stack.
+pub const KEYRING_FETCH_RECORDS: usize = 4;
 
 /// What one poll did.
 // No allocator to box the verified slot into; the value is returned once per poll.
@@ -131,28 +135,28 @@ impl<F: NorFlash + Mapped, C: MonotonicCounter> Agent<F, C> {
     /// and installs its pack ([`Agent::install`]). Reports progress and the outcome through
     /// `transport` (best effort: a failed report does not fail the install). On `Err` the
     /// previous pack is still the active one, and bound again.
-    pub fn poll<T: Transport, N: Npu, const K: usize>(
+    pub fn poll<T: Transport, N: Npu>(
         &mut self,
         transport: &mut T,
-        keyring: &Keyring<K>,
         npu: &mut N,
         arena: &mut Arena<'_>,
         now: Option<u64>,
     ) -> Result<Poll, Error> {
         self.boot_if_needed(npu, arena);
-        match self.fetch_update(transport, keyring, now)? {
+        match self.fetch_update(transport, now)? {
             None => Ok(Poll::UpToDate),
             Some(m) => self.install(&m, transport, npu, arena).map(Poll::Installed),
         }
     }
 
     /// Step 1 alone: the manifest newer than the last sequence (or the one of an interrupted or
-    /// retryable install), verified for this device; `None` when the server has nothing newer. A
-    /// refused manifest is reported `failed`.
-    pub fn fetch_update<T: Transport, const K: usize>(
+    /// retryable install), verified for this device with its own keyring; `None` when the server
+    /// has nothing newer. When the answer announces keyring updates the keyring has not applied,
+    /// they are fetched, applied in order and stored in flash first ([`Agent::update_keyring`]).
+    /// A refused manifest is reported `failed`.
+    pub fn fetch_update<T: Transport>(
         &mut self,
         transport: &mut T,
-        keyring: &Keyring<K>,
         now: Option<u64>,
     ) -> Result<Option<VerifiedManifest>, Error> {
         let mut bytes = [0u8; MANIFEST_BYTES];
@@ -167,7 +171,17 @@ impl<F: NorFlash + Mapped, C: MonotonicCounter> Agent<F, C> {
             Some(pack) => pack.sequence.saturating_sub(1),
             None => state.last_sequence(),
         };
-        let Some(len) = transport.fetch_manifest(after, &mut bytes)? else {
+        let fetched = transport.fetch_manifest(after, &mut bytes)?;
+        if let Some(announced) = transport.keyring_sequence()
+            && let Err(e) = self.update_keyring(transport, announced)
+        {
+            if fetched.is_some() {
+                let claimed = ManifestView::new(&bytes).map_or(0, |v| v.sequence());
+                report(transport, claimed, ReportState::Failed, None, Some(e));
+            }
+            return Err(e);
+        }
+        let Some(len) = fetched else {
             return Ok(None);
         };
         let policy = Policy {
@@ -178,7 +192,7 @@ impl<F: NorFlash + Mapped, C: MonotonicCounter> Agent<F, C> {
             now,
         };
         let verified = if len == MANIFEST_BYTES {
-            manifest::verify(&bytes, keyring, &policy)
+            manifest::verify(&bytes, &self.keyring, &policy)
         } else {
             Err(npub_core::Error::ManifestWrongLength { len: len as u64 })
         };
@@ -193,6 +207,47 @@ impl<F: NorFlash + Mapped, C: MonotonicCounter> Agent<F, C> {
             );
             Error::Rejected(e)
         })
+    }
+
+    /// Brings the keyring up to `announced` (the server's `Npub-Keyring-Sequence`): fetches the
+    /// updates after its own sequence, applies them in order (each checked by npub-core against
+    /// the firmware's root keys) and stores the result in flash before it is used; asks again
+    /// until it reaches `announced`, so a device that missed several updates catches up in one
+    /// poll. A refused update stops it: the ones before it are kept, and the error says which.
+    pub fn update_keyring<T: Transport>(
+        &mut self,
+        transport: &mut T,
+        announced: u64,
+    ) -> Result<(), Error> {
+        let mut buf = [0u8; KEYRING_FETCH_RECORDS * ROTATION_BYTES];
+        while self.keyring.update_sequence() < announced {
+            let have = self.keyring.update_sequence();
+            let n = transport.fetch_keyring_updates(have, &mut buf)?;
+            if n > buf.len() || n % ROTATION_BYTES != 0 {
+                return Err(Error::Transport(TransportError::Protocol(
+                    "keyring updates are not whole 144-byte records",
+                )));
+            }
+            if n == 0 {
+                return Err(Error::KeyringUpdatesMissing { announced, have });
+            }
+            let mut next = self.keyring.clone();
+            let mut refused = None;
+            for record in buf[..n].chunks_exact(ROTATION_BYTES) {
+                if let Err(error) = next.apply_update(record, self.device.trust.roots()) {
+                    let sequence = KeyringUpdate::decode(record).map_or(0, |(_, u)| u.sequence);
+                    refused = Some(Error::KeyringUpdate { sequence, error });
+                    break;
+                }
+            }
+            if next.update_sequence() > have {
+                self.commit_keyring(next)?;
+            }
+            if let Some(e) = refused {
+                return Err(e);
+            }
+        }
+        Ok(())
     }
 
     /// Installs the pack `manifest` describes (steps 2–7 of the module's table), or resumes its

@@ -8,6 +8,8 @@
 //! start + 2·journal_bank_bytes         slot_bytes              slot A: one NPU1 pack, from its byte 0;
 //!                                                              its last erase sector is slot A's descriptor
 //! start + 2·journal_bank_bytes + slot  slot_bytes              slot B (the same)
+//! start + 2·journal_bank_bytes + 2·slot keyring_bank_bytes      keyring bank 0 (see keystore.rs)
+//! … + keyring_bank_bytes               keyring_bank_bytes      keyring bank 1
 //! ```
 //!
 //! A slot's last erase sector is its **descriptor** (see `descriptor.rs`): what the slot holds,
@@ -18,6 +20,7 @@
 //! |--------------------------------------------------|----------------------------------------------------------|
 //! | every area starts and ends on an erase boundary  | erasing one area must never touch another                |
 //! | a bank holds at least two commit units (4 records) | a session writes the state as the new bank's first unit and must still have room for the next |
+//! | a keyring bank holds two keyring records (1 KiB), or `keyring_bank_bytes` is 0 | a commit writes its record twice into one bank; 0: no keyring area, keyring updates live in RAM only (a layout from before the area existed, the C ABI until it carries one) |
 //! | a slot is at least two erase sectors, and a sector at least 384 bytes | one for the pack, the last for the descriptor and its two marks |
 //! | `progress_bytes` is a multiple of the erase size | a resumed download restarts on a sector it can erase without losing durable bytes |
 //! | `xip_base` + a slot offset is 16-byte aligned    | the Ethos-U55 needs QBASE and every BASEPn 16-byte aligned, and a pack's stream and baked regions are 16-aligned within the pack |
@@ -28,6 +31,7 @@
 //! `ERASE_SIZE`) is checked at compile time where it is used.
 use crate::error::LayoutError;
 use crate::journal::UNIT_BYTES;
+use crate::keystore::KEYRING_RECORD_BYTES;
 use embedded_storage::nor_flash::NorFlash;
 
 /// One of the two pack slots.
@@ -92,10 +96,15 @@ pub struct Layout {
     pub progress_bytes: u32,
     /// The bus address at which flash offset 0 is memory-mapped (XIP): what the NPU is given.
     pub xip_base: u32,
+    /// Offset of keyring bank 0; bank 1 follows it.
+    pub keyring: u32,
+    /// Size of one keyring bank; 0: no keyring area (updates are not persisted).
+    pub keyring_bank_bytes: u32,
 }
 
 impl Layout {
-    /// The usual map: the two journal banks at `start`, then slot A, then slot B, back to back.
+    /// The usual map: the two journal banks at `start`, then slot A, then slot B, then two
+    /// keyring banks of the journal banks' size, back to back.
     pub const fn contiguous(
         start: u32,
         journal_bank_bytes: u32,
@@ -111,7 +120,19 @@ impl Layout {
             slot_bytes,
             progress_bytes,
             xip_base,
+            keyring: slot_a + 2 * slot_bytes,
+            keyring_bank_bytes: journal_bank_bytes,
         }
+    }
+
+    /// Whether the layout has a keyring area.
+    pub const fn has_keyring(&self) -> bool {
+        self.keyring_bank_bytes != 0
+    }
+
+    /// Flash offset of keyring bank `bank` (0 or 1).
+    pub const fn keyring_bank(&self, bank: usize) -> u32 {
+        self.keyring + bank as u32 * self.keyring_bank_bytes
     }
 
     /// Flash offset of journal bank `bank` (0 or 1).
@@ -150,6 +171,12 @@ impl Layout {
             }
             i += 1;
         }
+        if self.has_keyring() {
+            let e = self.keyring as u64 + 2 * self.keyring_bank_bytes as u64;
+            if e > end {
+                end = e;
+            }
+        }
         end
     }
 
@@ -174,7 +201,17 @@ impl Layout {
             ),
             (self.slots[0] as u64, self.slot_bytes as u64, "slot A"),
             (self.slots[1] as u64, self.slot_bytes as u64, "slot B"),
+            (
+                self.keyring as u64,
+                2 * self.keyring_bank_bytes as u64,
+                "keyring",
+            ),
         ];
+        let areas = if self.has_keyring() {
+            &areas[..]
+        } else {
+            &areas[..3]
+        };
         for (i, &(start, len, area)) in areas.iter().enumerate() {
             if len == 0 {
                 return Err(LayoutError::Empty { area });
@@ -205,6 +242,16 @@ impl Layout {
             return Err(LayoutError::BankTooSmall {
                 bytes: self.journal_bank_bytes,
                 min: 2 * UNIT_BYTES,
+            });
+        }
+        if self.has_keyring()
+            && (self.keyring_bank_bytes as u64 % erase != 0
+                || (self.keyring_bank_bytes as usize) < 2 * KEYRING_RECORD_BYTES)
+        {
+            return Err(LayoutError::KeyringBankTooSmall {
+                bytes: self.keyring_bank_bytes,
+                min: 2 * KEYRING_RECORD_BYTES,
+                erase,
             });
         }
         if (self.slot_bytes as u64) < 2 * erase || erase < 3 * 128 {

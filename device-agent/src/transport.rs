@@ -1,4 +1,5 @@
-//! How the agent talks to the fleet server: three calls, blocking, no allocation.
+//! How the agent talks to the fleet server: three calls (and two for keyring updates, with
+//! default implementations that fetch none), blocking, no allocation.
 //!
 //! The device API (`GET /api/v1/device/manifest?seq=N`, `GET /api/v1/device/packs/{sha256}` with
 //! `Range`, `POST /api/v1/device/status`) maps onto them one to one; the host's HTTP implementation
@@ -96,4 +97,24 @@ pub trait Transport {
 
     /// Sends a status report.
     fn report(&mut self, report: &Report) -> Result<(), TransportError>;
+
+    /// The `Npub-Keyring-Sequence` of the last [`Transport::fetch_manifest`] answer: the newest
+    /// keyring update the server has. `None`: the answer had none (or this transport does not
+    /// read it), and the agent keeps its keyring as it is.
+    fn keyring_sequence(&self) -> Option<u64> {
+        None
+    }
+
+    /// Fetches the keyring updates with a sequence above `after` (`GET
+    /// /api/v1/device/keys?after=N`) into `buf`: whole 144-byte records, in sequence order, as
+    /// many as fit; returns the bytes written (0: none). The agent asks again after the last one
+    /// it applied until its keyring reaches [`Transport::keyring_sequence`].
+    fn fetch_keyring_updates(
+        &mut self,
+        after: u64,
+        buf: &mut [u8],
+    ) -> Result<usize, TransportError> {
+        let _ = (after, buf);
+        Ok(0)
+    }
 }

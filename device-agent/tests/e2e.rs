@@ -7,10 +7,9 @@ use std::process::Command;
 
 use device_agent::nor_emu::NorEmu;
 use device_agent::{
-    Agent, Arena, Device, Error, Layout, RecordingNpu, Report, Transport, TransportError,
+    Agent, Arena, Device, Error, Layout, RecordingNpu, Report, Transport, TransportError, Trust,
 };
 use npub_core::Accel;
-use npub_core::manifest::Keyring;
 use npub_server::{Config, Server};
 use serde_json::{Value, json};
 
@@ -122,15 +121,28 @@ enum Body {
 
 /// Runs the simulator binary once (boot, one poll, report); asserts it succeeded.
 fn run_agent(url: &str, token: &str, flash: &Path, trust: &Path) -> String {
-    let out = Command::new(env!("CARGO_BIN_EXE_device-agent"))
-        .args(["--server", url, "--token", token, "--once", "--slot-kib"])
+    run_agent_rooted(url, token, flash, trust, None)
+}
+
+/// [`run_agent`], with the server's root key file as `--root` when given.
+fn run_agent_rooted(
+    url: &str,
+    token: &str,
+    flash: &Path,
+    trust: &Path,
+    root: Option<&Path>,
+) -> String {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_device-agent"));
+    cmd.args(["--server", url, "--token", token, "--once", "--slot-kib"])
         .arg(SLOT_KIB.to_string())
         .arg("--flash")
         .arg(flash)
         .arg("--trust")
-        .arg(trust)
-        .output()
-        .unwrap();
+        .arg(trust);
+    if let Some(root) = root {
+        cmd.arg("--root").arg(root);
+    }
+    let out = cmd.output().unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
     assert!(
         out.status.success(),
@@ -140,16 +152,23 @@ fn run_agent(url: &str, token: &str, flash: &Path, trust: &Path) -> String {
     stdout
 }
 
-/// The agent core over the binary's flash file, with the device the binary simulates.
-fn open_agent(flash: &Path) -> Agent<Flash> {
+/// The agent core over the binary's flash file, with the device the binary simulates trusting
+/// `trust` (its keyring comes from the flash file once a keyring update was stored there).
+fn open_agent_with(flash: &Path, trust: Trust) -> Agent<Flash> {
     let layout = layout();
     let flash = Flash::with_file(flash, layout.end() as usize).unwrap();
     let device = Device {
         hw_class: 1,
         accel: Accel::EthosU55_256,
         io_bindings: None,
+        trust,
     };
     Agent::open(flash, layout, device).unwrap()
+}
+
+/// [`open_agent_with`] trusting nothing: enough to read the flash.
+fn open_agent(flash: &Path) -> Agent<Flash> {
+    open_agent_with(flash, Trust::NONE)
 }
 
 /// The active slot's first `len` bytes, as they sit in the flash file.
@@ -308,9 +327,7 @@ fn deploy_install_rollback_by_version_and_replay_refused() {
 
     // The 2.0.0 manifest, replayed to the agent core over the same flash, is refused before
     // anything is fetched or written; the rollback stays active.
-    let mut agent = open_agent(&flash);
-    let mut keyring = Keyring::<4>::new();
-    keyring.add(&public).unwrap();
+    let mut agent = open_agent_with(&flash, Trust::new(&[public], &[]).unwrap());
     let mut npu = RecordingNpu::default();
     let mut arena_mem = vec![0u8; 1 << 20];
     let mut arena = Arena {
@@ -318,7 +335,7 @@ fn deploy_install_rollback_by_version_and_replay_refused() {
         bus_address: 0x2200_0000,
     };
     let before = *agent.state();
-    let result = agent.poll(&mut Replay(manifest2), &keyring, &mut npu, &mut arena, None);
+    let result = agent.poll(&mut Replay(manifest2), &mut npu, &mut arena, None);
     assert!(
         matches!(
             result,
@@ -371,6 +388,137 @@ fn trust_file(fleet: &Fleet, dir: &Path, key_id: &str) -> PathBuf {
     let path = dir.join(format!("{key_id}.key.pub"));
     std::fs::write(&path, bytes).unwrap();
     path
+}
+
+/// The server's root key file, as `GET /api/v1/keys/root/trust` serves it.
+fn root_file(fleet: &Fleet, dir: &Path) -> PathBuf {
+    let (status, bytes) = fleet.call(ADMIN, "GET", "/api/v1/keys/root/trust", Body::None);
+    assert_eq!(status, 200);
+    let path = dir.join("root.key.pub");
+    std::fs::write(&path, bytes).unwrap();
+    path
+}
+
+#[test]
+fn rejects_a_revoked_keys_manifest_after_rotation_revocation_and_a_reboot() {
+    let dir = tempfile::tempdir().unwrap();
+    let fleet = Fleet::start(&dir.path().join("server"));
+    fleet.admin(
+        "POST",
+        "/api/v1/models",
+        Body::Json(json!({"name": "kws"})),
+        201,
+    );
+    for (version, file) in [
+        ("1.0.0", "conv1_vela.tflite"),
+        ("2.0.0", "small_net_vela.tflite"),
+    ] {
+        fleet.admin(
+            "POST",
+            &format!("/api/v1/models/kws/versions/{version}"),
+            Body::Raw(fixture(file)),
+            201,
+        );
+    }
+    let devices = fleet.admin(
+        "POST",
+        "/api/v1/devices",
+        Body::Json(json!({"devices": [
+            {"id": "dev-1", "accelerator": "ethos-u55-256", "group": "lab"}
+        ]})),
+        201,
+    );
+    let token = devices[0]["token"].as_str().unwrap().to_owned();
+    let keys = fleet.admin("GET", "/api/v1/keys", Body::None, 200);
+    let key1_id = keys["active"]["key_id"].as_str().unwrap().to_owned();
+    let key1 = hex_key(keys["active"]["public_key"].as_str().unwrap());
+    let root = hex_key(keys["root"]["public_key"].as_str().unwrap());
+    let trust = trust_file(&fleet, dir.path(), &key1_id);
+    let root_path = root_file(&fleet, dir.path());
+    let flash = dir.path().join("flash.bin");
+    let deploy = |version: &str| {
+        fleet.admin(
+            "POST",
+            "/api/v1/deployments",
+            Body::Json(json!({"model": "kws", "version": version, "group": "lab"})),
+            201,
+        )["sequence"]
+            .as_u64()
+            .unwrap()
+    };
+    let run = || run_agent_rooted(&fleet.url, &token, &flash, &trust, Some(&root_path));
+
+    // Deploy with key 1.
+    let seq1 = deploy("1.0.0");
+    let (status, manifest1) =
+        fleet.call(&token, "GET", "/api/v1/device/manifest?seq=0", Body::None);
+    assert_eq!(status, 200);
+    let out = run();
+    assert!(
+        out.contains(&format!("installed kws 1.0.0 (sequence {seq1})")),
+        "{out}"
+    );
+
+    // Rotate; deploy with key 2: the device learns key 2 from the poll and installs.
+    let rotated = fleet.admin("POST", "/api/v1/keys/rotate", Body::Json(json!({})), 201);
+    assert_ne!(rotated["key"]["key_id"], key1_id.as_str());
+    let seq2 = deploy("2.0.0");
+    let out = run();
+    assert!(out.contains("keyring: applied updates 1..=1"), "{out}");
+    assert!(
+        out.contains(&format!("installed kws 2.0.0 (sequence {seq2})")),
+        "{out}"
+    );
+
+    // Revoke key 1; the device applies it at its next poll.
+    fleet.admin(
+        "POST",
+        &format!("/api/v1/keys/{key1_id}/revoke"),
+        Body::None,
+        201,
+    );
+    let out = run();
+    assert!(out.contains("keyring: applied updates 2..=2"), "{out}");
+    assert!(
+        out.contains(&format!("up to date (sequence {seq2})")),
+        "{out}"
+    );
+
+    // Reboot: the agent core over the same flash, with the factory trust the binary had (key 1
+    // and the root). The keyring comes from flash: key 1's old manifest, replayed by a server
+    // that announces no keyring updates, is refused for its key.
+    let mut agent = open_agent_with(&flash, Trust::new(&[key1], &[root]).unwrap());
+    assert_eq!(agent.keyring().update_sequence(), 2);
+    let key1_entry = agent
+        .keyring()
+        .get(npub_core::manifest::KeyId::of(&key1))
+        .unwrap();
+    assert!(key1_entry.is_revoked());
+    let mut npu = RecordingNpu::default();
+    let mut arena_mem = vec![0u8; 1 << 20];
+    let mut arena = Arena {
+        bytes: &mut arena_mem,
+        bus_address: 0x2200_0000,
+    };
+    let before = *agent.state();
+    let result = agent.poll(&mut Replay(manifest1), &mut npu, &mut arena, None);
+    assert_eq!(
+        result,
+        Err(Error::Rejected(npub_core::Error::ManifestKeyRevoked {
+            key_id: npub_core::manifest::KeyId::of(&key1)
+        })),
+    );
+    assert_eq!(*agent.state(), before);
+    drop(agent);
+
+    // And the device still installs key-2 deployments.
+    let seq3 = deploy("1.0.0");
+    let out = run();
+    assert!(
+        out.contains(&format!("installed kws 1.0.0 (sequence {seq3})")),
+        "{out}"
+    );
+    fleet.stop();
 }
 
 #[test]

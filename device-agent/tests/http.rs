@@ -101,12 +101,12 @@ fn installs_over_http_with_range_requests_and_reports() {
     let mut npu = RecordingNpu::default();
     let mut mem = ArenaMem::new();
     let polled = agent
-        .poll(&mut http, &keyring(), &mut npu, &mut mem.arena(), None)
+        .poll(&mut http, &mut npu, &mut mem.arena(), None)
         .unwrap();
     assert!(matches!(polled, Poll::Installed(_)));
     assert_eq!(
         agent
-            .poll(&mut http, &keyring(), &mut npu, &mut mem.arena(), None)
+            .poll(&mut http, &mut npu, &mut mem.arena(), None)
             .unwrap(),
         Poll::UpToDate
     );

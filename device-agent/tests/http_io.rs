@@ -13,11 +13,13 @@ use std::time::Duration;
 
 use device_agent::http_io::std_link::{StdClock, TcpLink};
 use device_agent::http_io::{Config, HttpError, HttpIo, Timeouts};
-use device_agent::{Agent, Arena, Error, Mapped, Poll, RecordingNpu, Slot, Transport};
+use device_agent::{
+    Agent, Arena, Device, Error, Mapped, Poll, RecordingNpu, Slot, Transport, Trust,
+};
 use net::{Fleet, RamNor};
 use npub_core::format::build::{RegionSpec, build_pack};
 use npub_core::keys::KeyPair;
-use npub_core::manifest::{Keyring, ManifestFields, PackFacts, sign_manifest};
+use npub_core::manifest::{ManifestFields, PackFacts, sign_manifest};
 use npub_core::{Accel, Role};
 
 const SLOT_BYTES: u32 = 1280 * 1024;
@@ -38,29 +40,30 @@ fn transport<'a>(url: &'a str, token: &'a str) -> Io<'a> {
     HttpIo::new(TcpLink::new(), StdClock::default(), config)
 }
 
-fn open(flash: RamNor) -> Agent<RamNor> {
+/// An agent over `flash` whose factory keyring trusts `key`.
+fn open(flash: RamNor, key: [u8; 32]) -> Agent<RamNor> {
     let layout = net::layout(SLOT_BYTES, XIP);
-    Agent::open(flash, layout, net::device()).unwrap()
+    let device = Device {
+        trust: Trust::new(&[key], &[]).unwrap(),
+        ..net::device()
+    };
+    Agent::open(flash, layout, device).unwrap()
 }
 
-fn blank_agent() -> Agent<RamNor> {
+fn blank_agent(key: [u8; 32]) -> Agent<RamNor> {
     let layout = net::layout(SLOT_BYTES, XIP);
-    open(RamNor::blank(layout.end() as usize))
+    open(RamNor::blank(layout.end() as usize), key)
 }
 
 /// One poll with the NPU and arena a test needs.
-fn poll<T: Transport, const K: usize>(
-    agent: &mut Agent<RamNor>,
-    t: &mut T,
-    keyring: &Keyring<K>,
-) -> Result<Poll, Error> {
+fn poll<T: Transport>(agent: &mut Agent<RamNor>, t: &mut T) -> Result<Poll, Error> {
     let mut npu = RecordingNpu::default();
     let mut mem = vec![0u8; 64 * 1024];
     let mut arena = Arena {
         bytes: &mut mem,
         bus_address: ARENA_BUS,
     };
-    agent.poll(t, keyring, &mut npu, &mut arena, None)
+    agent.poll(t, &mut npu, &mut arena, None)
 }
 
 fn slot_bytes(agent: &Agent<RamNor>, slot: Slot, len: usize) -> &[u8] {
@@ -75,12 +78,9 @@ fn installs_a_1mb_pack_from_the_real_server_in_a_range_request_per_64_kib_on_one
     let pack = fleet.upload("vision", "1.0.0", net::big_pack(1 << 20));
     let token = fleet.provision("dev-1", "lab");
     let seq = fleet.deploy("vision", "1.0.0", "lab");
-    let mut keyring = Keyring::<2>::new();
-    keyring.add(&fleet.public_key()).unwrap();
-
-    let mut agent = blank_agent();
+    let mut agent = blank_agent(fleet.public_key());
     let mut t = transport(&fleet.url, &token);
-    let installed = match poll(&mut agent, &mut t, &keyring) {
+    let installed = match poll(&mut agent, &mut t) {
         Ok(Poll::Installed(v)) => v,
         other => panic!("{other:?}: {:?}", t.last_error()),
     };
@@ -134,7 +134,7 @@ fn installs_a_1mb_pack_from_the_real_server_in_a_range_request_per_64_kib_on_one
 struct Signed {
     pack: Vec<u8>,
     manifest: Vec<u8>,
-    keyring: Keyring<2>,
+    key: [u8; 32],
 }
 
 fn signed() -> Signed {
@@ -177,12 +177,10 @@ fn signed() -> Signed {
     )
     .unwrap()
     .to_vec();
-    let mut keyring = Keyring::<2>::new();
-    keyring.add(&key.public_key()).unwrap();
     Signed {
         pack,
         manifest,
-        keyring,
+        key: key.public_key(),
     }
 }
 
@@ -481,11 +479,11 @@ fn assert_only_pack_bytes(agent: &Agent<RamNor>, pack: &[u8]) -> u32 {
 fn abandoned_then_resumed(lie: Lie, window: u32, want: impl Fn(HttpError) -> bool) {
     let s = signed();
     let h = Hostile::start(&s, lie, 128 * 1024);
-    let mut agent = blank_agent();
+    let mut agent = blank_agent(s.key);
     let token = "hostile-token";
     let mut t = transport(&h.url, token);
     t.set_window_bytes(window);
-    let result = poll(&mut agent, &mut t, &s.keyring);
+    let result = poll(&mut agent, &mut t);
     let err = t.last_error();
     assert!(
         matches!(result, Err(Error::Transport(_))),
@@ -501,7 +499,7 @@ fn abandoned_then_resumed(lie: Lie, window: u32, want: impl Fn(HttpError) -> boo
     let asked_before = h.ranges().len();
     let mut t = transport(&h.url, token);
     t.set_window_bytes(window);
-    match poll(&mut agent, &mut t, &s.keyring) {
+    match poll(&mut agent, &mut t) {
         Ok(Poll::Installed(v)) => {
             assert!(slot_bytes(&agent, v.slot(), s.pack.len()) == s.pack.as_slice());
         }
@@ -620,13 +618,13 @@ fn rejects_bytes_past_the_end_of_a_window() {
 fn rejects_a_download_that_drips_past_its_deadline() {
     let s = signed();
     let h = Hostile::start(&s, Lie::Drip, 128 * 1024);
-    let mut agent = blank_agent();
+    let mut agent = blank_agent(s.key);
     let mut config = Config::new(&h.url, "t").unwrap();
     config.timeouts.read_ms = 500;
     // Each byte comes in time; the attempt as a whole does not.
     config.timeouts.download_ms = 1_500;
     let mut t = HttpIo::new(TcpLink::new(), StdClock::default(), config);
-    let result = poll(&mut agent, &mut t, &s.keyring);
+    let result = poll(&mut agent, &mut t);
     assert!(matches!(result, Err(Error::Transport(_))), "{result:?}");
     assert!(
         matches!(t.last_error(), Some(HttpError::DownloadTimeout { elapsed_ms }) if elapsed_ms >= 1_500),
@@ -640,9 +638,9 @@ fn rejects_a_download_that_drips_past_its_deadline() {
 fn survives_a_503_with_backoff() {
     let s = signed();
     let h = Hostile::start(&s, Lie::Busy, 128 * 1024);
-    let mut agent = blank_agent();
+    let mut agent = blank_agent(s.key);
     let mut t = transport(&h.url, "t");
-    let result = poll(&mut agent, &mut t, &s.keyring);
+    let result = poll(&mut agent, &mut t);
     assert!(
         matches!(result, Ok(Poll::Installed(_))),
         "{result:?} {:?}",
@@ -660,9 +658,9 @@ fn survives_a_503_with_backoff() {
 fn survives_a_server_that_closes_every_kept_connection() {
     let s = signed();
     let h = Hostile::start(&s, Lie::CloseEach, 0);
-    let mut agent = blank_agent();
+    let mut agent = blank_agent(s.key);
     let mut t = transport(&h.url, "t");
-    let result = poll(&mut agent, &mut t, &s.keyring);
+    let result = poll(&mut agent, &mut t);
     assert!(
         matches!(result, Ok(Poll::Installed(_))),
         "{result:?} {:?}",

@@ -4,13 +4,23 @@
 //! |-------------------------------|------|---------------------------------------------|
 //! | `keys/<key id>.key`           | 0600 | secret key file (npub-core's key-file format) |
 //! | `keys/<key id>.key.pub`       | 0644 | its public half                             |
+//! | `keys/root-<key id>.key`      | 0600 | the root key: signs keyring updates only    |
+//! | `keys/root-<key id>.key.pub`  | 0644 | its public half: what devices are built with |
 //!
 //! Files are named by key id and never overwritten; the database (`signing_keys`) says which one
 //! is active. That makes every step crash-safe: a key file is written (fsynced) before the row
 //! that activates it commits, so a crash leaves at worst an unused file, and a start whose active
 //! key file is missing refuses to run rather than silently signing with a key no device trusts.
 //!
-//! Importing a key lets the root of trust stay offline: the operator generates the signing key
+//! Rotation (`POST /api/v1/keys/rotate`) generates a new signing key, makes it active and stores
+//! a keyring update signed by the server's root key that tells devices to trust it (Add), or to
+//! trust it and revoke the previous key at once (Replace). `POST /api/v1/keys/{key_id}/revoke`
+//! stores a Revoke record for a retired key. Devices fetch the records through the device API
+//! (`GET /api/v1/device/keys?after=N`, announced by `Npub-Keyring-Sequence` on every manifest
+//! poll). The root key is generated at the first start, beside the signing keys, and is never
+//! used for a manifest; `docs/keys.md` is the operator's procedure.
+//!
+//! Importing a key lets the root of trust stay offline instead: the operator generates the signing key
 //! (`npub keygen`) and a root-signed keyring update (NPK1 record) that tells devices to trust it,
 //! and uploads both. The server checks the record's shape and that it adds exactly the imported
 //! key; the root signature is checked by the devices, which hold the root public key (the server
@@ -23,7 +33,7 @@ use axum::extract::State;
 use axum::http::{StatusCode, header};
 use axum::response::IntoResponse;
 use npub_core::keys::{KeyPair, public_key_file_text, read_secret_key, write_key_files};
-use npub_core::manifest::{KeyId, KeyringChange, KeyringUpdate};
+use npub_core::manifest::{KeyId, KeyringChange, KeyringUpdate, sign_keyring_update};
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 use utoipa_axum::router::OpenApiRouter;
@@ -46,6 +56,7 @@ const SECRET_TAG: &str = "npub-ed25519-secret-v1";
 pub struct Keys {
     dir: PathBuf,
     active: RwLock<Arc<KeyPair>>,
+    root: KeyPair,
 }
 
 impl Keys {
@@ -54,13 +65,72 @@ impl Keys {
         Arc::clone(&self.active.read().unwrap_or_else(PoisonError::into_inner))
     }
 
+    /// The root key: signs keyring updates, never manifests.
+    pub fn root(&self) -> &KeyPair {
+        &self.root
+    }
+
     fn path(dir: &Path, key_id: KeyId) -> PathBuf {
         dir.join(format!("{key_id}.key"))
     }
 
+    fn root_path(dir: &Path, key_id: KeyId) -> PathBuf {
+        dir.join(format!("root-{key_id}.key"))
+    }
+
+    /// Loads the root key named by the database, or on a database without one generates it,
+    /// writes it and records it (file first, then the row, as for signing keys).
+    async fn load_or_generate_root(db: &Db, dir: &Path) -> Result<KeyPair, String> {
+        let row: Option<(String,)> = sqlx::query_as("SELECT key_id FROM root_keys")
+            .fetch_optional(db)
+            .await
+            .map_err(|e| format!("reading the root key: {e}"))?;
+        if let Some((key_id,)) = row {
+            let id = KeyId::from_hex(&key_id)
+                .ok_or_else(|| format!("root_keys: {key_id:?} is not a key id"))?;
+            let path = Self::root_path(dir, id);
+            let pair = read_secret_key(&path).map_err(|e| {
+                format!(
+                    "the root key {key_id} cannot be read from {}: {e} (restore the file; \
+                     devices only accept keyring updates signed by it)",
+                    path.display()
+                )
+            })?;
+            if pair.key_id() != id {
+                return Err(format!("{} does not hold key {key_id}", path.display()));
+            }
+            return Ok(pair);
+        }
+        let pair = KeyPair::generate().map_err(|e| format!("generating the root key: {e}"))?;
+        let path = Self::root_path(dir, pair.key_id());
+        write_key_files(&path, &pair).map_err(|e| format!("writing {}: {e}", path.display()))?;
+        let mut tx = crate::db::begin_write(db)
+            .await
+            .map_err(|e| e.to_string())?;
+        sqlx::query("INSERT INTO root_keys (key_id, public_key, created_at) VALUES ($1, $2, $3)")
+            .bind(pair.key_id().to_string())
+            .bind(to_hex(&pair.public_key()))
+            .bind(now_ms())
+            .execute(&mut *tx)
+            .await
+            .map_err(|e| format!("recording the root key: {e}"))?;
+        audit::record_system(
+            &mut tx,
+            "key.root_generate",
+            &format!("keys/root/{}", pair.key_id()),
+            serde_json::json!({"public_key": to_hex(&pair.public_key())}),
+        )
+        .await
+        .map_err(|e| e.to_string())?;
+        tx.commit().await.map_err(|e| e.to_string())?;
+        Ok(pair)
+    }
+
     /// Loads the active key named by the database, or on a database without one generates a key,
-    /// writes it and records it. Returns whether a key was generated.
+    /// writes it and records it; the same for the root key. Returns whether a signing key was
+    /// generated.
     pub async fn load_or_generate(db: &Db, dir: PathBuf) -> Result<(Self, bool), String> {
+        let root = Self::load_or_generate_root(db, &dir).await?;
         let active: Option<(String,)> =
             sqlx::query_as("SELECT key_id FROM signing_keys WHERE retired_at IS NULL")
                 .fetch_optional(db)
@@ -80,7 +150,7 @@ impl Keys {
             if pair.key_id() != id {
                 return Err(format!("{} does not hold key {key_id}", path.display()));
             }
-            return Ok((Self::new(dir, pair), false));
+            return Ok((Self::new(dir, pair, root), false));
         }
         let pair = KeyPair::generate().map_err(|e| format!("generating a signing key: {e}"))?;
         let path = Self::path(&dir, pair.key_id());
@@ -100,14 +170,19 @@ impl Keys {
         .await
         .map_err(|e| e.to_string())?;
         tx.commit().await.map_err(|e| e.to_string())?;
-        Ok((Self::new(dir, pair), true))
+        Ok((Self::new(dir, pair, root), true))
     }
 
-    fn new(dir: PathBuf, pair: KeyPair) -> Self {
+    fn new(dir: PathBuf, pair: KeyPair, root: KeyPair) -> Self {
         Self {
             dir,
             active: RwLock::new(Arc::new(pair)),
+            root,
         }
+    }
+
+    fn set_active(&self, pair: KeyPair) {
+        *self.active.write().unwrap_or_else(PoisonError::into_inner) = Arc::new(pair);
     }
 }
 
@@ -143,6 +218,18 @@ pub struct KeyInfo {
     pub created_at: String,
     /// RFC 3339; absent for the active key.
     pub retired_at: Option<String>,
+    /// RFC 3339, when a keyring update revoked it; absent while devices still trust it.
+    pub revoked_at: Option<String>,
+}
+
+/// The root key (public facts only): what device firmware is built with to accept keyring
+/// updates.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct RootKeyInfo {
+    /// 16 hex digits: what keyring updates name.
+    pub key_id: String,
+    /// The ed25519 public key, 64 hex digits.
+    pub public_key: String,
 }
 
 /// A stored keyring update.
@@ -152,6 +239,12 @@ pub struct KeyringUpdateInfo {
     pub sequence: i64,
     /// The root key that signed it.
     pub root_key_id: String,
+    /// `add`, `revoke` or `replace`.
+    pub action: String,
+    /// The key it revokes (revoke, replace).
+    pub revokes: Option<String>,
+    /// The key it adds (add, replace).
+    pub adds: Option<String>,
     /// The 144-byte NPK1 record, hex.
     pub record: String,
     /// RFC 3339.
@@ -163,10 +256,32 @@ pub struct KeyringUpdateInfo {
 pub struct KeysResponse {
     /// The key manifests are signed with now.
     pub active: KeyInfo,
+    /// The root key that signs this server's keyring updates.
+    pub root: RootKeyInfo,
     /// Every key this server has used, newest first.
     pub keys: Vec<KeyInfo>,
-    /// Keyring updates imported with keys, by sequence.
+    /// Keyring updates (made by rotations and revocations, or imported with keys), by sequence.
     pub keyring_updates: Vec<KeyringUpdateInfo>,
+}
+
+/// `POST /api/v1/keys/rotate` body.
+#[derive(Debug, Default, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RotateKey {
+    /// Also revoke the key being replaced, in the same record (Replace instead of Add): devices
+    /// refuse its manifests as soon as they apply it. Default false: the previous key stays
+    /// trusted until it is revoked on its own.
+    #[serde(default)]
+    pub revoke_previous: bool,
+}
+
+/// What a rotation or a revocation made.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct KeyChange {
+    /// The new active key (rotate) or the revoked key (revoke).
+    pub key: KeyInfo,
+    /// The root-signed keyring update devices will apply.
+    pub keyring_update: KeyringUpdateInfo,
 }
 
 /// `POST /api/v1/keys` body.
@@ -191,6 +306,9 @@ pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
         .routes(routes!(list_keys, import_key))
         .routes(routes!(trust_file))
+        .routes(routes!(root_trust_file))
+        .routes(routes!(rotate_key))
+        .routes(routes!(revoke_key))
 }
 
 /// The active signing key, every earlier one, and the imported keyring updates.
@@ -205,25 +323,13 @@ async fn list_keys(
     State(state): State<AppState>,
     _op: Operator,
 ) -> Result<JsonResponse<KeysResponse>, ApiError> {
-    let rows: Vec<(String, String, String, i64, Option<i64>)> = sqlx::query_as(
-        "SELECT key_id, public_key, source, created_at, retired_at FROM signing_keys \
+    let rows: Vec<KeyRow> = sqlx::query_as(
+        "SELECT key_id, public_key, source, created_at, retired_at, revoked_at FROM signing_keys \
          ORDER BY id DESC",
     )
     .fetch_all(&state.db)
     .await?;
-    let keys: Vec<KeyInfo> = rows
-        .into_iter()
-        .map(
-            |(key_id, public_key, source, created_at, retired_at)| KeyInfo {
-                key_id,
-                public_key,
-                source,
-                active: retired_at.is_none(),
-                created_at: rfc3339(created_at),
-                retired_at: retired_at.map(rfc3339),
-            },
-        )
-        .collect();
+    let keys: Vec<KeyInfo> = rows.into_iter().map(key_info).collect();
     let active_pair = state.keys.active();
     let active = keys
         .iter()
@@ -235,6 +341,7 @@ async fn list_keys(
             active: true,
             created_at: k.created_at.clone(),
             retired_at: None,
+            revoked_at: None,
         })
         .ok_or_else(|| ApiError::internal("no active signing key row"))?;
     if active.key_id != active_pair.key_id().to_string() {
@@ -242,26 +349,60 @@ async fn list_keys(
             "the active key in memory and in the database differ",
         ));
     }
-    let updates: Vec<(i64, String, Vec<u8>, i64)> = sqlx::query_as(
+    let updates: Vec<UpdateRow> = sqlx::query_as(
         "SELECT sequence, root_key_id, record, created_at FROM keyring_updates ORDER BY sequence",
     )
     .fetch_all(&state.db)
     .await?;
+    let root = state.keys.root();
     Ok(JsonResponse(KeysResponse {
         active,
+        root: RootKeyInfo {
+            key_id: root.key_id().to_string(),
+            public_key: to_hex(&root.public_key()),
+        },
         keys,
-        keyring_updates: updates
-            .into_iter()
-            .map(
-                |(sequence, root_key_id, record, created_at)| KeyringUpdateInfo {
-                    sequence,
-                    root_key_id,
-                    record: to_hex(&record),
-                    created_at: rfc3339(created_at),
-                },
-            )
-            .collect(),
+        keyring_updates: updates.into_iter().map(update_info).collect(),
     }))
+}
+
+/// `signing_keys` as [`key_info`] reads it.
+type KeyRow = (String, String, String, i64, Option<i64>, Option<i64>);
+/// `keyring_updates` as [`update_info`] reads it.
+type UpdateRow = (i64, String, Vec<u8>, i64);
+
+fn key_info((key_id, public_key, source, created_at, retired_at, revoked_at): KeyRow) -> KeyInfo {
+    KeyInfo {
+        key_id,
+        public_key,
+        source,
+        active: retired_at.is_none(),
+        created_at: rfc3339(created_at),
+        retired_at: retired_at.map(rfc3339),
+        revoked_at: revoked_at.map(rfc3339),
+    }
+}
+
+fn update_info((sequence, root_key_id, record, created_at): UpdateRow) -> KeyringUpdateInfo {
+    // Every stored record was decoded before it was stored; one that no longer decodes is shown
+    // with its bytes and no action rather than failing the whole listing.
+    let (action, revokes, adds) = match KeyringUpdate::decode(&record).map(|(_, u)| u.change) {
+        Ok(KeyringChange::Add { public_key }) => ("add", None, Some(KeyId::of(&public_key))),
+        Ok(KeyringChange::Revoke { key_id }) => ("revoke", Some(key_id), None),
+        Ok(KeyringChange::Replace { revoke, public_key }) => {
+            ("replace", Some(revoke), Some(KeyId::of(&public_key)))
+        }
+        Err(_) => ("unknown", None, None),
+    };
+    KeyringUpdateInfo {
+        sequence,
+        root_key_id,
+        action: action.to_owned(),
+        revokes: revokes.map(|k| k.to_string()),
+        adds: adds.map(|k| k.to_string()),
+        record: to_hex(&record),
+        created_at: rfc3339(created_at),
+    }
 }
 
 /// The public key file a device trusts this key with: exactly what `device-agent --trust FILE`
@@ -379,6 +520,9 @@ async fn import_key(
             })
         })?;
     }
+    if update.is_some() {
+        crate::fleet::bump_generation(&mut tx).await?;
+    }
     audit::record(
         &mut tx,
         &op,
@@ -392,11 +536,11 @@ async fn import_key(
     .await?;
     tx.commit().await?;
     let public_key = to_hex(&pair.public_key());
-    *state
-        .keys
-        .active
-        .write()
-        .unwrap_or_else(PoisonError::into_inner) = Arc::new(pair);
+    state.keys.set_active(pair);
+    drop(_serial);
+    if update.is_some() {
+        crate::fleet::refresh(&state).await;
+    }
     tracing::info!(%key_id, "signing key imported and active");
     Ok((
         StatusCode::CREATED,
@@ -407,8 +551,254 @@ async fn import_key(
             active: true,
             created_at: rfc3339(now),
             retired_at: None,
+            revoked_at: None,
         }),
     ))
+}
+
+/// The root key's public file, for device firmware and the simulator's `--root FILE`: one line
+/// `npub-ed25519-public-v1 <64 hex digits>`, offered as `root-<key id>.key.pub`.
+#[utoipa::path(
+    get,
+    path = "/api/v1/keys/root/trust",
+    tag = "keys",
+    security(("token" = [])),
+    responses(
+        (status = 200, content_type = "text/plain", body = String,
+         description = "the device agent's --root file"),
+        (status = 401, body = ErrorBody),
+    )
+)]
+async fn root_trust_file(State(state): State<AppState>, _op: Operator) -> impl IntoResponse {
+    let root = state.keys.root();
+    (
+        [
+            (header::CONTENT_TYPE, "text/plain; charset=utf-8".to_owned()),
+            (
+                header::CONTENT_DISPOSITION,
+                format!("attachment; filename=\"root-{}.key.pub\"", root.key_id()),
+            ),
+        ],
+        public_key_file_text(&root.public_key()),
+    )
+}
+
+/// Rotates the signing key (admin only): a new key is generated and made active, and a keyring
+/// update signed by the root key tells devices to trust it: Add, or Replace (trust it and revoke
+/// the previous key in one record) with `revoke_previous`. Manifests of deployments made from
+/// now on are signed with the new key; devices apply the update at their next poll, before they
+/// verify a manifest.
+#[utoipa::path(
+    post,
+    path = "/api/v1/keys/rotate",
+    tag = "keys",
+    request_body = RotateKey,
+    security(("token" = [])),
+    responses(
+        (status = 201, body = KeyChange),
+        (status = 400, body = ErrorBody),
+        (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
+        (status = 415, body = ErrorBody),
+        (status = 422, body = ErrorBody),
+    )
+)]
+async fn rotate_key(
+    State(state): State<AppState>,
+    Admin(op): Admin,
+    Json(body): Json<RotateKey>,
+) -> Result<(StatusCode, JsonResponse<KeyChange>), ApiError> {
+    let pair = KeyPair::generate().map_err(ApiError::internal)?;
+    let key_id = pair.key_id();
+    let serial = state.write_lock.lock().await;
+    let path = Keys::path(&state.keys.dir, key_id);
+    let pair = tokio::task::spawn_blocking(move || write_key_files(&path, &pair).map(|_| pair))
+        .await
+        .map_err(ApiError::internal)??;
+    let previous = state.keys.active();
+    let previous_id = previous.key_id();
+    let change = if body.revoke_previous {
+        KeyringChange::Replace {
+            revoke: previous_id,
+            public_key: pair.public_key(),
+        }
+    } else {
+        KeyringChange::Add {
+            public_key: pair.public_key(),
+        }
+    };
+
+    let now = now_ms();
+    let mut tx = crate::db::begin_write(&state.db).await?;
+    sqlx::query("UPDATE signing_keys SET retired_at = $1 WHERE retired_at IS NULL")
+        .bind(now)
+        .execute(&mut *tx)
+        .await?;
+    if body.revoke_previous {
+        sqlx::query("UPDATE signing_keys SET revoked_at = $1 WHERE key_id = $2")
+            .bind(now)
+            .bind(previous_id.to_string())
+            .execute(&mut *tx)
+            .await?;
+    }
+    insert_key(&mut tx, &pair, "generated").await?;
+    let update = store_update(&mut tx, &state.keys, &op, change, now).await?;
+    crate::fleet::bump_generation(&mut tx).await?;
+    audit::record(
+        &mut tx,
+        &op,
+        "key.rotate",
+        &format!("keys/{key_id}"),
+        serde_json::json!({
+            "public_key": to_hex(&pair.public_key()),
+            "previous": previous_id.to_string(),
+            "revoke_previous": body.revoke_previous,
+            "keyring_update_sequence": update.sequence,
+        }),
+    )
+    .await?;
+    tx.commit().await?;
+    let public_key = to_hex(&pair.public_key());
+    state.keys.set_active(pair);
+    drop(serial);
+    crate::fleet::refresh(&state).await;
+    tracing::info!(%key_id, previous = %previous_id, sequence = update.sequence, "signing key rotated");
+    Ok((
+        StatusCode::CREATED,
+        JsonResponse(KeyChange {
+            key: KeyInfo {
+                key_id: key_id.to_string(),
+                public_key,
+                source: "generated".into(),
+                active: true,
+                created_at: rfc3339(now),
+                retired_at: None,
+                revoked_at: None,
+            },
+            keyring_update: update,
+        }),
+    ))
+}
+
+/// Revokes a retired signing key (admin only): a keyring update signed by the root key tells
+/// devices to refuse its manifests from now on, for good. The active key cannot be revoked
+/// (rotate first, or rotate with `revoke_previous`).
+#[utoipa::path(
+    post,
+    path = "/api/v1/keys/{key_id}/revoke",
+    tag = "keys",
+    params(("key_id" = String, Path, description = "16 hex digits", pattern = "^[0-9a-f]{16}$")),
+    security(("token" = [])),
+    responses(
+        (status = 201, body = KeyChange),
+        (status = 400, body = ErrorBody),
+        (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
+        (status = 404, body = ErrorBody, description = "no such signing key"),
+        (status = 409, body = ErrorBody, description = "the key is the active one, or already revoked"),
+    )
+)]
+async fn revoke_key(
+    State(state): State<AppState>,
+    Admin(op): Admin,
+    UrlPath(key_id): UrlPath<String>,
+) -> Result<(StatusCode, JsonResponse<KeyChange>), ApiError> {
+    let unknown = || ApiError::NotFound(format!("signing key {key_id:?}"));
+    let id = KeyId::from_hex(&key_id).ok_or_else(unknown)?;
+    let serial = state.write_lock.lock().await;
+    let now = now_ms();
+    let mut tx = crate::db::begin_write(&state.db).await?;
+    let row: Option<KeyRow> = sqlx::query_as(
+        "SELECT key_id, public_key, source, created_at, retired_at, revoked_at FROM signing_keys \
+         WHERE key_id = $1",
+    )
+    .bind(id.to_string())
+    .fetch_optional(&mut *tx)
+    .await?;
+    let mut key = key_info(row.ok_or_else(unknown)?);
+    if key.active {
+        return Err(ApiError::Conflict(format!(
+            "key {id} is the active signing key: devices would refuse every new deployment. \
+             Rotate first (POST /api/v1/keys/rotate, or with \"revoke_previous\": true to do both \
+             in one step)"
+        )));
+    }
+    if key.revoked_at.is_some() {
+        return Err(ApiError::Conflict(format!("key {id} is already revoked")));
+    }
+    sqlx::query("UPDATE signing_keys SET revoked_at = $1 WHERE key_id = $2")
+        .bind(now)
+        .bind(id.to_string())
+        .execute(&mut *tx)
+        .await?;
+    let update = store_update(
+        &mut tx,
+        &state.keys,
+        &op,
+        KeyringChange::Revoke { key_id: id },
+        now,
+    )
+    .await?;
+    crate::fleet::bump_generation(&mut tx).await?;
+    audit::record(
+        &mut tx,
+        &op,
+        "key.revoke",
+        &format!("keys/{id}"),
+        serde_json::json!({"keyring_update_sequence": update.sequence}),
+    )
+    .await?;
+    tx.commit().await?;
+    drop(serial);
+    crate::fleet::refresh(&state).await;
+    tracing::info!(key_id = %id, sequence = update.sequence, "signing key revoked");
+    key.revoked_at = Some(rfc3339(now));
+    Ok((
+        StatusCode::CREATED,
+        JsonResponse(KeyChange {
+            key,
+            keyring_update: update,
+        }),
+    ))
+}
+
+/// Signs `change` with the root key as the next keyring update (one above every stored one,
+/// imported or made here) and stores it, in the caller's transaction.
+async fn store_update(
+    conn: &mut crate::db::Conn,
+    keys: &Keys,
+    op: &Operator,
+    change: KeyringChange,
+    now: i64,
+) -> Result<KeyringUpdateInfo, ApiError> {
+    let (last,): (i64,) = sqlx::query_as("SELECT COALESCE(MAX(sequence), 0) FROM keyring_updates")
+        .fetch_one(&mut *conn)
+        .await?;
+    let sequence = last
+        .checked_add(1)
+        .ok_or_else(|| ApiError::internal("keyring update sequence exhausted"))?;
+    let update = KeyringUpdate {
+        sequence: sequence as u64,
+        change,
+        issued_at: u64::try_from(now / 1000).unwrap_or(0),
+    };
+    let root = keys.root();
+    let record = sign_keyring_update(&update, root);
+    sqlx::query(
+        "INSERT INTO keyring_updates (sequence, root_key_id, record, created_at, created_by) \
+         VALUES ($1, $2, $3, $4, $5)",
+    )
+    .bind(sequence)
+    .bind(root.key_id().to_string())
+    .bind(record.as_slice())
+    .bind(now)
+    .bind(op.token_id)
+    .execute(&mut *conn)
+    .await?;
+    Ok(update_info((
+        sequence,
+        root.key_id().to_string(),
+        record.to_vec(),
+        now,
+    )))
 }
 
 /// Writes the key files, or accepts existing ones holding the same key (a retried import after a

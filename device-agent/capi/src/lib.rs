@@ -36,7 +36,7 @@ use core::sync::atomic::{AtomicBool, Ordering};
 use device_agent::http_io::{Config as HttpConfig, HttpIo};
 use device_agent::{
     Agent, Arena, BootStart, Device, Error, Installing, Layout, NpuRegisters, Progress, Report,
-    ReportState, Transport, Unbooted, VerifiedSlot,
+    ReportState, Transport, Trust, Unbooted, VerifiedSlot,
 };
 use npub_core::Accel;
 use npub_core::io_bindings::{IoBindings, IoKind};
@@ -75,7 +75,6 @@ struct Live {
     cell: AgentCell,
     step: Step,
     transport: CTransport,
-    keyring: Keyring<NPUB_MAX_KEYS>,
     npu: CNpu,
     arena: *mut u8,
     arena_bytes: usize,
@@ -487,6 +486,9 @@ unsafe fn build(c: &npub_config) -> Result<Live, (i32, &'static str, Detail)> {
         slot_bytes: l.slot_bytes,
         progress_bytes: l.progress_bytes,
         xip_base: f.xip_bus_address,
+        // The C layout has no keyring area yet: keyring updates would live in RAM only.
+        keyring: 0,
+        keyring_bank_bytes: 0,
     };
     layout
         .validate::<CFlash>(f.capacity as usize)
@@ -563,14 +565,23 @@ unsafe fn build(c: &npub_config) -> Result<Live, (i32, &'static str, Detail)> {
             "must be 1 to NPUB_MAX_KEYS (4)",
         )));
     }
-    let mut keyring = Keyring::new();
     // SAFETY: non-NULL, `trusted_key_count` keys, as documented.
     let keys = unsafe { core::slice::from_raw_parts(c.trusted_keys, c.trusted_key_count) };
+    // Checked one by one so that the error names npub-core's reason. (No root keys yet: the C
+    // ABI does not carry them, so keyring updates are refused.)
+    let mut keyring = Keyring::<NPUB_MAX_KEYS>::new();
     for key in keys {
         keyring
             .add(key)
             .map_err(|e| bad(ConfigError::Rejected("trusted_keys", e)))?;
     }
+    let trust = Trust::new(keys, &[]).map_err(|_| {
+        bad(ConfigError::Invalid(
+            "trusted_key_count",
+            c.trusted_key_count as u64,
+            "must be 1 to NPUB_MAX_KEYS (4)",
+        ))
+    })?;
     let io_bindings: Option<&'static [u8]> = match NonNull::new(c.io_bindings.cast_mut()) {
         // SAFETY: `io_bindings_len` bytes that live while the agent lives, as documented.
         Some(p) => Some(unsafe { core::slice::from_raw_parts(p.as_ptr(), c.io_bindings_len) }),
@@ -602,6 +613,7 @@ unsafe fn build(c: &npub_config) -> Result<Live, (i32, &'static str, Detail)> {
         hw_class: c.hw_class,
         accel: Accel::from_word(c.accel),
         io_bindings,
+        trust,
     };
     let flash = CFlash {
         ops: *f,
@@ -612,7 +624,6 @@ unsafe fn build(c: &npub_config) -> Result<Live, (i32, &'static str, Detail)> {
         cell: AgentCell::Gone,
         step: Step::None,
         transport,
-        keyring,
         npu: CNpu::default(),
         arena: c.arena,
         arena_bytes: c.arena_bytes,
@@ -781,7 +792,6 @@ fn poll_step(live: &mut Live) -> Result<i32, (i32, &'static str, Detail)> {
         cell,
         step,
         transport,
-        keyring,
         npu,
         step_bytes,
         ..
@@ -796,7 +806,7 @@ fn poll_step(live: &mut Live) -> Result<i32, (i32, &'static str, Detail)> {
                 "npub_agent_poll: a pack awaits npub_agent_confirm (run its self-test first)",
             ));
         }
-        Step::None => match agent.fetch_update(transport, keyring, now) {
+        Step::None => match agent.fetch_update(transport, now) {
             Ok(None) => return Ok(NPUB_UP_TO_DATE),
             Ok(Some(m)) => agent
                 .begin_install(&m, transport, npu, &mut arena)

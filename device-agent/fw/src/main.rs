@@ -27,10 +27,9 @@ use cortex_m_semihosting::{debug, hprintln};
 use device_agent::http_io::{Backoff, Clock, Config, HttpIo};
 use device_agent::{
     Agent, Arena, Booted, Device, Error, JournalOnly, Layout, Poll, RecordingNpu, Report,
-    ReportState, Transport,
+    ReportState, Transport, Trust,
 };
 use npub_core::Accel;
-use npub_core::manifest::Keyring;
 use smoltcp::iface::SocketStorage;
 
 use args::Args;
@@ -44,7 +43,7 @@ use net::Net;
 const BANK_BYTES: u32 = file_nor::ERASE as u32;
 const PROGRESS_BYTES: u32 = 16 * 1024;
 /// The XIP window reserved for the flash: slots of up to 4 MiB each.
-const XIP_BYTES: usize = (8 << 20) + 2 * BANK_BYTES as usize;
+const XIP_BYTES: usize = (8 << 20) + 4 * BANK_BYTES as usize;
 /// The NPU arena: a pack's scratch regions plus alignment slack.
 const ARENA_BYTES: usize = 256 * 1024;
 /// How long DHCP may take at boot.
@@ -129,10 +128,10 @@ fn run() -> Result<(), Fail> {
     };
     let line = semi::cmdline(cmdline).ok_or(Fail::Args("semihosting gave no command line"))?;
     let args = args::parse(line).map_err(Fail::Args)?;
-    let keyring = keyring(&args)?;
+    let trust = trust(&args)?;
 
     let slot_bytes = args.slot_kib.saturating_mul(1024);
-    if slot_bytes == 0 || slot_bytes as usize > (XIP_BYTES - 2 * BANK_BYTES as usize) / 2 {
+    if slot_bytes == 0 || slot_bytes as usize > (XIP_BYTES - 4 * BANK_BYTES as usize) / 2 {
         return Err(Fail::Args("--slot-kib: 4 to 4096"));
     }
     let layout = Layout::contiguous(
@@ -159,6 +158,7 @@ fn run() -> Result<(), Fail> {
         hw_class: args.hw_class,
         accel: Accel::EthosU55_256,
         io_bindings: None,
+        trust,
     };
     // The replay floor is the journal's: the board has no OTP counter to spare.
     let unbooted = Agent::power_on(flash, JournalOnly, layout, device).map_err(Fail::Agent)?;
@@ -204,18 +204,14 @@ fn run() -> Result<(), Fail> {
     if let Some((sequence, state)) = booted {
         report(&mut transport, sequence, state);
     }
-    poll_loop(
-        &args,
-        &mut agent,
-        &mut transport,
-        &keyring,
-        &mut npu,
-        &mut arena,
-    )
+    poll_loop(&args, &mut agent, &mut transport, &mut npu, &mut arena)
 }
 
-fn keyring(args: &Args) -> Result<Keyring<{ args::MAX_TRUST }>, Fail> {
-    let mut keyring = Keyring::new();
+/// The factory keyring from the `--trust` files. (No root keys yet: keyring updates are
+/// refused until the firmware takes `--root`.)
+fn trust(args: &Args) -> Result<Trust, Fail> {
+    let mut keys = [[0u8; 32]; args::MAX_TRUST];
+    let mut count = 0;
     for path in args.trust.iter().flatten() {
         let file =
             semi::File::open(path, semi::Mode::Read).ok_or(Fail::Trust(path, "cannot open"))?;
@@ -225,11 +221,12 @@ fn keyring(args: &Args) -> Result<Keyring<{ args::MAX_TRUST }>, Fail> {
             path,
             "not an `npub-ed25519-public-v1 <hex>` key file",
         ))?;
-        keyring
-            .add(&key)
-            .map_err(|_| Fail::Trust(path, "not a usable ed25519 public key"))?;
+        keys[count] = key;
+        count += 1;
+        Trust::new(&keys[..count], &[])
+            .map_err(|_| Fail::Trust(path, "not a usable ed25519 public key, or a duplicate"))?;
     }
-    Ok(keyring)
+    Trust::new(&keys[..count], &[]).map_err(|_| Fail::Args("--trust: unusable keys"))
 }
 
 /// What the boot did; the report to send once the network is up.
@@ -284,7 +281,6 @@ fn poll_loop(
     args: &Args,
     agent: &mut Agent<Flash, JournalOnly>,
     t: &mut Logged<'_, Net<'_>>,
-    keyring: &Keyring<{ args::MAX_TRUST }>,
     npu: &mut RecordingNpu,
     arena: &mut Arena<'_>,
 ) -> Result<(), Fail> {
@@ -303,7 +299,7 @@ fn poll_loop(
         hprintln!("poll: after sequence {}", state.last_sequence());
         let (t0, s0) = (clock::now_ms(), t.io.stats());
         let sp = stack::sp();
-        let outcome = agent.poll(t, keyring, npu, arena, Some(semi::unix_time()));
+        let outcome = agent.poll(t, npu, arena, Some(semi::unix_time()));
         let poll_stack = stack::peak(sp).1;
         let (ms, s) = (clock::now_ms() - t0, t.io.stats());
         match outcome {

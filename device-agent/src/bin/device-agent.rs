@@ -13,9 +13,9 @@ use device_agent::http::HttpTransport;
 use device_agent::nor_emu::NorEmu;
 use device_agent::{
     Agent, Arena, Device, Error, Layout, NorCounter, RecordingNpu, Report, ReportState, Transport,
+    Trust,
 };
 use npub_core::Accel;
-use npub_core::manifest::Keyring;
 
 /// The emulated part: 16-byte program unit (the coarsest OSPI/MRAM granularity the agent
 /// supports), 4 KiB sectors.
@@ -23,8 +23,6 @@ type Flash = NorEmu<16, 4096>;
 /// The counter's part: two 4 KiB sectors.
 type CounterFlash = NorEmu<16, 4096>;
 const COUNTER_BYTES: usize = 2 * 4096;
-/// Signing keys a device trusts at once (current and next, with room for a rotation).
-const TRUST_SLOTS: usize = 4;
 /// The simulated NPU's arena: enough for the fixtures' scratch regions.
 const ARENA_BYTES: usize = 1 << 20;
 /// Where the emulated flash and arena sit on the bus (the RA8P1's OSPI0 XIP window, SRAM).
@@ -49,8 +47,15 @@ struct Args {
     /// A trusted signing key's public key file (`npub-ed25519-public-v1 <hex>`): the server's
     /// `GET /api/v1/keys/{id}/trust` (the web UI's Tokens & keys, "Trust file"), or the
     /// `KEYFILE.pub` of `npub keygen`; repeat for several.
+    /// These are the factory keyring: used until the first keyring update is stored in the
+    /// flash file, ignored after that.
     #[arg(long = "trust", required = true)]
     trust: Vec<PathBuf>,
+    /// The server's root public key file, which signs keyring updates (key rotations and
+    /// revocations): `GET /api/v1/keys/root/trust` (the web UI's Tokens & keys, "Root trust
+    /// file"); repeat for an offline root as well. Without it, every keyring update is refused.
+    #[arg(long = "root")]
+    root: Vec<PathBuf>,
     /// The board's hardware class id, as in the manifests.
     #[arg(long, env = "NPUB_HW_CLASS", default_value_t = 1)]
     hw_class: u32,
@@ -87,14 +92,17 @@ fn main() -> ExitCode {
 fn run(args: &Args) -> Result<ExitCode, String> {
     let mut transport = HttpTransport::new(&args.server, &args.token).map_err(|e| e.to_string())?;
     let accel = accelerator(args, &transport)?;
-    let mut keyring = Keyring::<TRUST_SLOTS>::new();
-    for path in &args.trust {
-        let key = npub_core::keys::read_public_key(path)
-            .map_err(|e| format!("--trust {}: {e}", path.display()))?;
-        keyring
-            .add(&key)
-            .map_err(|e| format!("--trust {}: {e}", path.display()))?;
-    }
+    let read = |flag: &str, paths: &[PathBuf]| {
+        paths
+            .iter()
+            .map(|path| {
+                npub_core::keys::read_public_key(path)
+                    .map_err(|e| format!("{flag} {}: {e}", path.display()))
+            })
+            .collect::<Result<Vec<_>, _>>()
+    };
+    let trust = Trust::new(&read("--trust", &args.trust)?, &read("--root", &args.root)?)
+        .map_err(|e| format!("--trust/--root: {e}"))?;
     let slot_bytes = args
         .slot_kib
         .checked_mul(1024)
@@ -117,6 +125,7 @@ fn run(args: &Args) -> Result<ExitCode, String> {
         hw_class: args.hw_class,
         accel,
         io_bindings,
+        trust,
     };
     let counter_path = counter_path(&args.flash);
     let counter = CounterFlash::with_file(&counter_path, COUNTER_BYTES)
@@ -135,7 +144,7 @@ fn run(args: &Args) -> Result<ExitCode, String> {
     let (mut agent, booted) = agent.boot(&mut npu, &mut arena);
     report_boot(booted, &mut transport);
     loop {
-        let outcome = poll_once(&mut agent, &mut transport, &keyring, &mut npu, &mut arena);
+        let outcome = poll_once(&mut agent, &mut transport, &mut npu, &mut arena);
         if args.once {
             return Ok(if outcome.is_ok() {
                 ExitCode::SUCCESS
@@ -149,14 +158,24 @@ fn run(args: &Args) -> Result<ExitCode, String> {
 
 /// One poll, its log line and its `bound` report: what was installed is named by the signed
 /// manifest's model and version as well as its sequence (an operator reads this log).
-fn poll_once<const K: usize>(
+fn poll_once(
     agent: &mut Agent<Flash, NorCounter<CounterFlash>>,
     transport: &mut HttpTransport,
-    keyring: &Keyring<K>,
     npu: &mut RecordingNpu,
     arena: &mut Arena<'_>,
 ) -> Result<(), Error> {
-    let manifest = match agent.fetch_update(transport, keyring, now()) {
+    let keyring_before = agent.keyring().update_sequence();
+    let fetched = agent.fetch_update(transport, now());
+    let keyring_after = agent.keyring().update_sequence();
+    if keyring_after != keyring_before {
+        let revoked = agent.keyring().entries().filter(|e| e.is_revoked()).count();
+        println!(
+            "keyring: applied updates {}..={keyring_after}, {} keys ({revoked} revoked), stored",
+            keyring_before + 1,
+            agent.keyring().entries().count()
+        );
+    }
+    let manifest = match fetched {
         Ok(Some(m)) => m,
         Ok(None) => {
             println!("up to date (sequence {})", agent.state().last_sequence());

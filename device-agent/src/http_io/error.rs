@@ -19,6 +19,8 @@ pub enum Call {
     Pack,
     /// `POST /api/v1/device/status`.
     Report,
+    /// `GET /api/v1/device/keys`.
+    Keys,
 }
 
 impl Call {
@@ -28,6 +30,7 @@ impl Call {
             Call::Manifest => "GET /api/v1/device/manifest",
             Call::Pack => "GET /api/v1/device/packs",
             Call::Report => "POST /api/v1/device/status",
+            Call::Keys => "GET /api/v1/device/keys",
         }
     }
 }

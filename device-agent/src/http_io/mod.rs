@@ -39,7 +39,7 @@ mod wire;
 use core::fmt::Write as _;
 
 use embedded_io::{Error as _, ErrorKind};
-use npub_core::manifest::{MANIFEST_BYTES, ManifestView};
+use npub_core::manifest::{MANIFEST_BYTES, ManifestView, ROTATION_BYTES};
 
 pub use backoff::Backoff;
 pub use error::{Call, HttpError};
@@ -111,6 +111,8 @@ pub struct Stats {
     pub pack_requests: u32,
     /// Reports sent.
     pub report_requests: u32,
+    /// Keyring-update requests sent.
+    pub keys_requests: u32,
     /// TCP connections opened.
     pub connects: u32,
     /// Manifest polls answered 304 (the kept manifest handed out again).
@@ -175,6 +177,8 @@ pub struct HttpIo<'a, L, C> {
     learned: Option<([u8; 32], u32)>,
     pending: Option<Report>,
     poll_interval_s: Option<u32>,
+    /// `Npub-Keyring-Sequence` of the last manifest answer.
+    keyring_sequence: Option<u64>,
     last_error: Option<HttpError>,
     report_error: Option<HttpError>,
     stats: Stats,
@@ -200,6 +204,7 @@ impl<'a, L: Link, C: Clock> HttpIo<'a, L, C> {
             learned: None,
             pending: None,
             poll_interval_s: None,
+            keyring_sequence: None,
             last_error: None,
             report_error: None,
             stats: Stats::default(),
@@ -368,6 +373,7 @@ impl<'a, L: Link, C: Clock> HttpIo<'a, L, C> {
             Call::Manifest => self.stats.manifest_requests += 1,
             Call::Pack => self.stats.pack_requests += 1,
             Call::Report => self.stats.report_requests += 1,
+            Call::Keys => self.stats.keys_requests += 1,
         }
         self.link
             .write_all(&self.tx[..len])
@@ -558,10 +564,12 @@ impl<'a, L: Link, C: Clock> HttpIo<'a, L, C> {
             call: Call::Manifest,
         })?;
         let deadline = self.deadline(self.config.timeouts.request_ms);
+        self.keyring_sequence = None;
         let head = self.exchange(Call::Manifest, len, deadline)?;
         if head.poll_interval_s.is_some() {
             self.poll_interval_s = head.poll_interval_s;
         }
+        self.keyring_sequence = head.keyring_sequence;
         match head.status {
             200 => {
                 let n = self.body_length(Call::Manifest, &head)?;
@@ -597,6 +605,49 @@ impl<'a, L: Link, C: Clock> HttpIo<'a, L, C> {
                 self.skip_body(Call::Manifest, &head, deadline)?;
                 Err(HttpError::Status {
                     call: Call::Manifest,
+                    status,
+                })
+            }
+        }
+    }
+
+    /// `GET /api/v1/device/keys?after=N`: as many whole 144-byte records as `buf` holds (the
+    /// rest of a longer body is dropped with the connection); 0 on a 204.
+    fn keys(&mut self, after: u64, buf: &mut [u8]) -> Result<usize, HttpError> {
+        self.abandon_window();
+        self.flush_pending();
+        let mut c = Cursor::new(&mut self.tx);
+        let len = Self::request_line(&mut c, "GET", &self.config.server, "/api/v1/device/keys")
+            .and_then(|()| write!(c, "?after={after}"))
+            .and_then(|()| Self::common_headers(&mut c, &self.config))
+            .and_then(|()| c.put(b"\r\n"))
+            .map(|()| c.len())
+            .map_err(|_| HttpError::RequestTooLong { call: Call::Keys })?;
+        let deadline = self.deadline(self.config.timeouts.request_ms);
+        let head = self.exchange(Call::Keys, len, deadline)?;
+        match head.status {
+            200 => {
+                let n = self.body_length(Call::Keys, &head)?;
+                self.begin_body(Call::Keys, &head, n);
+                let whole = buf.len() - buf.len() % ROTATION_BYTES;
+                let take = (n.min(whole as u64)) as usize;
+                let mut got = 0;
+                while got < take {
+                    got += self.read_body(&mut buf[got..take], deadline)?;
+                }
+                if (got as u64) < n {
+                    self.close();
+                }
+                Ok(got)
+            }
+            204 => {
+                self.skip_body(Call::Keys, &head, deadline)?;
+                Ok(0)
+            }
+            status => {
+                self.skip_body(Call::Keys, &head, deadline)?;
+                Err(HttpError::Status {
+                    call: Call::Keys,
                     status,
                 })
             }
@@ -884,6 +935,18 @@ impl<L: Link, C: Clock> Transport for HttpIo<'_, L, C> {
         buf: &mut [u8],
     ) -> Result<usize, TransportError> {
         self.pack(sha256, offset, buf).map_err(|e| self.fail(e))
+    }
+
+    fn keyring_sequence(&self) -> Option<u64> {
+        self.keyring_sequence
+    }
+
+    fn fetch_keyring_updates(
+        &mut self,
+        after: u64,
+        buf: &mut [u8],
+    ) -> Result<usize, TransportError> {
+        self.keys(after, buf).map_err(|e| self.fail(e))
     }
 
     fn report(&mut self, report: &Report) -> Result<(), TransportError> {

@@ -182,6 +182,8 @@ pub struct Head {
     pub etag: Option<([u8; ETAG_MAX], usize)>,
     /// `Npub-Poll-Interval` in seconds, if present and a number.
     pub poll_interval_s: Option<u32>,
+    /// `Npub-Keyring-Sequence`, if present and a number.
+    pub keyring_sequence: Option<u64>,
     /// The connection must not be reused (`Connection: close`, or HTTP/1.0 without keep-alive).
     pub close: bool,
 }
@@ -205,6 +207,7 @@ pub fn parse_head(buf: &[u8]) -> Result<Option<(Head, usize)>, HttpError> {
         content_range: None,
         etag: None,
         poll_interval_s: None,
+        keyring_sequence: None,
         close: resp.version == Some(0),
     };
     for h in resp.headers.iter() {
@@ -230,6 +233,10 @@ pub fn parse_head(buf: &[u8]) -> Result<Option<(Head, usize)>, HttpError> {
             }
         } else if name.eq_ignore_ascii_case("npub-poll-interval") {
             head.poll_interval_s = decimal(value).and_then(|n| u32::try_from(n).ok());
+        } else if name.eq_ignore_ascii_case("npub-keyring-sequence") {
+            head.keyring_sequence = Some(decimal(value).ok_or(HttpError::MalformedHeader {
+                name: "Npub-Keyring-Sequence",
+            })?);
         } else if name.eq_ignore_ascii_case("connection") {
             let v = value;
             if v.eq_ignore_ascii_case(b"close") {

@@ -9,12 +9,13 @@ use std::sync::Mutex;
 use device_agent::nor_emu::NorEmu;
 use device_agent::{
     Agent, Arena, Booted, Device, Error, Layout, MonotonicCounter, NorCounter, RecordingNpu,
-    Report, Transport, TransportError, Unbooted,
+    Report, Transport, TransportError, Trust, Unbooted,
 };
 use npub_core::format::build::{RegionSpec, build_pack};
 use npub_core::keys::KeyPair;
 use npub_core::manifest::{
-    Keyring, MANIFEST_BYTES, ManifestFields, PackFacts, Policy, VerifiedManifest, sign_manifest,
+    Keyring, KeyringChange, KeyringUpdate, MANIFEST_BYTES, ManifestFields, PackFacts, Policy,
+    ROTATION_BYTES, VerifiedManifest, sign_keyring_update, sign_manifest,
 };
 use npub_core::{Accel, Role};
 
@@ -104,12 +105,33 @@ pub fn keyring() -> Keyring<4> {
     k
 }
 
+/// The test root key: signs keyring updates.
+pub fn root_key() -> KeyPair {
+    KeyPair::from_seed([0x52; 32])
+}
+
+/// The factory keyring (the test signing key) and the test root.
+pub fn trust() -> Trust {
+    Trust::new(&[signing_key().public_key()], &[root_key().public_key()]).unwrap()
+}
+
 pub fn device() -> Device {
     Device {
         hw_class: HW_CLASS,
         accel: Accel::EthosU55_256,
         io_bindings: None,
+        trust: trust(),
     }
+}
+
+/// A second signing key, for rotations.
+pub fn signing_key_2() -> KeyPair {
+    KeyPair::from_seed([8; 32])
+}
+
+/// A manifest for `pack` at `sequence`, signed with `key` (not cached).
+pub fn manifest_signed_by(pack: &[u8], sequence: u64, key: &KeyPair) -> [u8; MANIFEST_BYTES] {
+    sign_with(pack, sequence, [0; 32], key)
 }
 
 /// A manifest for `pack` at `sequence`, signed with the test key. Signing and verifying cost
@@ -157,6 +179,15 @@ pub fn verified(pack: &[u8], sequence: u64, slot_bytes: u32) -> VerifiedManifest
 }
 
 fn sign(pack: &[u8], sequence: u64, io_digest: [u8; 32]) -> [u8; MANIFEST_BYTES] {
+    sign_with(pack, sequence, io_digest, &signing_key())
+}
+
+fn sign_with(
+    pack: &[u8],
+    sequence: u64,
+    io_digest: [u8; 32],
+    key: &KeyPair,
+) -> [u8; MANIFEST_BYTES] {
     let facts = PackFacts::of(pack).unwrap();
     let fields = ManifestFields {
         sequence,
@@ -171,7 +202,7 @@ fn sign(pack: &[u8], sequence: u64, io_digest: [u8; 32]) -> [u8; MANIFEST_BYTES]
         issued_at: 1_700_000_000,
         expires_at: 0,
     };
-    sign_manifest(&fields, &signing_key()).unwrap()
+    sign_manifest(&fields, key).unwrap()
 }
 
 pub fn sha256(bytes: &[u8]) -> [u8; 32] {
@@ -202,6 +233,10 @@ pub struct Server {
     pub offer_stale: bool,
     /// Drop the connection once this many more pack bytes have been served.
     pub drop_after: Option<usize>,
+    /// Keyring updates (NPK1 records) in sequence order; announced with every manifest answer.
+    pub keyring_updates: Vec<Vec<u8>>,
+    /// The `after` of each keyring-update request.
+    pub keyring_requests: Vec<u64>,
 }
 
 impl Server {
@@ -219,6 +254,26 @@ impl Server {
     pub fn offer_manifest(&mut self, manifest: Vec<u8>, sequence: u64) {
         self.offer = Some((sequence, manifest));
     }
+
+    /// Adds a keyring update signed by the test root.
+    pub fn publish(&mut self, sequence: u64, change: KeyringChange) {
+        self.keyring_updates
+            .push(keyring_update(sequence, change).to_vec());
+    }
+}
+
+/// A keyring update signed by the test root.
+pub fn keyring_update(sequence: u64, change: KeyringChange) -> [u8; ROTATION_BYTES] {
+    let update = KeyringUpdate {
+        sequence,
+        change,
+        issued_at: 1_700_000_000,
+    };
+    sign_keyring_update(&update, &root_key())
+}
+
+fn update_sequence(record: &[u8]) -> u64 {
+    KeyringUpdate::decode(record).map_or(0, |(_, u)| u.sequence)
 }
 
 impl Transport for Server {
@@ -262,6 +317,30 @@ impl Transport for Server {
     fn report(&mut self, report: &Report) -> Result<(), TransportError> {
         self.reports.push(*report);
         Ok(())
+    }
+
+    fn keyring_sequence(&self) -> Option<u64> {
+        self.keyring_updates.last().map(|r| update_sequence(r))
+    }
+
+    fn fetch_keyring_updates(
+        &mut self,
+        after: u64,
+        buf: &mut [u8],
+    ) -> Result<usize, TransportError> {
+        self.keyring_requests.push(after);
+        let mut n = 0;
+        for record in &self.keyring_updates {
+            if update_sequence(record) <= after {
+                continue;
+            }
+            if n + record.len() > buf.len() {
+                break;
+            }
+            buf[n..n + record.len()].copy_from_slice(record);
+            n += record.len();
+        }
+        Ok(n)
     }
 }
 
@@ -343,7 +422,7 @@ pub fn poll<C: MonotonicCounter>(
     npu: &mut RecordingNpu,
 ) -> Result<device_agent::Poll, Error> {
     let mut mem = ArenaMem::new();
-    agent.poll(server, &keyring(), npu, &mut mem.arena(), None)
+    agent.poll(server, npu, &mut mem.arena(), None)
 }
 
 /// Installs an already verified manifest (skips the slow signature check of `poll`).

@@ -78,6 +78,7 @@ pub fn device() -> Device {
         hw_class: HW_CLASS,
         accel: Accel::EthosU55_256,
         io_bindings: None,
+        trust: device_agent::Trust::NONE,
     }
 }
 

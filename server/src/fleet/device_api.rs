@@ -3,7 +3,8 @@
 //! | Route                                   | Answer                                                     |
 //! |-----------------------------------------|------------------------------------------------------------|
 //! | `GET /api/v1/device`                    | what the server registered for this device: id, group, hardware class, accelerator |
-//! | `GET /api/v1/device/manifest?seq=N`     | 204 nothing newer than N; 200 the 280-byte signed manifest, `ETag`; 304 on a matching `If-None-Match`; `Npub-Poll-Interval` always |
+//! | `GET /api/v1/device/manifest?seq=N`     | 204 nothing newer than N; 200 the 280-byte signed manifest, `ETag`; 304 on a matching `If-None-Match`; `Npub-Poll-Interval` and `Npub-Keyring-Sequence` always |
+//! | `GET /api/v1/device/keys?after=N`       | 200 the keyring updates with sequence > N (144 bytes each, in order), `ETag`; 304 on a matching `If-None-Match`; 204 none |
 //! | `GET /api/v1/device/packs/{sha256}`     | the assigned pack; `Range` → 206, `If-Range`, 416 (RFC 9110, [`crate::ranges`]); `ETag` = `"sha256"`; 404 unless assigned; 307 to a presigned URL with `--presign-downloads` |
 //! | `GET /api/v1/device/packs/{sha256}/io`  | the pack's canonical IO bindings (404 when it declares none) |
 //! | `POST /api/v1/device/status`            | `{sequence, state, progress?, reason?}` → 204                |
@@ -39,6 +40,10 @@ use crate::time::now_ms;
 pub const POLL_INTERVAL_HEADER: HeaderName = HeaderName::from_static("npub-poll-interval");
 /// The sequence of the manifest in a 200 answer (also inside the manifest; for logs and proxies).
 pub const SEQUENCE_HEADER: HeaderName = HeaderName::from_static("npub-sequence");
+/// The newest keyring update's sequence (0: none), on every manifest answer: a device whose
+/// keyring has applied less fetches `GET /api/v1/device/keys?after=<its sequence>` before it
+/// verifies a manifest.
+pub const KEYRING_SEQUENCE_HEADER: HeaderName = HeaderName::from_static("npub-keyring-sequence");
 /// Longest `reason` in a status report, in characters: enough for an npub-core error message.
 pub const MAX_REASON_CHARS: usize = 1024;
 
@@ -49,6 +54,15 @@ pub struct ManifestQuery {
     /// The sequence of the last manifest the device accepted (0 on a fresh device).
     #[serde(default)]
     pub seq: u64,
+}
+
+/// `GET /api/v1/device/keys` query.
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct KeysQuery {
+    /// The sequence of the last keyring update the device applied (0: none).
+    #[serde(default)]
+    pub after: u64,
 }
 
 /// `POST /api/v1/device/status` body.
@@ -71,6 +85,7 @@ pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
         .routes(routes!(whoami))
         .routes(routes!(manifest))
+        .routes(routes!(keys))
         .routes(routes!(pack))
         .routes(routes!(pack_io))
         .routes(routes!(status))
@@ -134,20 +149,27 @@ async fn manifest(
         // Sequences are i64 in the database; a larger one was never issued.
         return ApiError::invalid(format!("seq: at most {}", i64::MAX)).into_response();
     }
-    let interval = HeaderValue::from(state.fleet.timers.poll_interval_secs);
+    let headers_always = [
+        (
+            POLL_INTERVAL_HEADER,
+            HeaderValue::from(state.fleet.timers.poll_interval_secs),
+        ),
+        (
+            KEYRING_SEQUENCE_HEADER,
+            HeaderValue::from(device.snapshot.keyring().newest()),
+        ),
+    ];
     let Some(a) = device.snapshot.assignment(&device.entry.id) else {
-        return (StatusCode::NO_CONTENT, [(POLL_INTERVAL_HEADER, interval)]).into_response();
+        return (StatusCode::NO_CONTENT, headers_always).into_response();
     };
     if a.sequence <= q.seq {
-        return (StatusCode::NO_CONTENT, [(POLL_INTERVAL_HEADER, interval)]).into_response();
+        return (StatusCode::NO_CONTENT, headers_always).into_response();
     }
     if ranges::none_match(&headers, &a.etag) {
         return (
             StatusCode::NOT_MODIFIED,
-            [
-                (POLL_INTERVAL_HEADER, interval),
-                (header::ETAG, a.etag.clone()),
-            ],
+            headers_always,
+            [(header::ETAG, a.etag.clone())],
         )
             .into_response();
     }
@@ -157,8 +179,8 @@ async fn manifest(
         .offered(&device.entry.id, a.deployment_id, now_ms());
     (
         StatusCode::OK,
+        headers_always,
         [
-            (POLL_INTERVAL_HEADER, interval),
             (header::ETAG, a.etag.clone()),
             (SEQUENCE_HEADER, HeaderValue::from(a.sequence)),
             (
@@ -167,6 +189,52 @@ async fn manifest(
             ),
         ],
         Body::from(a.manifest.clone()),
+    )
+        .into_response()
+}
+
+/// The keyring updates after `after`: what a device applies, in order, before it verifies a
+/// manifest when `Npub-Keyring-Sequence` is above its keyring's sequence. Answered from the
+/// poll snapshot.
+#[utoipa::path(
+    get,
+    path = "/api/v1/device/keys",
+    tag = "device",
+    params(KeysQuery),
+    security(("device_token" = [])),
+    responses(
+        (status = 200, description = "the NPK1 records with sequence > after, 144 bytes each, by sequence", content_type = "application/octet-stream"),
+        (status = 204, description = "none after `after`"),
+        (status = 304, description = "If-None-Match matched"),
+        (status = 400, body = ErrorBody),
+        (status = 401, body = ErrorBody),
+    )
+)]
+async fn keys(device: Device, Query(q): Query<KeysQuery>, headers: HeaderMap) -> Response {
+    let keyring = device.snapshot.keyring();
+    let newest = keyring.newest();
+    let records = keyring.after(q.after);
+    if records.is_empty() {
+        return StatusCode::NO_CONTENT.into_response();
+    }
+    // Records are never changed once stored: (after, newest) names the answer's bytes.
+    let Ok(etag) = HeaderValue::from_str(&format!("\"k{}-{newest}\"", q.after)) else {
+        return ApiError::internal("an etag is a header").into_response();
+    };
+    if ranges::none_match(&headers, &etag) {
+        return (StatusCode::NOT_MODIFIED, [(header::ETAG, etag)]).into_response();
+    }
+    (
+        StatusCode::OK,
+        [
+            (header::ETAG, etag),
+            (KEYRING_SEQUENCE_HEADER, HeaderValue::from(newest)),
+            (
+                header::CONTENT_TYPE,
+                HeaderValue::from_static("application/octet-stream"),
+            ),
+        ],
+        Body::from(records),
     )
         .into_response()
 }

@@ -2,7 +2,8 @@
 //! map lookups and no database access.
 //!
 //! A [`Snapshot`] holds the unrevoked devices by token hash, each device's current assignment
-//! (deployment sequence and signed manifest for its hardware class) and every assigned pack:
+//! (deployment sequence and signed manifest for its hardware class), the keyring updates
+//! ([`KeyringRecords`]) and every assigned pack:
 //! its bytes, or only its length when the store streams downloads (an S3 bucket). It is immutable; a change builds a new one from the database and swaps the
 //! pointer ([`PollCache::rebuild`]), so readers never wait for a rebuild and never see half of
 //! one. Rebuilds are serialised, and every change that affects devices bumps
@@ -23,6 +24,8 @@ use axum::http::HeaderValue;
 use bytes::Bytes;
 use sha2::{Digest as _, Sha256};
 use tokio::io::AsyncReadExt;
+
+use npub_core::manifest::ROTATION_BYTES;
 
 use super::rollout;
 use crate::db::Db;
@@ -68,6 +71,27 @@ pub struct PackEntry {
     pub io: Option<Bytes>,
 }
 
+/// The keyring updates devices are sent (`keyring_updates`, by sequence): the 144-byte records
+/// back to back, so that "every record after N" is one slice of one buffer.
+#[derive(Debug, Default)]
+pub struct KeyringRecords {
+    sequences: Vec<u64>,
+    records: Bytes,
+}
+
+impl KeyringRecords {
+    /// The newest record's sequence, 0 when there is none: `Npub-Keyring-Sequence`.
+    pub fn newest(&self) -> u64 {
+        self.sequences.last().copied().unwrap_or(0)
+    }
+
+    /// The records with a sequence above `after`, concatenated in order (empty: none).
+    pub fn after(&self, after: u64) -> Bytes {
+        let first = self.sequences.partition_point(|&s| s <= after);
+        self.records.slice(first * ROTATION_BYTES..)
+    }
+}
+
 /// One immutable view of the fleet.
 #[derive(Debug, Default)]
 pub struct Snapshot {
@@ -76,6 +100,7 @@ pub struct Snapshot {
     devices: HashMap<String, Arc<DeviceEntry>>,
     assignments: HashMap<Arc<str>, Arc<Assignment>>,
     packs: HashMap<String, PackEntry>,
+    keyring: KeyringRecords,
 }
 
 impl Snapshot {
@@ -93,6 +118,11 @@ impl Snapshot {
     pub fn pack(&self, sha256: &str) -> Option<&PackEntry> {
         self.packs.get(sha256)
     }
+
+    /// The keyring updates devices are sent.
+    pub fn keyring(&self) -> &KeyringRecords {
+        &self.keyring
+    }
 }
 
 /// Why a snapshot could not be built.
@@ -102,6 +132,8 @@ pub enum LoadError {
     Db(sqlx::Error),
     /// A pack could not be read, or differs from its row.
     Pack(String),
+    /// A stored keyring update is malformed.
+    Keyring(String),
 }
 
 impl std::fmt::Display for LoadError {
@@ -109,6 +141,7 @@ impl std::fmt::Display for LoadError {
         match self {
             Self::Db(e) => write!(f, "database: {e}"),
             Self::Pack(e) => write!(f, "pack store: {e}"),
+            Self::Keyring(e) => write!(f, "keyring updates: {e}"),
         }
     }
 }
@@ -262,7 +295,12 @@ async fn build(
     )
     .fetch_all(&mut *conn)
     .await?;
+    let updates: Vec<(i64, Vec<u8>)> =
+        sqlx::query_as("SELECT sequence, record FROM keyring_updates ORDER BY sequence")
+            .fetch_all(&mut *conn)
+            .await?;
     conn.rollback().await?;
+    let keyring = keyring_records(updates)?;
     let manifests: HashMap<(i64, u32), Bytes> = manifests
         .into_iter()
         .map(|(d, hw, m)| ((d, hw as u32), Bytes::from(m)))
@@ -344,6 +382,28 @@ async fn build(
         devices,
         assignments,
         packs,
+        keyring,
+    })
+}
+
+/// The stored keyring updates as devices are sent them; a record of the wrong size is refused
+/// (a device would stop at it and never apply the ones behind it).
+fn keyring_records(rows: Vec<(i64, Vec<u8>)>) -> Result<KeyringRecords, LoadError> {
+    let mut sequences = Vec::with_capacity(rows.len());
+    let mut records = Vec::with_capacity(rows.len() * ROTATION_BYTES);
+    for (sequence, record) in rows {
+        if record.len() != ROTATION_BYTES {
+            return Err(LoadError::Keyring(format!(
+                "keyring update {sequence} is {} bytes, not {ROTATION_BYTES}",
+                record.len()
+            )));
+        }
+        sequences.push(sequence as u64);
+        records.extend_from_slice(&record);
+    }
+    Ok(KeyringRecords {
+        sequences,
+        records: Bytes::from(records),
     })
 }
 

@@ -1,6 +1,6 @@
 //! The signing key: generated on first start (0600), listed, importable with a keyring update.
 use npub_core::keys::KeyPair;
-use npub_core::manifest::{KeyringChange, KeyringUpdate, sign_keyring_update};
+use npub_core::manifest::{Keyring, KeyringChange, KeyringUpdate, sign_keyring_update};
 use reqwest::Method;
 use serde_json::Value;
 
@@ -268,5 +268,379 @@ async fn rejects_a_trust_file_request_for_an_unknown_or_malformed_key_id() {
         .await
         .unwrap();
     assert_eq!(anonymous.status(), 401);
+    s.stop().await;
+}
+
+async fn keys(s: &TestServer) -> Value {
+    s.req(Method::GET, "/api/v1/keys")
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap()
+}
+
+async fn rotate(s: &TestServer, revoke_previous: bool) -> Value {
+    let r = s
+        .req(Method::POST, "/api/v1/keys/rotate")
+        .json(&serde_json::json!({"revoke_previous": revoke_previous}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 201, "{}", r.text().await.unwrap());
+    r.json().await.unwrap()
+}
+
+fn unhex(text: &str) -> Vec<u8> {
+    (0..text.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&text[i..i + 2], 16).unwrap())
+        .collect()
+}
+
+fn public(v: &Value) -> [u8; 32] {
+    unhex(v.as_str().unwrap()).try_into().unwrap()
+}
+
+async fn audit_actions(s: &TestServer) -> Vec<String> {
+    let audit: Vec<Value> = s
+        .req(Method::GET, "/api/v1/audit")
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    audit
+        .iter()
+        .map(|e| e["action"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+#[tokio::test]
+async fn rotate_activates_a_new_key_that_a_root_signed_record_adds() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = TestServer::start(dir.path()).await;
+    let before = keys(&s).await;
+    let root = public(&before["root"]["public_key"]);
+    assert_eq!(
+        before["root"]["key_id"],
+        npub_core::manifest::KeyId::of(&root).to_string()
+    );
+    let first = public(&before["active"]["public_key"]);
+
+    let answer = rotate(&s, false).await;
+    let new_id = answer["key"]["key_id"].as_str().unwrap().to_owned();
+    assert_eq!(answer["keyring_update"]["sequence"], 1);
+    assert_eq!(answer["keyring_update"]["action"], "add");
+    assert_eq!(answer["keyring_update"]["adds"], new_id.as_str());
+    assert_eq!(s.state.keys.active().key_id().to_string(), new_id);
+
+    // A device built with the root key and trusting the first key applies the record.
+    let mut ring = Keyring::<4>::new();
+    ring.add(&first).unwrap();
+    let record = unhex(answer["keyring_update"]["record"].as_str().unwrap());
+    ring.apply_update(&record, &[root]).unwrap();
+    assert_eq!(ring.update_sequence(), 1);
+    let new_public = public(&answer["key"]["public_key"]);
+    assert!(
+        !ring
+            .get(npub_core::manifest::KeyId::of(&new_public))
+            .unwrap()
+            .is_revoked()
+    );
+
+    // The second rotation revokes the key it replaces, in the same record.
+    let answer = rotate(&s, true).await;
+    assert_eq!(answer["keyring_update"]["sequence"], 2);
+    assert_eq!(answer["keyring_update"]["action"], "replace");
+    assert_eq!(answer["keyring_update"]["revokes"], new_id.as_str());
+    let record = unhex(answer["keyring_update"]["record"].as_str().unwrap());
+    ring.apply_update(&record, &[root]).unwrap();
+    assert!(
+        ring.get(npub_core::manifest::KeyId::of(&new_public))
+            .unwrap()
+            .is_revoked()
+    );
+
+    let after = keys(&s).await;
+    assert_eq!(after["keys"].as_array().unwrap().len(), 3);
+    let revoked = after["keys"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|k| k["key_id"] == new_id.as_str())
+        .unwrap();
+    assert!(revoked["revoked_at"].is_string(), "{revoked}");
+    assert_eq!(after["keyring_updates"].as_array().unwrap().len(), 2);
+    assert_eq!(
+        audit_actions(&s)
+            .await
+            .iter()
+            .filter(|a| *a == "key.rotate")
+            .count(),
+        2
+    );
+    s.stop().await;
+
+    // The root key and the rotated key survive a restart.
+    let s = TestServer::start(dir.path()).await;
+    let again = keys(&s).await;
+    assert_eq!(again["root"], before["root"]);
+    assert_eq!(again["active"]["key_id"], answer["key"]["key_id"]);
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn revoke_stores_a_revoke_record_for_a_retired_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = TestServer::start(dir.path()).await;
+    let before = keys(&s).await;
+    let root = public(&before["root"]["public_key"]);
+    let first = before["active"]["key_id"].as_str().unwrap().to_owned();
+    let add = rotate(&s, false).await;
+
+    let r = s
+        .req(Method::POST, &format!("/api/v1/keys/{first}/revoke"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 201);
+    let answer: Value = r.json().await.unwrap();
+    assert_eq!(answer["keyring_update"]["sequence"], 2);
+    assert_eq!(answer["keyring_update"]["action"], "revoke");
+    assert_eq!(answer["keyring_update"]["revokes"], first.as_str());
+    assert!(answer["key"]["revoked_at"].is_string());
+
+    let mut ring = Keyring::<4>::new();
+    ring.add(&public(&before["active"]["public_key"])).unwrap();
+    for update in [&add, &answer] {
+        let record = unhex(update["keyring_update"]["record"].as_str().unwrap());
+        ring.apply_update(&record, &[root]).unwrap();
+    }
+    let first_id = npub_core::manifest::KeyId::from_hex(&first).unwrap();
+    assert!(ring.get(first_id).unwrap().is_revoked());
+    assert!(audit_actions(&s).await.iter().any(|a| a == "key.revoke"));
+
+    // Twice is refused: the record would not apply on a device.
+    let r = s
+        .req(Method::POST, &format!("/api/v1/keys/{first}/revoke"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 409);
+    assert!(r.text().await.unwrap().contains("already revoked"));
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn rejects_revoking_the_active_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = TestServer::start(dir.path()).await;
+    let active = keys(&s).await["active"]["key_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let r = s
+        .req(Method::POST, &format!("/api/v1/keys/{active}/revoke"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 409);
+    let body: Value = r.json().await.unwrap();
+    assert_eq!(body["error"], "conflict");
+    let detail = body.to_string();
+    assert!(detail.contains("active signing key"), "{detail}");
+    assert!(detail.contains("rotate"), "{detail}");
+    assert!(
+        keys(&s).await["keyring_updates"]
+            .as_array()
+            .unwrap()
+            .is_empty()
+    );
+    let r = s
+        .req(Method::POST, "/api/v1/keys/0123456789abcdef/revoke")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 404);
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn rejects_rotate_and_revoke_by_a_non_admin() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = TestServer::start(dir.path()).await;
+    let first = keys(&s).await["active"]["key_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    rotate(&s, false).await;
+    let op = s
+        .req(Method::POST, "/api/v1/tokens")
+        .json(&serde_json::json!({"name": "op"}))
+        .send()
+        .await
+        .unwrap()
+        .json::<Value>()
+        .await
+        .unwrap()["token"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let r = s
+        .req_as(&op, Method::POST, "/api/v1/keys/rotate")
+        .json(&serde_json::json!({}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 403);
+    let r = s
+        .req_as(&op, Method::POST, &format!("/api/v1/keys/{first}/revoke"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 403);
+    // Operators may still read the root trust file.
+    let r = s
+        .req_as(&op, Method::GET, "/api/v1/keys/root/trust")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    assert_eq!(
+        keys(&s).await["keyring_updates"].as_array().unwrap().len(),
+        1
+    );
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn root_trust_file_is_what_the_device_agent_reads() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = TestServer::start(dir.path()).await;
+    let root = keys(&s).await["root"].clone();
+    let id = root["key_id"].as_str().unwrap();
+    let r = s
+        .req(Method::GET, "/api/v1/keys/root/trust")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    assert_eq!(
+        r.headers()["content-disposition"],
+        format!("attachment; filename=\"root-{id}.key.pub\"").as_str()
+    );
+    let body = r.bytes().await.unwrap();
+    let on_disk =
+        std::fs::read(dir.path().join("keys").join(format!("root-{id}.key.pub"))).unwrap();
+    assert_eq!(body.as_ref(), on_disk.as_slice());
+    let saved = dir.path().join("root.key.pub");
+    std::fs::write(&saved, &body).unwrap();
+    let key = npub_core::keys::read_public_key(&saved).unwrap();
+    assert_eq!(hex(&key), root["public_key"].as_str().unwrap());
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn device_keys_route_serves_records_after_n_with_etag_304_and_204() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = TestServer::start(dir.path()).await;
+    let token = crate::support::provision(&s, "lab", &["dev-1"])
+        .await
+        .remove(0);
+    let device = |method: Method, path: &str| s.req_as(&token, method, path);
+    let keyring_sequence = |r: &reqwest::Response| {
+        r.headers()["npub-keyring-sequence"]
+            .to_str()
+            .unwrap()
+            .to_owned()
+    };
+
+    // Nothing yet: the poll says 0 and the route has nothing.
+    let r = device(Method::GET, "/api/v1/device/manifest?seq=0")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 204);
+    assert_eq!(keyring_sequence(&r), "0");
+    let r = device(Method::GET, "/api/v1/device/keys?after=0")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 204);
+
+    let first = keys(&s).await["active"]["key_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let one = rotate(&s, false).await;
+    let two = rotate(&s, false).await;
+    let r = s
+        .req(Method::POST, &format!("/api/v1/keys/{first}/revoke"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 201);
+    let three: Value = r.json().await.unwrap();
+
+    let r = device(Method::GET, "/api/v1/device/manifest?seq=0")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(keyring_sequence(&r), "3");
+
+    // A device that missed all three gets them in one answer, in order.
+    let r = device(Method::GET, "/api/v1/device/keys?after=0")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    assert_eq!(r.headers()["content-type"], "application/octet-stream");
+    let etag = r.headers()["etag"].to_str().unwrap().to_owned();
+    let body = r.bytes().await.unwrap();
+    let expected: Vec<u8> = [&one, &two, &three]
+        .iter()
+        .flat_map(|u| unhex(u["keyring_update"]["record"].as_str().unwrap()))
+        .collect();
+    assert_eq!(body.as_ref(), expected.as_slice());
+
+    let r = device(Method::GET, "/api/v1/device/keys?after=0")
+        .header("if-none-match", &etag)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 304);
+    assert!(r.bytes().await.unwrap().is_empty());
+
+    // After 2: only the third, under another tag.
+    let r = device(Method::GET, "/api/v1/device/keys?after=2")
+        .header("if-none-match", &etag)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    assert_ne!(r.headers()["etag"].to_str().unwrap(), etag);
+    assert_eq!(r.bytes().await.unwrap().as_ref(), &expected[2 * 144..]);
+
+    let r = device(Method::GET, "/api/v1/device/keys?after=3")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 204);
+
+    // An operator token does not open the device route.
+    let r = s
+        .req(Method::GET, "/api/v1/device/keys?after=0")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 401);
+    let r = device(Method::GET, "/api/v1/device/keys?after=x")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 400);
     s.stop().await;
 }

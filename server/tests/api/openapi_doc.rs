@@ -84,6 +84,7 @@ async fn rejects_a_parameter_documented_anywhere_but_where_the_route_takes_it() 
         "GET /api/v1/deployments ?group",
         "GET /api/v1/deployments ?state",
         "GET /api/v1/deployments/{id}/devices ?state",
+        "GET /api/v1/device/keys ?after",
         "GET /api/v1/device/manifest ?seq",
         "GET /api/v1/devices ?group",
         "GET /api/v1/devices ?status",

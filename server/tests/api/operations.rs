@@ -49,6 +49,10 @@ const ROUTES: &[(&str, &str)] = &[
     ("get", "/api/v1/device/packs/{sha256}"),
     ("get", "/api/v1/device/packs/{sha256}/io"),
     ("post", "/api/v1/device/status"),
+    ("get", "/api/v1/device/keys"),
+    ("get", "/api/v1/keys/root/trust"),
+    ("post", "/api/v1/keys/rotate"),
+    ("post", "/api/v1/keys/{key_id}/revoke"),
 ];
 
 #[tokio::test]

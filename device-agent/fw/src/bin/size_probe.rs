@@ -1,6 +1,6 @@
 //! The agent core alone, to measure what it costs in flash (`device-agent/README.md`, "Figures"):
 //! power-on, boot, poll (manifest verification with ed25519, download, journal, the verification
-//! pass, the command-stream check, bind) and the monotonic counter, over a NOR in RAM and a
+//! pass, the command-stream check, bind), keyring updates kept in flash and the monotonic counter, over a NOR in RAM and a
 //! transport that hands over whatever the memory below holds. Every input is read volatile, so
 //! the linker keeps every path a real device could take; nothing here formats text or talks to a
 //! network, so the image is the agent, npub-core and the crypto, with cortex-m-rt's start-up.
@@ -15,22 +15,24 @@ use core::ptr::{addr_of, addr_of_mut, read_volatile};
 use cortex_m_rt::entry;
 use device_agent::{
     Agent, Arena, Device, Layout, NorCounter, RecordingNpu, Report, Transport, TransportError,
+    Trust,
 };
 use embedded_storage::nor_flash::{
     ErrorType, NorFlash, NorFlashError, NorFlashErrorKind, ReadNorFlash,
 };
 use npub_core::Accel;
-use npub_core::manifest::Keyring;
 
 const WRITE: usize = 16;
 const ERASE: usize = 4096;
-const FLASH_BYTES: usize = 2 * ERASE + 2 * 64 * 1024;
+/// Journal banks, two slots, keyring banks.
+const FLASH_BYTES: usize = 2 * ERASE + 2 * 64 * 1024 + 2 * ERASE;
 
 static mut FLASH: [u8; FLASH_BYTES] = [0xFF; FLASH_BYTES];
 static mut COUNTER: [u8; 2 * ERASE] = [0xFF; 2 * ERASE];
 /// What the "server" answers: set by a debugger, or by nothing. Read volatile.
 static mut WIRE: [u8; 1024] = [0; 1024];
 static mut KEY: [u8; 32] = [0; 32];
+static mut ROOT: [u8; 32] = [0; 32];
 #[repr(C, align(16))]
 struct ArenaMem([u8; 32 * 1024]);
 static mut ARENA: ArenaMem = ArenaMem([0; 32 * 1024]);
@@ -125,6 +127,21 @@ impl Transport for Wire {
         Ok(buf.len())
     }
 
+    fn keyring_sequence(&self) -> Option<u64> {
+        Some(u64::from(wire(4)))
+    }
+
+    fn fetch_keyring_updates(
+        &mut self,
+        after: u64,
+        buf: &mut [u8],
+    ) -> Result<usize, TransportError> {
+        for (i, b) in buf.iter_mut().enumerate() {
+            *b = wire(after as usize + i);
+        }
+        Ok(buf.len() / 144 * 144)
+    }
+
     fn report(&mut self, report: &Report) -> Result<(), TransportError> {
         // Keep the report's fields alive without formatting them.
         if report.sequence == u64::from(wire(3)) {
@@ -137,22 +154,27 @@ impl Transport for Wire {
 #[entry]
 fn main() -> ! {
     // SAFETY: `main` runs once; these statics are used nowhere else.
-    let (flash, counter, arena, key) = unsafe {
+    let (flash, counter, arena, key, root) = unsafe {
         (
             &mut *addr_of_mut!(FLASH),
             &mut *addr_of_mut!(COUNTER),
             &mut (*addr_of_mut!(ARENA)).0,
             read_volatile(addr_of!(KEY)),
+            read_volatile(addr_of!(ROOT)),
         )
+    };
+    let Ok(trust) = Trust::new(&[key], &[root]) else {
+        loop {
+            cortex_m::asm::wfi();
+        }
     };
     let layout = Layout::contiguous(0, ERASE as u32, 64 * 1024, 16 * 1024, 0x8000_0000);
     let device = Device {
         hw_class: 1,
         accel: Accel::EthosU55_256,
         io_bindings: None,
+        trust,
     };
-    let mut keyring = Keyring::<2>::new();
-    let _ = keyring.add(&key);
     let mut arena = Arena {
         bytes: arena,
         bus_address: 0x2200_0000,
@@ -170,7 +192,7 @@ fn main() -> ! {
     };
     let (mut agent, _) = unbooted.boot(&mut npu, &mut arena);
     loop {
-        let _ = agent.poll(&mut Wire, &keyring, &mut npu, &mut arena, None);
+        let _ = agent.poll(&mut Wire, &mut npu, &mut arena, None);
     }
 }
 

@@ -207,10 +207,15 @@ async fn manifest(
         (status = 204, description = "none after `after`"),
         (status = 304, description = "If-None-Match matched"),
         (status = 400, body = ErrorBody),
+        (status = 422, body = ErrorBody, description = "`after` above the largest sequence (2^63 - 1)"),
         (status = 401, body = ErrorBody),
     )
 )]
 async fn keys(device: Device, Query(q): Query<KeysQuery>, headers: HeaderMap) -> Response {
+    if i64::try_from(q.after).is_err() {
+        // Sequences are i64 in the database; a larger one was never issued.
+        return ApiError::invalid(format!("after: at most {}", i64::MAX)).into_response();
+    }
     let keyring = device.snapshot.keyring();
     let newest = keyring.newest();
     let records = keyring.after(q.after);

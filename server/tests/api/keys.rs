@@ -642,5 +642,16 @@ async fn device_keys_route_serves_records_after_n_with_etag_304_and_204() {
         .await
         .unwrap();
     assert_eq!(r.status(), 400);
+    // A sequence no database row can hold (schemathesis found it answered 204).
+    let r = device(Method::GET, "/api/v1/device/keys?after=9223372036854775808")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 422);
+    let body = r.text().await.unwrap();
+    assert!(
+        body.contains("after: at most 9223372036854775807"),
+        "{body}"
+    );
     s.stop().await;
 }

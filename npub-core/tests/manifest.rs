@@ -458,6 +458,62 @@ fn rejects_replayed_keyring_update_re_adding_a_revoked_key() {
 }
 
 #[test]
+fn a_device_provisioned_after_rotations_catches_up_from_the_first_update() {
+    // The server's history: 1 adds key B, 2 revokes key A, 3 replaces B with C. A device made
+    // after update 2 trusts only B (the active key then), and replays 1..3.
+    let roots = [root().public_key()];
+    let third = KeyPair::from_seed([0x53; 32]);
+    let update = |sequence, change| {
+        sign_keyring_update(
+            &KeyringUpdate {
+                sequence,
+                change,
+                issued_at: NOW,
+            },
+            &root(),
+        )
+    };
+    let history = [
+        update(
+            1,
+            KeyringChange::Add {
+                public_key: other_signer().public_key(),
+            },
+        ),
+        update(
+            2,
+            KeyringChange::Revoke {
+                key_id: signer().key_id(),
+            },
+        ),
+        update(
+            3,
+            KeyringChange::Replace {
+                revoke: other_signer().key_id(),
+                public_key: third.public_key(),
+            },
+        ),
+    ];
+    let mut ring = Keyring::<4>::new();
+    ring.add(&other_signer().public_key()).unwrap();
+    for record in &history {
+        ring.apply_update(record, &roots).unwrap();
+    }
+    assert_eq!(ring.update_sequence(), 3);
+    assert!(ring.get(other_signer().key_id()).unwrap().is_revoked());
+    assert!(!ring.get(third.key_id()).unwrap().is_revoked());
+    assert!(ring.get(signer().key_id()).is_none());
+    // And a device that trusted key A from the start ends the same way, with A revoked.
+    let mut old = Keyring::<4>::new();
+    old.add(&signer().public_key()).unwrap();
+    for record in &history {
+        old.apply_update(record, &roots).unwrap();
+    }
+    assert!(old.get(signer().key_id()).unwrap().is_revoked());
+    assert!(!old.get(third.key_id()).unwrap().is_revoked());
+}
+
+#[test]
 fn rejects_a_replace_that_cannot_complete_and_changes_nothing() {
     let roots = [root().public_key()];
     let mut ring = Keyring::<1>::new();

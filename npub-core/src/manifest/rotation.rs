@@ -4,10 +4,12 @@
 //! Version 1 is 144 bytes, fixed width, little-endian; the table is on [`KeyringUpdate`].
 //!
 //! The device applies an update all or nothing: every check (the signature, the sequence, the
-//! revoked key being present and trusted, the added key being valid, new and fitting) passes
-//! before the keyring changes. Updates have their own sequence, separate from manifests', so an
-//! old update (re-adding a key since revoked, say) cannot be replayed; and a revoked key can never
-//! be added again whatever the sequence.
+//! added key being valid and fitting) passes before the keyring changes. Updates have their own
+//! sequence, separate from manifests', so an old update (re-adding a key since revoked, say)
+//! cannot be replayed; and a revoked key can never be added again whatever the sequence. An update
+//! whose effect the keyring already has (adding a key it trusts, revoking one it never knew) is
+//! applied as a no-op: a device provisioned after several rotations, with the then-active key as
+//! its factory keyring, replays the history from sequence 1 and must not stop at the first one.
 use super::signature;
 use super::{KeyId, Keyring};
 use crate::Error;
@@ -194,18 +196,30 @@ impl<const N: usize> Keyring<N> {
                 last: self.update_sequence(),
             });
         }
-        match update.change {
-            KeyringChange::Add { public_key } => {
-                self.add(&public_key)?;
-            }
-            KeyringChange::Revoke { key_id } => self.revoke(key_id)?,
-            KeyringChange::Replace { revoke, public_key } => {
-                // Both halves are checked before either happens; revoking frees no entry.
-                self.check_revoke(revoke)?;
-                self.check_add(&public_key)?;
-                self.revoke(revoke)?;
-                self.add(&public_key)?;
-            }
+        // A device provisioned after some rotations replays the whole history from sequence 1
+        // with a factory keyring that already reflects part of it: an update whose effect is
+        // already there (its key already trusted, or a key to revoke it never knew) changes
+        // nothing and is still applied, so the device catches up. A revoked key is never added
+        // back: that stays refused.
+        let (revoke, add) = match update.change {
+            KeyringChange::Add { public_key } => (None, Some(public_key)),
+            KeyringChange::Revoke { key_id } => (Some(key_id), None),
+            KeyringChange::Replace { revoke, public_key } => (Some(revoke), Some(public_key)),
+        };
+        let revoke = revoke.filter(|&id| self.get(id).is_some_and(|e| !e.is_revoked()));
+        let add = add.filter(|key| self.get(KeyId::of(key)).is_none_or(|e| e.is_revoked()));
+        // Both halves are checked before either happens; revoking frees no entry.
+        if let Some(id) = revoke {
+            self.check_revoke(id)?;
+        }
+        if let Some(key) = &add {
+            self.check_add(key)?;
+        }
+        if let Some(id) = revoke {
+            self.revoke(id)?;
+        }
+        if let Some(key) = &add {
+            self.add(key)?;
         }
         self.set_update_sequence(update.sequence);
         Ok(())

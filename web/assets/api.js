@@ -168,6 +168,21 @@ export function downloadTrust(keyId) {
   return downloadAs(path('keys', keyId, 'trust'), `${keyId}.key.pub`);
 }
 
+/** The root key's public file, as `root-<key id>.key.pub`: what `device-agent --root` reads. */
+export function downloadRootTrust(rootKeyId) {
+  return downloadAs(path('keys', 'root', 'trust'), `root-${rootKeyId}.key.pub`);
+}
+
+/** Rotates the signing key; `revokePrevious` revokes the key it replaces in the same record. */
+export function rotateKey(revokePrevious) {
+  return post('/keys/rotate', { revoke_previous: revokePrevious });
+}
+
+/** Revokes a retired signing key: devices refuse the manifests it signed, for good. */
+export function revokeKey(keyId) {
+  return post(path('keys', keyId, 'revoke'));
+}
+
 /**
  * Who the token belongs to, as far as the API tells: `admin` when it may list tokens,
  * `operator` when that is forbidden.

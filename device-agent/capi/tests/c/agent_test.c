@@ -63,8 +63,10 @@ static int32_t counter_raise(void *ctx, uint64_t value) {
 
 /* ---- the in-memory server ---- */
 
-static int32_t mem_fetch_manifest(void *ctx, uint64_t after, uint8_t *buf, size_t cap, size_t *len) {
+static int32_t mem_fetch_manifest(void *ctx, uint64_t after, uint8_t *buf, size_t cap, size_t *len,
+                                  uint64_t *keyring_sequence) {
   mem_server *s = ctx;
+  (void)keyring_sequence; /* this server announces no keyring update */
   if (s->reenter) s->reenter_rc = npub_agent_poll((npub_agent *)s->reenter, NULL);
   if (s->manifest == NULL || (s->sequence <= after && !s->stale)) return NPUB_NO_MANIFEST;
   memcpy(buf, s->manifest, s->manifest_len < cap ? s->manifest_len : cap);
@@ -116,6 +118,8 @@ void test_config(npub_config *c, ram_nor *nor, uint8_t *arena, mem_server *serve
   c->layout.slot_offset[1] = 2 * TEST_BANK_BYTES + TEST_SLOT_BYTES;
   c->layout.slot_bytes = TEST_SLOT_BYTES;
   c->layout.progress_bytes = 16 * 1024;
+  c->layout.keyring_offset = TEST_KEYRING_OFFSET;
+  c->layout.keyring_bank_bytes = TEST_BANK_BYTES;
   c->transport = NPUB_TRANSPORT_REQUESTS;
   c->requests.ctx = server;
   c->requests.fetch_manifest = mem_fetch_manifest;
@@ -125,6 +129,8 @@ void test_config(npub_config *c, ram_nor *nor, uint8_t *arena, mem_server *serve
   c->clock.sleep_ms = test_sleep_ms;
   c->trusted_keys = (const uint8_t(*)[32])npub_test_key;
   c->trusted_key_count = 1;
+  c->root_keys = (const uint8_t(*)[32])npub_test_root;
+  c->root_key_count = 1;
   c->hw_class = npub_test_hw_class;
   c->accel = NPUB_ACCEL_U55_256;
   c->arena = arena;
@@ -253,6 +259,18 @@ static int bad_calls(void) {
   c.trusted_key_count = 9;
   CHECK(open_agent(&c) == NPUB_E_CONFIG && last_error_has("trusted_key_count"), "key count");
   c.trusted_key_count = 1;
+  c.root_key_count = 3;
+  CHECK(open_agent(&c) == NPUB_E_CONFIG && last_error_has("root_key_count"), "root key count");
+  c.root_key_count = 1;
+  c.root_keys = NULL;
+  CHECK(open_agent(&c) == NPUB_E_CONFIG && last_error_has("config.root_keys is NULL"), "root keys NULL");
+  c.root_keys = (const uint8_t(*)[32])npub_test_root;
+  c.layout.keyring_bank_bytes = 0;
+  CHECK(open_agent(&c) == NPUB_E_CONFIG && last_error_has("layout.keyring_bank_bytes"), "no keyring area");
+  c.layout.keyring_bank_bytes = TEST_BANK_BYTES;
+  c.layout.keyring_offset = TEST_KEYRING_OFFSET - 4096;
+  CHECK(open_agent(&c) == NPUB_E_CONFIG && last_error_has("keyring"), "keyring over slot B");
+  c.layout.keyring_offset = TEST_KEYRING_OFFSET;
   c.arena = arena_mem + 4;
   CHECK(open_agent(&c) == NPUB_E_CONFIG && last_error_has("16-byte aligned"), "arena alignment");
   c.arena = arena_mem;

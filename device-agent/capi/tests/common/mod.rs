@@ -24,6 +24,7 @@ pub struct Fleet {
 pub struct Served {
     pub token: String,
     pub key: [u8; 32],
+    pub root: [u8; 32],
     pub hw_class: u32,
     pub versions: Vec<(u64, Vec<u8>, Vec<u8>)>,
 }
@@ -130,11 +131,8 @@ impl Fleet {
         );
         let token = devices[0]["token"].as_str().unwrap().to_owned();
         let keys = self.admin("GET", "/api/v1/keys", None, None, 200);
-        let hex = keys["active"]["public_key"].as_str().unwrap();
-        let mut key = [0u8; 32];
-        for (i, b) in key.iter_mut().enumerate() {
-            *b = u8::from_str_radix(&hex[2 * i..2 * i + 2], 16).unwrap();
-        }
+        let key = hex_key(keys["active"]["public_key"].as_str().unwrap());
+        let root = hex_key(keys["root"]["public_key"].as_str().unwrap());
         let me = self.call(&token, "GET", "/api/v1/device", None, false);
         let me: Value = serde_json::from_slice(&me.1).unwrap();
         let hw_class = me["hw_class"].as_u64().unwrap_or(1) as u32;
@@ -172,6 +170,7 @@ impl Fleet {
         Served {
             token,
             key,
+            root,
             hw_class,
             versions,
         }
@@ -182,6 +181,14 @@ impl Fleet {
         let task = self.task.take().unwrap();
         self.rt.block_on(task).unwrap().unwrap();
     }
+}
+
+fn hex_key(hex: &str) -> [u8; 32] {
+    let mut key = [0u8; 32];
+    for (i, b) in key.iter_mut().enumerate() {
+        *b = u8::from_str_radix(&hex[2 * i..2 * i + 2], 16).unwrap();
+    }
+    key
 }
 
 pub fn fixtures() -> PathBuf {
@@ -216,6 +223,10 @@ pub fn write_data_c(served: &Served, path: &Path) {
     );
     write!(out, "const uint8_t npub_test_key[32] = {{").unwrap();
     for b in served.key {
+        write!(out, "{b},").unwrap();
+    }
+    out.push_str("};\nconst uint8_t npub_test_root[32] = {");
+    for b in served.root {
         write!(out, "{b},").unwrap();
     }
     out.push_str("};\n");

@@ -20,6 +20,14 @@ extern const size_t npub_test_manifest2_len;
 extern const uint8_t npub_test_pack2[];
 extern const size_t npub_test_pack2_len;
 extern const uint64_t npub_test_seq2;
+/* Then the key rotated with revoke_previous and 2.0.0 (pack 2) deployed again, signed by key 2;
+ * the root-signed keyring records (sequence 1, 2, ... in order) and the announced sequence. */
+extern const uint8_t npub_test_manifest3[];
+extern const size_t npub_test_manifest3_len;
+extern const uint64_t npub_test_seq3;
+extern const uint8_t npub_test_keyring_records[];
+extern const size_t npub_test_keyring_records_len;
+extern const uint64_t npub_test_keyring_sequence;
 extern const uint32_t npub_test_hw_class;
 
 /* The flash the tests use: 16-byte program unit, 4 KiB sectors; two 4 KiB journal banks, then
@@ -48,6 +56,9 @@ typedef struct {
   long garbage_at;       /* fetch_pack call that returns a length past its buffer (0: never) */
   long fetches;
   int stale;             /* offer the manifest whatever sequence the device asks after (a replay) */
+  uint64_t keyring_sequence; /* announced on every manifest answer (0: none) */
+  const uint8_t *records;    /* the keyring records, sequence 1 first */
+  size_t records_len;
   void *reenter;         /* an agent to call from inside fetch_manifest (NULL: none) */
   int reenter_rc;
 } mem_server;

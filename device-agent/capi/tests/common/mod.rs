@@ -27,6 +27,18 @@ pub struct Served {
     pub root: [u8; 32],
     pub hw_class: u32,
     pub versions: Vec<(u64, Vec<u8>, Vec<u8>)>,
+    pub rotation: Rotation,
+}
+
+/// After the two versions: the signing key rotated with revoke_previous, 2.0.0 deployed again.
+pub struct Rotation {
+    /// The manifest answer's `Npub-Keyring-Sequence`.
+    pub keyring_sequence: u64,
+    /// `GET /api/v1/device/keys?after=0`: the root-signed records.
+    pub records: Vec<u8>,
+    /// The deployment's sequence and manifest (signed by key 2).
+    pub sequence: u64,
+    pub manifest: Vec<u8>,
 }
 
 impl Fleet {
@@ -167,10 +179,53 @@ impl Fleet {
             assert_eq!(status, 200);
             versions.push((seq, manifest, pack));
         }
+        // Rotate, revoking key 1 in the same record; deploy 2.0.0 again (signed by key 2).
+        self.admin(
+            "POST",
+            "/api/v1/keys/rotate",
+            Some(json!({"revoke_previous": true})),
+            None,
+            201,
+        );
+        let d = self.admin(
+            "POST",
+            "/api/v1/deployments",
+            Some(json!({"model": "kws", "version": "2.0.0", "group": "lab"})),
+            None,
+            201,
+        );
+        let sequence = d["sequence"].as_u64().unwrap();
+        let r = self
+            .http
+            .get(format!("{}/api/v1/device/manifest?seq=0", self.url))
+            .bearer_auth(&token)
+            .send()
+            .unwrap();
+        assert_eq!(r.status().as_u16(), 200);
+        let keyring_sequence: u64 = r
+            .headers()
+            .get("npub-keyring-sequence")
+            .expect("the manifest answer announces the keyring")
+            .to_str()
+            .unwrap()
+            .parse()
+            .unwrap();
+        let manifest = r.bytes().unwrap().to_vec();
+        let (status, records) =
+            self.call(&token, "GET", "/api/v1/device/keys?after=0", None, false);
+        assert_eq!(status, 200);
+        assert_eq!(records.len(), 144 * keyring_sequence as usize);
+        let rotation = Rotation {
+            keyring_sequence,
+            records,
+            sequence,
+            manifest,
+        };
         Served {
             token,
             key,
             root,
+            rotation,
             hw_class,
             versions,
         }
@@ -236,6 +291,16 @@ pub fn write_data_c(served: &Served, path: &Path) {
         array(&mut out, &format!("npub_test_pack{n}"), pack);
         writeln!(out, "const uint64_t npub_test_seq{n} = {seq};").unwrap();
     }
+    let r = &served.rotation;
+    array(&mut out, "npub_test_manifest3", &r.manifest);
+    writeln!(out, "const uint64_t npub_test_seq3 = {};", r.sequence).unwrap();
+    array(&mut out, "npub_test_keyring_records", &r.records);
+    writeln!(
+        out,
+        "const uint64_t npub_test_keyring_sequence = {};",
+        r.keyring_sequence
+    )
+    .unwrap();
     writeln!(
         out,
         "const uint32_t npub_test_hw_class = {};",

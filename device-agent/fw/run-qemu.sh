@@ -3,7 +3,7 @@
 # networking, so that it pulls its packs from a real npub server on this machine:
 #
 #   device-agent/fw/run-qemu.sh --server http://127.0.0.1:8080 --token TOKEN \
-#       --trust signing.key.pub --flash dev1.nor [--once] [--window-kib N] [--slot-kib N]
+#       --trust signing.key.pub [--root root.key.pub] --flash dev1.nor [--once] [--window-kib N] [--slot-kib N]
 #
 # The firmware prints what it does (boot, DHCP, poll, download, verify, bind, report). The
 # server's address is rewritten for the guest: in QEMU's user network 10.0.2.2 is the host's
@@ -24,7 +24,7 @@ while [ $# -gt 0 ]; do
       args+=(--server "$url")
       shift 2
       ;;
-    --trust | --flash)
+    --trust | --root | --flash)
       [ $# -ge 2 ] || { echo "run-qemu.sh: $1 needs a file" >&2; exit 2; }
       args+=("$1" "$(realpath -m -- "$2")")
       shift 2

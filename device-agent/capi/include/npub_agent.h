@@ -46,6 +46,12 @@
 // Trusted signing keys an agent holds at most.
 #define NPUB_MAX_KEYS 4
 
+// Root keys an agent holds at most.
+#define NPUB_MAX_ROOT_KEYS 2
+
+// Bytes of one keyring update record (NPK1) as `fetch_keyring_updates` writes them.
+#define NPUB_KEYRING_UPDATE_BYTES 144
+
 // The program unit the agent writes in: every program call is this aligned and a multiple of it
 // (at most 512 bytes). The driver's own unit must divide it.
 #define NPUB_FLASH_WRITE_BYTES 16
@@ -222,6 +228,12 @@ typedef struct {
   uint32_t slot_bytes;
   // The download is journalled every this many bytes (a multiple of the erase unit).
   uint32_t progress_bytes;
+  // Keyring bank 0 (the keyring the root keys' updates make); bank 1 follows it.
+  uint32_t keyring_offset;
+  // One keyring bank (at least one erase unit), or 0 for no keyring area. Required (non-zero)
+  // when `npub_config.root_key_count` is: a keyring kept in RAM only would forget a revocation
+  // at the next power cycle.
+  uint32_t keyring_bank_bytes;
 } npub_layout;
 
 // A byte stream (TCP) the agent's own HTTP/1.1 client runs over.
@@ -266,12 +278,23 @@ typedef struct {
   // `GET /api/v1/device/manifest?seq=after`: `NPUB_MANIFEST` with the body in `buf` and its
   // length in `*len` (the whole length, even past `cap`), `NPUB_NO_MANIFEST` for nothing newer,
   // `NPUB_IO_ERROR`, or minus an unexpected HTTP status (-404).
-  int32_t (*fetch_manifest)(void*, uint64_t, uint8_t*, size_t, size_t*);
+  //
+  // The last argument, `*keyring_sequence`, is 0 on entry; store there the answer's
+  // `Npub-Keyring-Sequence` header (on a 200 and a 204 alike) when it has one. When it is above
+  // the keyring's own sequence the agent calls `fetch_keyring_updates` before it verifies the
+  // manifest. Leave it 0 when the answer has none (the keyring stays as it is).
+  int32_t (*fetch_manifest)(void*, uint64_t, uint8_t*, size_t, size_t*, uint64_t*);
   // `GET /api/v1/device/packs/{sha256}` from `offset`: up to `len` bytes into `buf`, how many
   // (0 = the pack ended), `NPUB_IO_ERROR` or minus an HTTP status.
   int32_t (*fetch_pack)(void*, const uint8_t*, uint32_t, uint8_t*, size_t);
   // `POST /api/v1/device/status`: 0, or negative (reports are best effort).
   int32_t (*report)(void*, const npub_report*);
+  // `GET /api/v1/device/keys?after=N`: the body's whole `NPUB_KEYRING_UPDATE_BYTES` records,
+  // as many as fit in `cap` bytes of `buf`, in order; returns the bytes written (0 = none),
+  // `NPUB_IO_ERROR` or minus an HTTP status. The agent asks again after the last record it
+  // applied until it reaches the announced sequence. Optional: NULL leaves the keyring as it
+  // is (then a manifest signed by a rotated-in key is refused).
+  int32_t (*fetch_keyring_updates)(void*, uint64_t, uint8_t*, size_t);
 } npub_requests;
 
 // A monotonic clock.
@@ -321,6 +344,12 @@ typedef struct {
   const uint8_t (*trusted_keys)[32];
   // How many (1..`NPUB_MAX_KEYS`).
   size_t trusted_key_count;
+  // Root ed25519 public keys, 32 bytes each: they sign keyring updates (rotation,
+  // revocation), never manifests. NULL with a count of 0: no rotation, the trusted keys are
+  // the keyring for good.
+  const uint8_t (*root_keys)[32];
+  // How many (0..`NPUB_MAX_ROOT_KEYS`); non-zero needs a keyring area in the layout.
+  size_t root_key_count;
   // The board's hardware class (the manifest's `hw_class`).
   uint32_t hw_class;
   // The NPU configuration as an NPU1 accel word (`NPUB_ACCEL_U55_256`).

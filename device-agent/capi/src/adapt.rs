@@ -424,6 +424,8 @@ impl Clock for CClock {
 pub struct CRequests {
     pub ops: npub_requests,
     pub fault: Option<Fault>,
+    /// The last `fetch_manifest`'s announced keyring sequence.
+    pub keyring_sequence: Option<u64>,
 }
 
 impl CRequests {
@@ -447,13 +449,63 @@ impl Transport for CRequests {
     ) -> Result<Option<usize>, TransportError> {
         let f = self.ops.fetch_manifest.ok_or(TransportError::Unreachable)?;
         let mut len = 0usize;
-        // SAFETY: `buf` is live for its length, `len` for one usize; the callback writes those.
-        let rc = unsafe { f(self.ops.ctx, after, buf.as_mut_ptr(), buf.len(), &mut len) };
-        match rc {
+        let mut announced = 0u64;
+        self.keyring_sequence = None;
+        // SAFETY: `buf` is live for its length, `len` for one usize, `announced` for one u64;
+        // the callback writes those.
+        let rc = unsafe {
+            f(
+                self.ops.ctx,
+                after,
+                buf.as_mut_ptr(),
+                buf.len(),
+                &mut len,
+                &mut announced,
+            )
+        };
+        let answer = match rc {
             NPUB_NO_MANIFEST => Ok(None),
             // A longer length is the manifest's own: the agent refuses it by its length.
             NPUB_MANIFEST => Ok(Some(len)),
-            rc => Err(self.error("requests.fetch_manifest", rc)),
+            rc => return Err(self.error("requests.fetch_manifest", rc)),
+        };
+        // 0 is "no header": no update has sequence 0.
+        self.keyring_sequence = (announced != 0).then_some(announced);
+        answer
+    }
+
+    fn keyring_sequence(&self) -> Option<u64> {
+        self.keyring_sequence
+    }
+
+    fn fetch_keyring_updates(
+        &mut self,
+        after: u64,
+        buf: &mut [u8],
+    ) -> Result<usize, TransportError> {
+        let Some(f) = self.ops.fetch_keyring_updates else {
+            return Ok(0);
+        };
+        // SAFETY: `buf` is live for its length; the callback writes at most that.
+        let rc = unsafe { f(self.ops.ctx, after, buf.as_mut_ptr(), buf.len()) };
+        match rc {
+            rc if rc >= 0
+                && rc as usize <= buf.len()
+                && rc as usize % NPUB_KEYRING_UPDATE_BYTES == 0 =>
+            {
+                Ok(rc as usize)
+            }
+            rc if rc > 0 => {
+                self.fault = Some(Fault::Length {
+                    op: "requests.fetch_keyring_updates",
+                    returned: rc.into(),
+                    len: buf.len(),
+                });
+                Err(TransportError::Protocol(
+                    "fetch_keyring_updates returned more than its buffer or not whole 144-byte records",
+                ))
+            }
+            rc => Err(self.error("requests.fetch_keyring_updates", rc)),
         }
     }
 
@@ -572,6 +624,24 @@ impl Transport for CTransport {
         match self {
             CTransport::Stream(h) => h.report(report),
             CTransport::Requests(r, _) => r.report(report),
+        }
+    }
+
+    fn keyring_sequence(&self) -> Option<u64> {
+        match self {
+            CTransport::Stream(h) => h.keyring_sequence(),
+            CTransport::Requests(r, _) => r.keyring_sequence(),
+        }
+    }
+
+    fn fetch_keyring_updates(
+        &mut self,
+        after: u64,
+        buf: &mut [u8],
+    ) -> Result<usize, TransportError> {
+        match self {
+            CTransport::Stream(h) => h.fetch_keyring_updates(after, buf),
+            CTransport::Requests(r, _) => r.fetch_keyring_updates(after, buf),
         }
     }
 }

@@ -448,6 +448,47 @@ pub unsafe extern "C" fn npub_agent_open(
     }
 }
 
+/// The root keys, checked: a count in range, a pointer when the count is not 0, a layout that
+/// persists what they sign.
+///
+/// # Safety
+/// As [`npub_agent_open`].
+unsafe fn root_keys(c: &npub_config) -> Result<&'static [[u8; 32]], ConfigError> {
+    if c.root_key_count == 0 {
+        return Ok(&[]);
+    }
+    if c.root_key_count > NPUB_MAX_ROOT_KEYS {
+        return Err(ConfigError::Invalid(
+            "root_key_count",
+            c.root_key_count as u64,
+            "must be 0 to NPUB_MAX_ROOT_KEYS (2)",
+        ));
+    }
+    if c.root_keys.is_null() {
+        return Err(ConfigError::Missing("root_keys"));
+    }
+    if c.layout.keyring_bank_bytes == 0 {
+        return Err(ConfigError::Invalid(
+            "layout.keyring_bank_bytes",
+            0,
+            "must be set when root_key_count is: a keyring in RAM would forget a revocation at \
+             the next power cycle",
+        ));
+    }
+    // SAFETY: non-NULL, `root_key_count` keys that live while the agent lives, as documented.
+    let roots = unsafe { core::slice::from_raw_parts(c.root_keys, c.root_key_count) };
+    for (i, root) in roots.iter().enumerate() {
+        if roots[..i].contains(root) {
+            return Err(ConfigError::Invalid(
+                "root_keys",
+                i as u64,
+                "this root key is given twice",
+            ));
+        }
+    }
+    Ok(roots)
+}
+
 /// The config as the agent's parts.
 ///
 /// # Safety
@@ -486,9 +527,8 @@ unsafe fn build(c: &npub_config) -> Result<Live, (i32, &'static str, Detail)> {
         slot_bytes: l.slot_bytes,
         progress_bytes: l.progress_bytes,
         xip_base: f.xip_bus_address,
-        // The C layout has no keyring area yet: keyring updates would live in RAM only.
-        keyring: 0,
-        keyring_bank_bytes: 0,
+        keyring: l.keyring_offset,
+        keyring_bank_bytes: l.keyring_bank_bytes,
     };
     layout
         .validate::<CFlash>(f.capacity as usize)
@@ -544,6 +584,7 @@ unsafe fn build(c: &npub_config) -> Result<Live, (i32, &'static str, Detail)> {
             let requests = CRequests {
                 ops: *r,
                 fault: None,
+                keyring_sequence: None,
             };
             CTransport::Requests(requests, clock())
         }
@@ -567,15 +608,16 @@ unsafe fn build(c: &npub_config) -> Result<Live, (i32, &'static str, Detail)> {
     }
     // SAFETY: non-NULL, `trusted_key_count` keys, as documented.
     let keys = unsafe { core::slice::from_raw_parts(c.trusted_keys, c.trusted_key_count) };
-    // Checked one by one so that the error names npub-core's reason. (No root keys yet: the C
-    // ABI does not carry them, so keyring updates are refused.)
+    // Checked one by one so that the error names npub-core's reason.
     let mut keyring = Keyring::<NPUB_MAX_KEYS>::new();
     for key in keys {
         keyring
             .add(key)
             .map_err(|e| bad(ConfigError::Rejected("trusted_keys", e)))?;
     }
-    let trust = Trust::new(keys, &[]).map_err(|_| {
+    // SAFETY: the config's pointers are valid, as this function's caller promises.
+    let roots = unsafe { root_keys(c) }.map_err(bad)?;
+    let trust = Trust::new(keys, roots).map_err(|_| {
         bad(ConfigError::Invalid(
             "trusted_key_count",
             c.trusted_key_count as u64,

@@ -5,7 +5,7 @@
 use core::ffi::{c_char, c_int, c_void};
 
 use device_agent::npu::MAX_IO;
-use device_agent::{CHUNK_BYTES, state::MAX_TRIAL_BOOTS};
+use device_agent::{CHUNK_BYTES, MAX_ROOTS, state::MAX_TRIAL_BOOTS};
 use npub_core::format::{self as npu1, MAX_BASE_POINTERS};
 
 // The header's numbers are literals (cbindgen copies them as written); they are the crates' own.
@@ -17,6 +17,8 @@ const _: () = {
     assert!(NPUB_MAX_REGIONS == MAX_BASE_POINTERS && NPUB_MAX_IO == MAX_IO);
     assert!(NPUB_COP1_MAGIC == npu1::cop1::COP1_MAGIC);
     assert!(CHUNK_BYTES % NPUB_FLASH_WRITE_BYTES as usize == 0 && MAX_TRIAL_BOOTS > 0);
+    assert!(NPUB_MAX_ROOT_KEYS == MAX_ROOTS);
+    assert!(NPUB_KEYRING_UPDATE_BYTES == npub_core::manifest::ROTATION_BYTES);
 };
 
 // ---- NPU1 (the container's constants, so that a C loader and the agent agree by construction) ----
@@ -48,6 +50,10 @@ pub const NPUB_COP1_MAGIC: u32 = 0x3150_4F43;
 pub const NPUB_AGENT_STORAGE_BYTES: usize = 12288;
 /// Trusted signing keys an agent holds at most.
 pub const NPUB_MAX_KEYS: usize = 4;
+/// Root keys an agent holds at most.
+pub const NPUB_MAX_ROOT_KEYS: usize = 2;
+/// Bytes of one keyring update record (NPK1) as `fetch_keyring_updates` writes them.
+pub const NPUB_KEYRING_UPDATE_BYTES: usize = 144;
 /// The program unit the agent writes in: every program call is this aligned and a multiple of it
 /// (at most 512 bytes). The driver's own unit must divide it.
 pub const NPUB_FLASH_WRITE_BYTES: u32 = 16;
@@ -185,6 +191,12 @@ pub struct npub_layout {
     pub slot_bytes: u32,
     /// The download is journalled every this many bytes (a multiple of the erase unit).
     pub progress_bytes: u32,
+    /// Keyring bank 0 (the keyring the root keys' updates make); bank 1 follows it.
+    pub keyring_offset: u32,
+    /// One keyring bank (at least one erase unit), or 0 for no keyring area. Required (non-zero)
+    /// when `npub_config.root_key_count` is: a keyring kept in RAM only would forget a revocation
+    /// at the next power cycle.
+    pub keyring_bank_bytes: u32,
 }
 
 /// A byte stream (TCP) the agent's own HTTP/1.1 client runs over.
@@ -234,14 +246,26 @@ pub struct npub_requests {
     /// `GET /api/v1/device/manifest?seq=after`: `NPUB_MANIFEST` with the body in `buf` and its
     /// length in `*len` (the whole length, even past `cap`), `NPUB_NO_MANIFEST` for nothing newer,
     /// `NPUB_IO_ERROR`, or minus an unexpected HTTP status (-404).
+    ///
+    /// The last argument, `*keyring_sequence`, is 0 on entry; store there the answer's
+    /// `Npub-Keyring-Sequence` header (on a 200 and a 204 alike) when it has one. When it is above
+    /// the keyring's own sequence the agent calls `fetch_keyring_updates` before it verifies the
+    /// manifest. Leave it 0 when the answer has none (the keyring stays as it is).
     pub fetch_manifest:
-        Option<unsafe extern "C" fn(*mut c_void, u64, *mut u8, usize, *mut usize) -> i32>,
+        Option<unsafe extern "C" fn(*mut c_void, u64, *mut u8, usize, *mut usize, *mut u64) -> i32>,
     /// `GET /api/v1/device/packs/{sha256}` from `offset`: up to `len` bytes into `buf`, how many
     /// (0 = the pack ended), `NPUB_IO_ERROR` or minus an HTTP status.
     pub fetch_pack:
         Option<unsafe extern "C" fn(*mut c_void, *const u8, u32, *mut u8, usize) -> i32>,
     /// `POST /api/v1/device/status`: 0, or negative (reports are best effort).
     pub report: Option<unsafe extern "C" fn(*mut c_void, *const npub_report) -> i32>,
+    /// `GET /api/v1/device/keys?after=N`: the body's whole `NPUB_KEYRING_UPDATE_BYTES` records,
+    /// as many as fit in `cap` bytes of `buf`, in order; returns the bytes written (0 = none),
+    /// `NPUB_IO_ERROR` or minus an HTTP status. The agent asks again after the last record it
+    /// applied until it reaches the announced sequence. Optional: NULL leaves the keyring as it
+    /// is (then a manifest signed by a rotated-in key is refused).
+    pub fetch_keyring_updates:
+        Option<unsafe extern "C" fn(*mut c_void, u64, *mut u8, usize) -> i32>,
 }
 
 /// A monotonic clock.
@@ -297,6 +321,12 @@ pub struct npub_config {
     pub trusted_keys: *const [u8; 32],
     /// How many (1..`NPUB_MAX_KEYS`).
     pub trusted_key_count: usize,
+    /// Root ed25519 public keys, 32 bytes each: they sign keyring updates (rotation,
+    /// revocation), never manifests. NULL with a count of 0: no rotation, the trusted keys are
+    /// the keyring for good.
+    pub root_keys: *const [u8; 32],
+    /// How many (0..`NPUB_MAX_ROOT_KEYS`); non-zero needs a keyring area in the layout.
+    pub root_key_count: usize,
     /// The board's hardware class (the manifest's `hw_class`).
     pub hw_class: u32,
     /// The NPU configuration as an NPU1 accel word (`NPUB_ACCEL_U55_256`).

@@ -5,6 +5,7 @@
 //! | `--server URL`     | the npub server, `http://ADDRESS:PORT` (10.0.2.2 is the host's loopback in QEMU's user network) | required |
 //! | `--token TOKEN`    | this device's token (`POST /api/v1/devices` shows it once)             | required |
 //! | `--trust FILE`     | a host file `npub-ed25519-public-v1 <hex>` (`GET /api/v1/keys/{id}/trust`); up to 4 | at least one |
+//! | `--root FILE`      | a root key file, the same format (`GET /api/v1/keys/root/trust`): it signs keyring updates (rotation, revocation); up to 2 | none: the `--trust` keys for good |
 //! | `--flash FILE`     | the host file that is the OSPI NOR; created blank                     | required |
 //! | `--once`           | exit after the first poll that succeeds (installed or up to date); a refused manifest or pack exits 1 | poll forever |
 //! | `--window-kib N`   | KiB per range request; 0 = the rest of the pack in one response      | 64 |
@@ -18,12 +19,16 @@
 /// Trust files at most.
 pub const MAX_TRUST: usize = 4;
 
+/// Root key files at most (the agent's `MAX_ROOTS`).
+pub const MAX_ROOT: usize = 2;
+
 /// What the command line asked for.
 #[derive(Debug, Clone, Copy)]
 pub struct Args {
     pub server: &'static str,
     pub token: &'static str,
     pub trust: [Option<&'static str>; MAX_TRUST],
+    pub root: [Option<&'static str>; MAX_ROOT],
     pub flash: &'static str,
     pub once: bool,
     pub window_kib: u32,
@@ -42,6 +47,7 @@ pub fn parse(line: &'static str) -> Result<Args, &'static str> {
         server: "",
         token: "",
         trust: [None; MAX_TRUST],
+        root: [None; MAX_ROOT],
         flash: "",
         once: false,
         window_kib: 64,
@@ -49,7 +55,7 @@ pub fn parse(line: &'static str) -> Result<Args, &'static str> {
         hw_class: 1,
         attempts: 100,
     };
-    let mut trusts = 0;
+    let (mut trusts, mut roots) = (0, 0);
     while let Some(flag) = words.next() {
         let mut value = |name: &'static str| words.next().ok_or(name);
         let number = |v: &str, name: &'static str| v.parse::<u32>().map_err(|_| name);
@@ -61,6 +67,11 @@ pub fn parse(line: &'static str) -> Result<Args, &'static str> {
                 let v = value("--trust needs a file")?;
                 *args.trust.get_mut(trusts).ok_or("--trust: at most 4")? = Some(v);
                 trusts += 1;
+            }
+            "--root" => {
+                let v = value("--root needs a file")?;
+                *args.root.get_mut(roots).ok_or("--root: at most 2")? = Some(v);
+                roots += 1;
             }
             "--once" => args.once = true,
             "--window-kib" => {

@@ -50,4 +50,20 @@ impl<L: Link> Transport for Logged<'_, L> {
         }
         self.io.report(r)
     }
+
+    // Forwarded by hand: the trait's defaults (no sequence, no records) would silently keep the
+    // firmware's keyring as it is.
+    fn keyring_sequence(&self) -> Option<u64> {
+        self.io.keyring_sequence()
+    }
+
+    fn fetch_keyring_updates(
+        &mut self,
+        after: u64,
+        buf: &mut [u8],
+    ) -> Result<usize, TransportError> {
+        let n = self.io.fetch_keyring_updates(after, buf)?;
+        hprintln!("keyring: {} bytes of updates after sequence {}", n, after);
+        Ok(n)
+    }
 }

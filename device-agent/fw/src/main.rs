@@ -87,7 +87,8 @@ fn main() -> ! {
 /// Why the firmware stopped without success.
 enum Fail {
     Args(&'static str),
-    Trust(&'static str, &'static str),
+    /// The flag, the file, what is wrong.
+    Trust(&'static str, &'static str, &'static str),
     Flash(file_nor::FileNorError),
     Agent(Error),
     Nic(lan9118::Error),
@@ -101,7 +102,7 @@ impl core::fmt::Display for Fail {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         match self {
             Fail::Args(what) => write!(f, "command line: {what}"),
-            Fail::Trust(path, what) => write!(f, "--trust {path}: {what}"),
+            Fail::Trust(flag, path, what) => write!(f, "{flag} {path}: {what}"),
             Fail::Flash(e) => write!(f, "flash file: {e:?}"),
             Fail::Agent(e) => write!(f, "agent: {e}"),
             Fail::Nic(e) => write!(f, "LAN9118: {e:?}"),
@@ -207,26 +208,52 @@ fn run() -> Result<(), Fail> {
     poll_loop(&args, &mut agent, &mut transport, &mut npu, &mut arena)
 }
 
-/// The factory keyring from the `--trust` files. (No root keys yet: keyring updates are
-/// refused until the firmware takes `--root`.)
+/// The factory keyring from the `--trust` files and the roots from the `--root` files.
 fn trust(args: &Args) -> Result<Trust, Fail> {
     let mut keys = [[0u8; 32]; args::MAX_TRUST];
+    let count = read_keys("--trust", &args.trust, &mut keys)?;
+    let mut roots = [[0u8; 32]; args::MAX_ROOT];
+    let root_count = read_keys("--root", &args.root, &mut roots)?;
+    Trust::new(&keys[..count], &roots[..root_count])
+        .map_err(|_| Fail::Args("--trust/--root: unusable keys"))
+}
+
+/// The keys in `paths`, into `keys`; how many.
+fn read_keys(
+    flag: &'static str,
+    paths: &[Option<&'static str>],
+    keys: &mut [[u8; 32]],
+) -> Result<usize, Fail> {
     let mut count = 0;
-    for path in args.trust.iter().flatten() {
-        let file =
-            semi::File::open(path, semi::Mode::Read).ok_or(Fail::Trust(path, "cannot open"))?;
+    for path in paths.iter().flatten() {
+        let file = semi::File::open(path, semi::Mode::Read).ok_or(Fail::Trust(
+            flag,
+            path,
+            "cannot open",
+        ))?;
         let mut text = [0u8; 256];
         let n = file.read(&mut text);
         let key = args::trust_key(&text[..n]).ok_or(Fail::Trust(
+            flag,
             path,
             "not an `npub-ed25519-public-v1 <hex>` key file",
         ))?;
+        if keys[..count].contains(&key) {
+            return Err(Fail::Trust(flag, path, "the same key twice"));
+        }
         keys[count] = key;
         count += 1;
-        Trust::new(&keys[..count], &[])
-            .map_err(|_| Fail::Trust(path, "not a usable ed25519 public key, or a duplicate"))?;
+        if flag == "--trust" {
+            Trust::new(&keys[..count], &[]).map_err(|_| {
+                Fail::Trust(
+                    flag,
+                    path,
+                    "not a usable ed25519 public key, or a duplicate",
+                )
+            })?;
+        }
     }
-    Trust::new(&keys[..count], &[]).map_err(|_| Fail::Args("--trust: unusable keys"))
+    Ok(count)
 }
 
 /// What the boot did; the report to send once the network is up.

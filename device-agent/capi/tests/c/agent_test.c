@@ -63,8 +63,10 @@ static int32_t counter_raise(void *ctx, uint64_t value) {
 
 /* ---- the in-memory server ---- */
 
-static int32_t mem_fetch_manifest(void *ctx, uint64_t after, uint8_t *buf, size_t cap, size_t *len) {
+static int32_t mem_fetch_manifest(void *ctx, uint64_t after, uint8_t *buf, size_t cap, size_t *len,
+                                  uint64_t *keyring_sequence) {
   mem_server *s = ctx;
+  *keyring_sequence = s->keyring_sequence;
   if (s->reenter) s->reenter_rc = npub_agent_poll((npub_agent *)s->reenter, NULL);
   if (s->manifest == NULL || (s->sequence <= after && !s->stale)) return NPUB_NO_MANIFEST;
   memcpy(buf, s->manifest, s->manifest_len < cap ? s->manifest_len : cap);
@@ -83,6 +85,17 @@ static int32_t mem_fetch_pack(void *ctx, const uint8_t *sha256, uint32_t offset,
   return (int32_t)n;
 }
 
+/* Record n has sequence n (the server numbers them from 1), so `after` records are skipped. */
+static int32_t mem_fetch_keyring_updates(void *ctx, uint64_t after, uint8_t *buf, size_t cap) {
+  mem_server *s = ctx;
+  size_t from = (size_t)after * NPUB_KEYRING_UPDATE_BYTES;
+  if (from >= s->records_len) return 0;
+  size_t n = s->records_len - from;
+  if (n > cap) n = cap - cap % NPUB_KEYRING_UPDATE_BYTES;
+  memcpy(buf, s->records + from, n);
+  return (int32_t)n;
+}
+
 static int32_t mem_report(void *ctx, const npub_report *r) {
   (void)ctx;
   (void)r;
@@ -94,9 +107,14 @@ static void serve(mem_server *s, int which) {
   if (which == 1) {
     s->manifest = npub_test_manifest1, s->manifest_len = npub_test_manifest1_len;
     s->pack = npub_test_pack1, s->pack_len = npub_test_pack1_len, s->sequence = npub_test_seq1;
-  } else {
+  } else if (which == 2) {
     s->manifest = npub_test_manifest2, s->manifest_len = npub_test_manifest2_len;
     s->pack = npub_test_pack2, s->pack_len = npub_test_pack2_len, s->sequence = npub_test_seq2;
+  } else {
+    s->manifest = npub_test_manifest3, s->manifest_len = npub_test_manifest3_len;
+    s->pack = npub_test_pack2, s->pack_len = npub_test_pack2_len, s->sequence = npub_test_seq3;
+    s->keyring_sequence = npub_test_keyring_sequence;
+    s->records = npub_test_keyring_records, s->records_len = npub_test_keyring_records_len;
   }
 }
 
@@ -116,15 +134,20 @@ void test_config(npub_config *c, ram_nor *nor, uint8_t *arena, mem_server *serve
   c->layout.slot_offset[1] = 2 * TEST_BANK_BYTES + TEST_SLOT_BYTES;
   c->layout.slot_bytes = TEST_SLOT_BYTES;
   c->layout.progress_bytes = 16 * 1024;
+  c->layout.keyring_offset = TEST_KEYRING_OFFSET;
+  c->layout.keyring_bank_bytes = TEST_BANK_BYTES;
   c->transport = NPUB_TRANSPORT_REQUESTS;
   c->requests.ctx = server;
   c->requests.fetch_manifest = mem_fetch_manifest;
   c->requests.fetch_pack = mem_fetch_pack;
   c->requests.report = mem_report;
+  c->requests.fetch_keyring_updates = mem_fetch_keyring_updates;
   c->clock.now_ms = test_now_ms;
   c->clock.sleep_ms = test_sleep_ms;
   c->trusted_keys = (const uint8_t(*)[32])npub_test_key;
   c->trusted_key_count = 1;
+  c->root_keys = (const uint8_t(*)[32])npub_test_root;
+  c->root_key_count = 1;
   c->hw_class = npub_test_hw_class;
   c->accel = NPUB_ACCEL_U55_256;
   c->arena = arena;
@@ -253,6 +276,18 @@ static int bad_calls(void) {
   c.trusted_key_count = 9;
   CHECK(open_agent(&c) == NPUB_E_CONFIG && last_error_has("trusted_key_count"), "key count");
   c.trusted_key_count = 1;
+  c.root_key_count = 3;
+  CHECK(open_agent(&c) == NPUB_E_CONFIG && last_error_has("root_key_count"), "root key count");
+  c.root_key_count = 1;
+  c.root_keys = NULL;
+  CHECK(open_agent(&c) == NPUB_E_CONFIG && last_error_has("config.root_keys is NULL"), "root keys NULL");
+  c.root_keys = (const uint8_t(*)[32])npub_test_root;
+  c.layout.keyring_bank_bytes = 0;
+  CHECK(open_agent(&c) == NPUB_E_CONFIG && last_error_has("layout.keyring_bank_bytes"), "no keyring area");
+  c.layout.keyring_bank_bytes = TEST_BANK_BYTES;
+  c.layout.keyring_offset = TEST_KEYRING_OFFSET - 4096;
+  CHECK(open_agent(&c) == NPUB_E_CONFIG && last_error_has("keyring"), "keyring over slot B");
+  c.layout.keyring_offset = TEST_KEYRING_OFFSET;
   c.arena = arena_mem + 4;
   CHECK(open_agent(&c) == NPUB_E_CONFIG && last_error_has("16-byte aligned"), "arena alignment");
   c.arena = arena_mem;
@@ -417,6 +452,47 @@ static int counter_hook(void) {
   return failures;
 }
 
+/* Key rotation: from pack 1 (key 1), the server rotated to key 2 revoking key 1. The poll applies
+ * the root-signed record, keeps the keyring in its flash area and installs key 2's manifest; after
+ * a power cycle (the same factory trust: key 1 and the root) key 1's manifest is refused as
+ * revoked, and without fetch_keyring_updates key 2's would not have verified. */
+static int rotation(void) {
+  int failures = 0;
+  ram_nor nor = {flash_mem, 0, 0, 0};
+  mem_server server;
+  npub_config c;
+  npub_job job;
+  int32_t rc;
+  memcpy(flash_mem, snapshot, sizeof flash_mem);
+  serve(&server, 3);
+  test_config(&c, &nor, arena_mem, &server);
+  c.requests.fetch_keyring_updates = NULL;
+  CHECK(open_agent(&c) == NPUB_OK && npub_agent_boot(&agent_storage, &job) == NPUB_OK, "boot v1");
+  rc = test_install(&agent_storage, &job);
+  CHECK(rc == NPUB_E_REJECTED && job.sequence == npub_test_seq1,
+        "key 2 unknown without the records: %s", npub_result_name(rc));
+  c.requests.fetch_keyring_updates = mem_fetch_keyring_updates;
+  CHECK(open_agent(&c) == NPUB_OK && npub_agent_boot(&agent_storage, &job) == NPUB_OK, "boot v1 again");
+  rc = test_install(&agent_storage, &job);
+  CHECK(rc == NPUB_OK && job.sequence == npub_test_seq3, "rotated: %s, sequence %llu", npub_result_name(rc),
+        (unsigned long long)job.sequence);
+  /* Power cycle. */
+  nor = (ram_nor){flash_mem, 0, 0, 0};
+  serve(&server, 1);
+  server.stale = 1;
+  test_config(&c, &nor, arena_mem, &server);
+  CHECK(open_agent(&c) == NPUB_OK, "reopen");
+  rc = npub_agent_boot(&agent_storage, &job);
+  if (rc == NPUB_PENDING) rc = npub_agent_confirm(&agent_storage, 0, &job);
+  CHECK(rc == NPUB_OK && job.sequence == npub_test_seq3, "boot after the rotation: %s", npub_result_name(rc));
+  rc = test_install(&agent_storage, &job);
+  CHECK(rc == NPUB_E_REJECTED && last_error_has("revoked"), "key 1 replayed after the power cycle: %s",
+        npub_result_name(rc));
+  CHECK(job.sequence == npub_test_seq3, "pack 3 still bound");
+  printf("rotation: %d failures\n", failures);
+  return failures;
+}
+
 int run_common_tests(long cut_stride) {
   int failures = bad_calls();
   /* The flash with pack 1 installed and confirmed (bad_calls installed it): the base of the rest. */
@@ -441,5 +517,6 @@ int run_common_tests(long cut_stride) {
   failures += self_test_failure();
   failures += power_cuts(cut_stride);
   failures += counter_hook();
+  failures += rotation();
   return failures;
 }

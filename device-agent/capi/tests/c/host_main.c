@@ -115,7 +115,7 @@ static int install_from_server(const char *url, const char *token) {
   rc = npub_agent_confirm(&agent, 0, &job);
   CHECK(rc == NPUB_OK, "confirm: %s", npub_result_name(rc));
   test_print_job("installed from the server", &job);
-  CHECK(job.sequence == npub_test_seq2 && job.pack_bytes == npub_test_pack2_len, "the deployed pack");
+  CHECK(job.sequence == npub_test_seq3 && job.pack_bytes == npub_test_pack2_len, "the deployed pack");
   CHECK(memcmp(nor_mem + (job.slot ? c.layout.slot_offset[1] : c.layout.slot_offset[0]), npub_test_pack2,
                npub_test_pack2_len) == 0, "the slot holds the server's pack byte for byte");
   rc = npub_agent_poll(&agent, &job);

@@ -24,8 +24,21 @@ pub struct Fleet {
 pub struct Served {
     pub token: String,
     pub key: [u8; 32],
+    pub root: [u8; 32],
     pub hw_class: u32,
     pub versions: Vec<(u64, Vec<u8>, Vec<u8>)>,
+    pub rotation: Rotation,
+}
+
+/// After the two versions: the signing key rotated with revoke_previous, 2.0.0 deployed again.
+pub struct Rotation {
+    /// The manifest answer's `Npub-Keyring-Sequence`.
+    pub keyring_sequence: u64,
+    /// `GET /api/v1/device/keys?after=0`: the root-signed records.
+    pub records: Vec<u8>,
+    /// The deployment's sequence and manifest (signed by key 2).
+    pub sequence: u64,
+    pub manifest: Vec<u8>,
 }
 
 impl Fleet {
@@ -130,11 +143,8 @@ impl Fleet {
         );
         let token = devices[0]["token"].as_str().unwrap().to_owned();
         let keys = self.admin("GET", "/api/v1/keys", None, None, 200);
-        let hex = keys["active"]["public_key"].as_str().unwrap();
-        let mut key = [0u8; 32];
-        for (i, b) in key.iter_mut().enumerate() {
-            *b = u8::from_str_radix(&hex[2 * i..2 * i + 2], 16).unwrap();
-        }
+        let key = hex_key(keys["active"]["public_key"].as_str().unwrap());
+        let root = hex_key(keys["root"]["public_key"].as_str().unwrap());
         let me = self.call(&token, "GET", "/api/v1/device", None, false);
         let me: Value = serde_json::from_slice(&me.1).unwrap();
         let hw_class = me["hw_class"].as_u64().unwrap_or(1) as u32;
@@ -169,9 +179,53 @@ impl Fleet {
             assert_eq!(status, 200);
             versions.push((seq, manifest, pack));
         }
+        // Rotate, revoking key 1 in the same record; deploy 2.0.0 again (signed by key 2).
+        self.admin(
+            "POST",
+            "/api/v1/keys/rotate",
+            Some(json!({"revoke_previous": true})),
+            None,
+            201,
+        );
+        let d = self.admin(
+            "POST",
+            "/api/v1/deployments",
+            Some(json!({"model": "kws", "version": "2.0.0", "group": "lab"})),
+            None,
+            201,
+        );
+        let sequence = d["sequence"].as_u64().unwrap();
+        let r = self
+            .http
+            .get(format!("{}/api/v1/device/manifest?seq=0", self.url))
+            .bearer_auth(&token)
+            .send()
+            .unwrap();
+        assert_eq!(r.status().as_u16(), 200);
+        let keyring_sequence: u64 = r
+            .headers()
+            .get("npub-keyring-sequence")
+            .expect("the manifest answer announces the keyring")
+            .to_str()
+            .unwrap()
+            .parse()
+            .unwrap();
+        let manifest = r.bytes().unwrap().to_vec();
+        let (status, records) =
+            self.call(&token, "GET", "/api/v1/device/keys?after=0", None, false);
+        assert_eq!(status, 200);
+        assert_eq!(records.len(), 144 * keyring_sequence as usize);
+        let rotation = Rotation {
+            keyring_sequence,
+            records,
+            sequence,
+            manifest,
+        };
         Served {
             token,
             key,
+            root,
+            rotation,
             hw_class,
             versions,
         }
@@ -182,6 +236,14 @@ impl Fleet {
         let task = self.task.take().unwrap();
         self.rt.block_on(task).unwrap().unwrap();
     }
+}
+
+fn hex_key(hex: &str) -> [u8; 32] {
+    let mut key = [0u8; 32];
+    for (i, b) in key.iter_mut().enumerate() {
+        *b = u8::from_str_radix(&hex[2 * i..2 * i + 2], 16).unwrap();
+    }
+    key
 }
 
 pub fn fixtures() -> PathBuf {
@@ -218,6 +280,10 @@ pub fn write_data_c(served: &Served, path: &Path) {
     for b in served.key {
         write!(out, "{b},").unwrap();
     }
+    out.push_str("};\nconst uint8_t npub_test_root[32] = {");
+    for b in served.root {
+        write!(out, "{b},").unwrap();
+    }
     out.push_str("};\n");
     for (i, (seq, manifest, pack)) in served.versions.iter().enumerate() {
         let n = i + 1;
@@ -225,6 +291,16 @@ pub fn write_data_c(served: &Served, path: &Path) {
         array(&mut out, &format!("npub_test_pack{n}"), pack);
         writeln!(out, "const uint64_t npub_test_seq{n} = {seq};").unwrap();
     }
+    let r = &served.rotation;
+    array(&mut out, "npub_test_manifest3", &r.manifest);
+    writeln!(out, "const uint64_t npub_test_seq3 = {};", r.sequence).unwrap();
+    array(&mut out, "npub_test_keyring_records", &r.records);
+    writeln!(
+        out,
+        "const uint64_t npub_test_keyring_sequence = {};",
+        r.keyring_sequence
+    )
+    .unwrap();
     writeln!(
         out,
         "const uint32_t npub_test_hw_class = {};",

@@ -182,8 +182,32 @@ impl ApiError {
 }
 
 impl From<sqlx::Error> for ApiError {
+    /// A database that cannot be reached (PostgreSQL restarting, its connection cut, no pooled
+    /// connection within the acquire timeout) is 503: the client should retry, the request was
+    /// not wrong and nothing is broken here. Anything else is a bug or an environment failure.
     fn from(err: sqlx::Error) -> Self {
+        if database_unreachable(&err) {
+            tracing::warn!(error = %err, "database not answering");
+            return Self::Unavailable;
+        }
         Self::Internal(Box::new(err))
+    }
+}
+
+/// Whether `err` says the database is out of reach rather than that the query was refused.
+fn database_unreachable(err: &sqlx::Error) -> bool {
+    match err {
+        sqlx::Error::Io(_)
+        | sqlx::Error::Tls(_)
+        | sqlx::Error::PoolTimedOut
+        | sqlx::Error::PoolClosed
+        | sqlx::Error::WorkerCrashed => true,
+        // SQLSTATE class 08 (connection exception) and 57P01..57P03 (the server is shutting
+        // down, crashed, or not accepting connections yet). SQLite's codes are plain numbers.
+        sqlx::Error::Database(db) => db
+            .code()
+            .is_some_and(|c| c.starts_with("08") || c.starts_with("57P0")),
+        _ => false,
     }
 }
 

@@ -861,28 +861,22 @@ pub(crate) async fn evaluate_in(conn: &mut Conn, id: i64) -> Result<bool, ApiErr
     match rollout::decide(&rollout, open, row.state == "paused", &states) {
         Decision::Stay => Ok(false),
         Decision::Open(n) => {
-            sqlx::query("UPDATE deployments SET open_batches = $1 WHERE id = $2")
-                .bind(n as i64)
-                .bind(id)
-                .execute(&mut *conn)
-                .await?;
+            if !rollout::claim_open(conn, id, open, n).await? {
+                return Ok(false);
+            }
             audit::record_system(
                 conn,
                 "deployment.batch_open",
                 &format!("deployments/{id}"),
-                serde_json::json!({"sequence": row.sequence, "open_batches": n}),
+                serde_json::json!({"sequence": row.sequence, "open_batches": n, "from": open}),
             )
             .await?;
             Ok(true)
         }
         Decision::Abort(reason) => {
-            sqlx::query(
-                "UPDATE deployments SET state = 'aborted', abort_reason = $1 WHERE id = $2",
-            )
-            .bind(&reason)
-            .bind(id)
-            .execute(&mut *conn)
-            .await?;
+            if !rollout::claim_abort(conn, id, &row.state, &reason).await? {
+                return Ok(false);
+            }
             tracing::warn!(deployment = id, %reason, "deployment auto-aborted");
             audit::record_system(
                 conn,

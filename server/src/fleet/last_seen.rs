@@ -8,6 +8,16 @@
 //! (`device_offers`, and an `offered` event in its history, `super::history`). Pending offers are
 //! keyed by (device, deployment), so a device polling all day costs one entry, and the flush is
 //! the only writer.
+//!
+//! ## Several replicas
+//! Each replica batches the polls it answered and flushes them on its own timer; a device that
+//! polls both (a load balancer alternating) has pending entries on each. Both writes are claims
+//! that only the first can win, so the outcome does not depend on which replica flushes first:
+//! `last_seen` only moves forward (`WHERE last_seen < $1`), and an offer is recorded by the one
+//! `INSERT … ON CONFLICT DO NOTHING` into `device_offers` that inserts, which alone writes the
+//! device's `offered` history event (`super::history::record_offer`), so a device offered a
+//! deployment by two replicas has one `offered` event, with the earliest time of the replica
+//! that flushed first.
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 

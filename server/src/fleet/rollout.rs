@@ -13,10 +13,24 @@
 //! * **Auto-abort**: when the share of offered devices that reported `failed` or `rolled_back`
 //!   exceeds `failure_threshold`, the deployment is aborted: it is no longer offered; devices that
 //!   installed it keep it.
+//!
+//! ## Exactly one replica acts on each transition
+//! Several replicas may evaluate the same deployment at once (reports for it arrive at each).
+//! A transition is therefore applied only through a **claim**: a conditional
+//! `UPDATE … WHERE open_batches = <what was read> AND state = <what was read> RETURNING id`
+//! ([`claim_open`], [`claim_abort`]). Whoever's update matches the row as it was read made the
+//! transition and writes its audit row (`deployment.batch_open`, `deployment.auto_abort`) in the
+//! same transaction; anyone else's matches nothing, changes nothing and writes nothing. The
+//! claim holds on its own: on PostgreSQL the second `UPDATE` waits for the first one's row lock
+//! and then re-checks its `WHERE` against the committed row (READ COMMITTED), on SQLite the
+//! write transaction is already alone. That the evaluation *sees* every committed report comes
+//! from the write transaction it runs in (`crate::db::begin_write`), so a transition is never
+//! missed either: the last report to commit evaluates with all the others counted.
 use serde::{Deserialize, Serialize};
 use sha2::{Digest as _, Sha256};
 use utoipa::ToSchema;
 
+use crate::db::Conn;
 use crate::error::ApiError;
 
 /// Most batches a rollout may have: more would only add waiting, and bounds the progress JSON.
@@ -388,6 +402,47 @@ impl Progress {
             .map(|b| b.counts.failures())
             .sum()
     }
+}
+
+/// Claims the transition of deployment `id` from `from` open batches to `to`, while it is
+/// `active`: true when this caller made it (and must audit it), false when another evaluation
+/// already did, or the deployment was paused or aborted meanwhile.
+pub(crate) async fn claim_open(
+    conn: &mut Conn,
+    id: i64,
+    from: usize,
+    to: usize,
+) -> Result<bool, sqlx::Error> {
+    let claimed: Option<(i64,)> = sqlx::query_as(
+        "UPDATE deployments SET open_batches = $1 \
+         WHERE id = $2 AND open_batches = $3 AND state = 'active' RETURNING id",
+    )
+    .bind(to as i64)
+    .bind(id)
+    .bind(from as i64)
+    .fetch_optional(&mut *conn)
+    .await?;
+    Ok(claimed.is_some())
+}
+
+/// Claims the auto-abort of deployment `id`, read in state `from` (`active` or `paused`): true
+/// when this caller aborted it (and must audit it), false when it had already left that state.
+pub(crate) async fn claim_abort(
+    conn: &mut Conn,
+    id: i64,
+    from: &str,
+    reason: &str,
+) -> Result<bool, sqlx::Error> {
+    let claimed: Option<(i64,)> = sqlx::query_as(
+        "UPDATE deployments SET state = 'aborted', abort_reason = $1 \
+         WHERE id = $2 AND state = $3 RETURNING id",
+    )
+    .bind(reason)
+    .bind(id)
+    .bind(from)
+    .fetch_optional(&mut *conn)
+    .await?;
+    Ok(claimed.is_some())
 }
 
 #[cfg(test)]

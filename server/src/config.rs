@@ -21,6 +21,8 @@
 //! | `--auth-failure-burst` | `NPUB_AUTH_FAILURE_BURST` | 30           | failed authentications a peer may make in a row before it gets 429 |
 //! | `--auth-failure-refill` | `NPUB_AUTH_FAILURE_REFILL` | 1          | failed authentications per second a peer's allowance regains |
 //! | `--pack-store`       | `NPUB_PACK_STORE`       | (`<data-dir>/packs`) | `s3://bucket/prefix`: packs in an S3-compatible bucket; endpoint, region, credentials from `AWS_*` |
+//! | `--database-url`     | `NPUB_DATABASE_URL`     | (`<data-dir>/npub.db`) | `postgres://…`: a PostgreSQL database several replicas share; `sqlite://PATH`: that SQLite file |
+//! | `--key-encryption-key` | `NPUB_KEY_ENCRYPTION_KEY` | (none: key files in `<data-dir>/keys/`) | 64 hex digits: keep the signing and root keys in the database, sealed with this key (required with `postgres://`; the same on every replica) |
 //! | `--presign-downloads` | `NPUB_PRESIGN_DOWNLOADS` | off            | with an `s3://` store: device downloads answer `307` to a presigned URL |
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -127,6 +129,23 @@ pub struct Config {
     #[arg(long, env = "NPUB_PACK_STORE")]
     pub pack_store: Option<String>,
 
+    /// The database. Unset (or `sqlite://` with no path): the SQLite file `<data-dir>/npub.db`,
+    /// the embedded default. `sqlite://PATH`: that SQLite file. `postgres://user:pass@host/db`
+    /// (or `postgresql://`, with libpq-style `?sslmode=…&host=/socket/dir` parameters): a
+    /// PostgreSQL database, migrated at start, which any number of replicas may share (each with
+    /// its own `--data-dir` for staging; packs then belong in an `s3://` store).
+    #[arg(long, env = "NPUB_DATABASE_URL", hide_env_values = true)]
+    pub database_url: Option<String>,
+
+    /// 64 hex digits (`openssl rand -hex 32`): the key-encryption key. Given, the signing keys and
+    /// the root key are kept in the database (`key_secrets`), each sealed with AES-256-GCM under
+    /// it, so that every replica on one database signs with the same keys and follows rotations
+    /// made through the others (server/src/key_store.rs). Required with a `postgres://`
+    /// database; unset on SQLite, the keys are files in `<data-dir>/keys/` as before. Prefer the
+    /// environment variable (a command line is visible to every local user).
+    #[arg(long, env = "NPUB_KEY_ENCRYPTION_KEY", hide_env_values = true)]
+    pub key_encryption_key: Option<String>,
+
     /// With an `s3://` pack store: answer a device's pack download with `307 Temporary Redirect`
     /// to a presigned URL of the object (valid 10 minutes), so the bytes flow from the bucket to
     /// the device directly. The device must follow the redirect (device-agent does). Off: the
@@ -177,6 +196,8 @@ impl Config {
             auth_failure_burst: crate::auth::guard::DEFAULT_BURST,
             auth_failure_refill: crate::auth::guard::DEFAULT_REFILL_PER_SEC,
             pack_store: None,
+            database_url: None,
+            key_encryption_key: None,
             presign_downloads: false,
             aws_overrides: Vec::new(),
         }

@@ -1,25 +1,77 @@
-//! The database: one SQLite file in WAL mode, migrated at start.
+//! The database: one SQLite file in WAL mode (the embedded default), or a PostgreSQL database
+//! shared by several replicas (`--database-url postgres://…`), migrated at start.
 //!
-//! ## Growth path: PostgreSQL
-//! Everything database-specific is named here: the pool type ([`Db`]), the connection type the
-//! per-module query functions take ([`Conn`]), and how the pool is opened. The queries themselves
-//! are plain runtime `sqlx::query` strings with numbered `$1` parameters, integer unix-millisecond
-//! timestamps and no SQLite-only functions, so moving to PostgreSQL means: a `postgres` feature
-//! swapping these aliases for `PgPool`/`PgConnection`, a `migrations/postgres/` twin of the schema
-//! (`BIGINT GENERATED ALWAYS AS IDENTITY` for `INTEGER PRIMARY KEY`, `BYTEA` for `BLOB`), and the
-//! constraint checks in `error.rs` (already backend-neutral through `sqlx::error::DatabaseError`).
-//! The serialisation that [`crate::state::AppState::write_lock`] provides would then come from
-//! the transaction's row locks instead.
+//! ## One pool type for both: sqlx's `Any` driver
+//! The queries are runtime `sqlx::query` strings with numbered `$1` parameters, integer
+//! unix-millisecond timestamps and no backend-only functions, and every module takes a
+//! [`Conn`]. sqlx 0.9's `Any` driver runs exactly that kind of query on either backend, chosen
+//! by the URL at start, so [`Db`] and [`Conn`] stay single types and no query function is written
+//! twice or made generic over `sqlx::Database`. The alternative, an enum over `SqlitePool` and
+//! `PgPool`, would have forced a `match` (or a generic) into every one of the ~100 query sites
+//! for no gain: the types the schema uses (`i64`, `f64`, `String`, `Vec<u8>`, `Option` of them)
+//! are exactly the ones `Any` maps on both sides. What `Any` costs: values are copied into
+//! `AnyRow`s (the poll path never reads the database, so this is off the hot path), and only
+//! those types decode; a `bool` is never read from SQL (SQLite has none), comparisons are
+//! decoded as integers instead.
+//!
+//! ## Where the SQL differs (the only places)
+//! | What | SQLite | PostgreSQL | Where |
+//! |------|--------|------------|-------|
+//! | schema | `migrations/*.sql` | `migrations/postgres/*.sql` (`BIGINT` ids and times, `BYTEA`, `DOUBLE PRECISION`) | [`SQLITE_MIGRATOR`], [`POSTGRES_MIGRATOR`] |
+//! | write transaction | `BEGIN IMMEDIATE` (the database-wide write lock, up front) | `BEGIN` + `pg_advisory_xact_lock(`[`WRITE_LOCK_KEY`]`)` | [`begin_write`] |
+//! | connection settings | WAL, `synchronous = FULL`, foreign keys, busy timeout | the server's own | [`open`] |
+//!
+//! Everything else (`RETURNING`, `ON CONFLICT … DO UPDATE/NOTHING`, partial unique indexes,
+//! `<>`) is the same SQL on both. Constraint violations are told apart in `error.rs` through
+//! `sqlx::error::DatabaseError`'s kind, which both drivers fill.
+//!
+//! ## Serialisation across replicas
+//! On SQLite the process is alone on its file (the data-dir lock), writers are serialised by
+//! [`crate::state::AppState::write_lock`] in the process and by `BEGIN IMMEDIATE` in the file.
+//! On PostgreSQL several processes write one database, so the in-process lock proves nothing:
+//! every write transaction ([`begin_write`]) first takes one transaction-scoped advisory lock,
+//! [`WRITE_LOCK_KEY`], held until commit or rollback. That is SQLite's write lock, one level up:
+//! the same "one writer at a time, reads never wait" semantics the write paths were written
+//! against, so the read-then-write sequences in them (the manifest sequence allocated from
+//! `fleet_sequence` and committed with its deployment, a version's insert and its pack put, a
+//! key rotation's retire-then-insert, the first admin token) are as serialised across replicas
+//! as they were across requests. Commits therefore happen in lock order, which is what makes
+//! manifest sequences increase in commit order (tests/replicas). Finer row locks would let
+//! unrelated writes run side by side; the operator API's write rate does not need it, and one
+//! lock cannot deadlock. The unique constraints (`deployments.sequence`, `versions (model_id,
+//! version)`, `keyring_updates.sequence`, one active signing key) stay as the backstop.
 use std::path::Path;
-use std::str::FromStr;
 use std::time::Duration;
 
-use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
+use sqlx::any::{AnyConnectOptions, AnyPoolOptions};
+use sqlx::sqlite::SqliteConnectOptions;
+use sqlx::{ConnectOptions, Executor};
 
-/// The connection pool.
-pub type Db = sqlx::SqlitePool;
+/// The connection pool (SQLite or PostgreSQL, see the module doc).
+pub type Db = sqlx::AnyPool;
 /// One connection (or a transaction, which dereferences to one).
-pub type Conn = sqlx::SqliteConnection;
+pub type Conn = sqlx::AnyConnection;
+/// A transaction on [`Db`].
+pub type Tx = sqlx::Transaction<'static, sqlx::Any>;
+
+/// Which database a [`Db`] talks to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Backend {
+    /// The embedded default: one file in the data directory.
+    Sqlite,
+    /// A PostgreSQL server, possibly shared by several replicas.
+    Postgres,
+}
+
+impl Backend {
+    /// The backend a pool was opened on.
+    pub fn of(db: &Db) -> Self {
+        match db.connect_options().database_url.scheme() {
+            "postgres" | "postgresql" => Self::Postgres,
+            _ => Self::Sqlite,
+        }
+    }
+}
 
 /// Connections in the pool. WAL lets readers run beside the one writer; a handful is plenty for
 /// an operator API whose writes are serialised anyway.
@@ -28,33 +80,125 @@ const MAX_CONNECTIONS: u32 = 8;
 /// another request's commit (including its fsync), short enough to surface a wedged writer.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// The schema, from the workspace's top-level `migrations/` (append-only: a migration that has
-/// been applied anywhere is never edited; changes are new files).
-pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("../migrations");
+/// The advisory lock every PostgreSQL write transaction holds (see the module doc). An arbitrary
+/// constant, the ASCII of "npubwrit", so that it does not collide with another application's
+/// advisory locks on a shared server.
+pub const WRITE_LOCK_KEY: i64 = 0x6e70_7562_7772_6974;
 
-/// Begins a write transaction with `BEGIN IMMEDIATE`, so it takes SQLite's write lock up front
-/// and waits out [`BUSY_TIMEOUT`] for it. A deferred transaction that reads and then writes
-/// gets `SQLITE_BUSY` at once when another writer committed in between (WAL cannot upgrade a
-/// stale read snapshot), which surfaced as a 500 `database is locked`. Every write path uses
-/// this; read-only transactions keep `begin()`.
-pub async fn begin_write(db: &Db) -> Result<sqlx::Transaction<'static, sqlx::Sqlite>, sqlx::Error> {
-    db.begin_with("BEGIN IMMEDIATE").await
+/// The SQLite schema, from the workspace's top-level `migrations/` (append-only: a migration that
+/// has been applied anywhere is never edited; changes are new files). Subdirectories are not
+/// migrations, so `postgres/` beside them is not picked up.
+pub static SQLITE_MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("../migrations");
+/// The PostgreSQL twin of [`SQLITE_MIGRATOR`]: one file per SQLite migration, same number, same
+/// tables and columns (tests/schema checks), append-only the same way.
+pub static POSTGRES_MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("../migrations/postgres");
+
+/// Begins a write transaction that holds the database's write lock from its first statement.
+///
+/// SQLite: `BEGIN IMMEDIATE`, waiting out [`BUSY_TIMEOUT`] for the lock. A deferred transaction
+/// that reads and then writes gets `SQLITE_BUSY` at once when another writer committed in between
+/// (WAL cannot upgrade a stale read snapshot), which surfaced as a 500 `database is locked`.
+/// PostgreSQL: `BEGIN` and [`WRITE_LOCK_KEY`], which serialises writers of every replica.
+/// Every write path uses this; read-only transactions keep `begin()`.
+pub async fn begin_write(db: &Db) -> Result<Tx, sqlx::Error> {
+    match Backend::of(db) {
+        Backend::Sqlite => db.begin_with("BEGIN IMMEDIATE").await,
+        Backend::Postgres => {
+            let mut tx = db.begin().await?;
+            // The function returns `void`, which the Any driver cannot decode: select a constant.
+            sqlx::query("SELECT 1 FROM pg_advisory_xact_lock($1)")
+                .bind(WRITE_LOCK_KEY)
+                .execute(&mut *tx)
+                .await?;
+            Ok(tx)
+        }
+    }
 }
 
-/// Opens (creating if missing) the database at `path` and applies pending migrations.
-pub async fn open(path: &Path) -> Result<Db, sqlx::Error> {
-    let options = SqliteConnectOptions::from_str("sqlite://")?
+/// What `--database-url` named.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Location<'a> {
+    /// The SQLite file at this path (the default: `<data-dir>/npub.db`).
+    Sqlite(std::borrow::Cow<'a, Path>),
+    /// A PostgreSQL URL, used as given.
+    Postgres(&'a str),
+}
+
+impl<'a> Location<'a> {
+    /// Reads `--database-url`; `None` or empty is the SQLite file `default`.
+    pub fn parse(url: Option<&'a str>, default: &'a Path) -> Result<Self, String> {
+        let Some(url) = url.filter(|u| !u.is_empty()) else {
+            return Ok(Self::Sqlite(default.into()));
+        };
+        if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+            return Ok(Self::Postgres(url));
+        }
+        if let Some(path) = url.strip_prefix("sqlite://") {
+            if path.is_empty() {
+                return Ok(Self::Sqlite(default.into()));
+            }
+            return Ok(Self::Sqlite(Path::new(path).into()));
+        }
+        Err(format!(
+            "{url:?}: expected postgres://… or sqlite://PATH (or nothing, for {})",
+            default.display()
+        ))
+    }
+}
+
+/// `url` with its password (if any) replaced by `***`, for logs and the banner.
+pub fn redact(url: &str) -> String {
+    match url::Url::parse(url) {
+        Ok(mut u) if u.password().is_some() => {
+            let _ = u.set_password(Some("***"));
+            u.to_string()
+        }
+        Ok(u) => u.to_string(),
+        Err(_) => "(unparsable URL)".into(),
+    }
+}
+
+/// Opens the database at `location` (creating a missing SQLite file) and applies pending
+/// migrations.
+pub async fn open(location: &Location<'_>) -> Result<Db, sqlx::Error> {
+    sqlx::any::install_default_drivers();
+    match location {
+        Location::Sqlite(path) => open_sqlite(path).await,
+        Location::Postgres(url) => {
+            let db = AnyPoolOptions::new()
+                .max_connections(MAX_CONNECTIONS)
+                .connect(url)
+                .await?;
+            POSTGRES_MIGRATOR.run(&db).await?;
+            Ok(db)
+        }
+    }
+}
+
+async fn open_sqlite(path: &Path) -> Result<Db, sqlx::Error> {
+    // The Any driver takes a URL only, so the file's settings are applied on every new
+    // connection instead of through SqliteConnectOptions' builder.
+    let url = SqliteConnectOptions::new()
         .filename(path)
         .create_if_missing(true)
-        .journal_mode(SqliteJournalMode::Wal)
-        // FULL: a 201 for an upload means the row survives a power cut, not just a crash.
-        .synchronous(SqliteSynchronous::Full)
-        .foreign_keys(true)
-        .busy_timeout(BUSY_TIMEOUT);
-    let db = SqlitePoolOptions::new()
+        .to_url_lossy();
+    let options = AnyConnectOptions::from_url(&url)?;
+    let busy_ms = BUSY_TIMEOUT.as_millis();
+    let db = AnyPoolOptions::new()
         .max_connections(MAX_CONNECTIONS)
+        .after_connect(move |conn, _meta| {
+            Box::pin(async move {
+                // FULL: a 201 for an upload means the row survives a power cut, not just a crash.
+                conn.execute(sqlx::AssertSqlSafe(format!(
+                    "PRAGMA busy_timeout = {busy_ms}; PRAGMA journal_mode = WAL; \
+                     PRAGMA synchronous = FULL; PRAGMA foreign_keys = ON;"
+                )))
+                .await?;
+                Ok(())
+            })
+        })
         .connect_with(options)
         .await?;
-    MIGRATOR.run(&db).await?;
+    SQLITE_MIGRATOR.run(&db).await?;
     Ok(db)
 }

@@ -7,6 +7,10 @@
 //! | `keys/root-<key id>.key`      | 0600 | the root key: signs keyring updates only    |
 //! | `keys/root-<key id>.key.pub`  | 0644 | its public half: what devices are built with |
 //!
+//! That is the file store, the embedded default; with `--key-encryption-key` (required on
+//! PostgreSQL, where replicas share the keys) the same secrets are rows of `key_secrets`, sealed,
+//! and every replica follows the active row ([`Keys::active_in`]); `key_store.rs` says why.
+//!
 //! Files are named by key id and never overwritten; the database (`signing_keys`) says which one
 //! is active. That makes every step crash-safe: a key file is written (fsynced) before the row
 //! that activates it commits, so a crash leaves at worst an unused file, and a start whose active
@@ -25,14 +29,13 @@
 //! and uploads both. The server checks the record's shape and that it adds exactly the imported
 //! key; the root signature is checked by the devices, which hold the root public key (the server
 //! does not need it).
-use std::path::{Path, PathBuf};
 use std::sync::{Arc, PoisonError, RwLock};
 
 use axum::Json as JsonResponse;
 use axum::extract::State;
 use axum::http::{StatusCode, header};
 use axum::response::IntoResponse;
-use npub_core::keys::{KeyPair, public_key_file_text, read_secret_key, write_key_files};
+use npub_core::keys::{KeyPair, public_key_file_text};
 use npub_core::manifest::{KeyId, KeyringChange, KeyringUpdate, sign_keyring_update};
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
@@ -41,9 +44,10 @@ use utoipa_axum::routes;
 
 use crate::audit;
 use crate::auth::{Admin, Operator};
-use crate::db::Db;
+use crate::db::{Db, Tx};
 use crate::error::{ApiError, ErrorBody};
 use crate::extract::{Json, Path as UrlPath};
+use crate::key_store::{KeyStore, generate_seed};
 use crate::state::AppState;
 use crate::store::to_hex;
 use crate::time::{now_ms, rfc3339};
@@ -51,18 +55,49 @@ use crate::time::{now_ms, rfc3339};
 /// The first word of npub-core's secret key file format.
 const SECRET_TAG: &str = "npub-ed25519-secret-v1";
 
-/// The active signing key.
+/// The active signing key and the root key, with the store their secrets live in.
 #[derive(Debug)]
 pub struct Keys {
-    dir: PathBuf,
+    store: KeyStore,
     active: RwLock<Arc<KeyPair>>,
     root: KeyPair,
 }
 
+/// The store name of the root key `id` (its file is `keys/root-<id>.key`).
+fn root_name(id: KeyId) -> String {
+    format!("root-{id}")
+}
+
 impl Keys {
-    /// The key manifests are signed with now.
+    /// The key manifests were last signed with by this process (for the banner and logs; a
+    /// signature takes [`Keys::active_in`], which follows rotations made by other replicas).
     pub fn active(&self) -> Arc<KeyPair> {
         Arc::clone(&self.active.read().unwrap_or_else(PoisonError::into_inner))
+    }
+
+    /// The active signing key as the database names it, read through `conn` (in a write
+    /// transaction: the key that signs is the key whose row is active when the signature
+    /// commits). A rotation made through another replica is picked up here: its secret is
+    /// loaded from the store and kept as this process's active key.
+    pub async fn active_in(&self, conn: &mut crate::db::Conn) -> Result<Arc<KeyPair>, String> {
+        let (key_id,): (String,) =
+            sqlx::query_as("SELECT key_id FROM signing_keys WHERE retired_at IS NULL")
+                .fetch_one(&mut *conn)
+                .await
+                .map_err(|e| format!("reading the active signing key: {e}"))?;
+        let current = self.active();
+        if current.key_id().to_string() == key_id {
+            return Ok(current);
+        }
+        let id = KeyId::from_hex(&key_id)
+            .ok_or_else(|| format!("signing_keys: {key_id:?} is not a key id"))?;
+        let pair = self.store.get(conn, &id.to_string()).await?;
+        if pair.key_id() != id {
+            return Err(format!("the stored secret of {key_id} holds another key"));
+        }
+        tracing::info!(%key_id, "following a signing key rotated by another replica");
+        self.set_active(pair);
+        Ok(self.active())
     }
 
     /// The root key: signs keyring updates, never manifests.
@@ -70,94 +105,78 @@ impl Keys {
         &self.root
     }
 
-    fn path(dir: &Path, key_id: KeyId) -> PathBuf {
-        dir.join(format!("{key_id}.key"))
-    }
-
-    fn root_path(dir: &Path, key_id: KeyId) -> PathBuf {
-        dir.join(format!("root-{key_id}.key"))
-    }
-
-    /// Loads the root key named by the database, or on a database without one generates it,
-    /// writes it and records it (file first, then the row, as for signing keys).
-    async fn load_or_generate_root(db: &Db, dir: &Path) -> Result<KeyPair, String> {
+    /// Loads the root key named by the database, or on a database without one generates it and
+    /// records it (secret first, then the row, in one transaction).
+    async fn load_or_generate_root(store: &KeyStore, tx: &mut Tx) -> Result<KeyPair, String> {
         let row: Option<(String,)> = sqlx::query_as("SELECT key_id FROM root_keys")
-            .fetch_optional(db)
+            .fetch_optional(&mut **tx)
             .await
             .map_err(|e| format!("reading the root key: {e}"))?;
         if let Some((key_id,)) = row {
             let id = KeyId::from_hex(&key_id)
                 .ok_or_else(|| format!("root_keys: {key_id:?} is not a key id"))?;
-            let path = Self::root_path(dir, id);
-            let pair = read_secret_key(&path).map_err(|e| {
-                format!(
-                    "the root key {key_id} cannot be read from {}: {e} (restore the file; \
-                     devices only accept keyring updates signed by it)",
-                    path.display()
-                )
-            })?;
+            let pair = store
+                .get(tx, &root_name(id))
+                .await
+                .map_err(|e| format!("the root key {key_id}: {e}"))?;
             if pair.key_id() != id {
-                return Err(format!("{} does not hold key {key_id}", path.display()));
+                return Err(format!("the stored root key does not hold key {key_id}"));
             }
             return Ok(pair);
         }
-        let pair = KeyPair::generate().map_err(|e| format!("generating the root key: {e}"))?;
-        let path = Self::root_path(dir, pair.key_id());
-        write_key_files(&path, &pair).map_err(|e| format!("writing {}: {e}", path.display()))?;
-        let mut tx = crate::db::begin_write(db)
-            .await
-            .map_err(|e| e.to_string())?;
+        let seed = generate_seed().map_err(|e| format!("generating the root key: {e}"))?;
+        let id = KeyPair::from_seed(*seed).key_id();
+        let now = now_ms();
+        let pair = store.put(tx, &root_name(id), &seed, now).await?;
         sqlx::query("INSERT INTO root_keys (key_id, public_key, created_at) VALUES ($1, $2, $3)")
             .bind(pair.key_id().to_string())
             .bind(to_hex(&pair.public_key()))
-            .bind(now_ms())
-            .execute(&mut *tx)
+            .bind(now)
+            .execute(&mut **tx)
             .await
             .map_err(|e| format!("recording the root key: {e}"))?;
         audit::record_system(
-            &mut tx,
+            tx,
             "key.root_generate",
             &format!("keys/root/{}", pair.key_id()),
             serde_json::json!({"public_key": to_hex(&pair.public_key())}),
         )
         .await
         .map_err(|e| e.to_string())?;
-        tx.commit().await.map_err(|e| e.to_string())?;
         Ok(pair)
     }
 
-    /// Loads the active key named by the database, or on a database without one generates a key,
-    /// writes it and records it; the same for the root key. Returns whether a signing key was
-    /// generated.
-    pub async fn load_or_generate(db: &Db, dir: PathBuf) -> Result<(Self, bool), String> {
-        let root = Self::load_or_generate_root(db, &dir).await?;
+    /// Loads the active key named by the database, or on a database without one generates a key
+    /// and records it; the same for the root key. One write transaction: replicas starting at
+    /// once on one database generate one root key and one signing key between them. Returns
+    /// whether a signing key was generated.
+    pub async fn load_or_generate(db: &Db, store: KeyStore) -> Result<(Self, bool), String> {
+        let mut tx = crate::db::begin_write(db)
+            .await
+            .map_err(|e| e.to_string())?;
+        let root = Self::load_or_generate_root(&store, &mut tx).await?;
         let active: Option<(String,)> =
             sqlx::query_as("SELECT key_id FROM signing_keys WHERE retired_at IS NULL")
-                .fetch_optional(db)
+                .fetch_optional(&mut *tx)
                 .await
                 .map_err(|e| format!("reading signing keys: {e}"))?;
         if let Some((key_id,)) = active {
             let id = KeyId::from_hex(&key_id)
                 .ok_or_else(|| format!("signing_keys: {key_id:?} is not a key id"))?;
-            let path = Self::path(&dir, id);
-            let pair = read_secret_key(&path).map_err(|e| {
+            let pair = store.get(&mut tx, &id.to_string()).await.map_err(|e| {
                 format!(
-                    "the active signing key {key_id} cannot be read from {}: {e} (restore the \
-                     file; a new key would not be trusted by any device)",
-                    path.display()
+                    "the active signing key {key_id}: {e} (a new key would not be trusted by                      any device)"
                 )
             })?;
             if pair.key_id() != id {
-                return Err(format!("{} does not hold key {key_id}", path.display()));
+                return Err(format!("the stored signing key does not hold key {key_id}"));
             }
-            return Ok((Self::new(dir, pair, root), false));
+            tx.commit().await.map_err(|e| e.to_string())?;
+            return Ok((Self::new(store, pair, root), false));
         }
-        let pair = KeyPair::generate().map_err(|e| format!("generating a signing key: {e}"))?;
-        let path = Self::path(&dir, pair.key_id());
-        write_key_files(&path, &pair).map_err(|e| format!("writing {}: {e}", path.display()))?;
-        let mut tx = crate::db::begin_write(db)
-            .await
-            .map_err(|e| e.to_string())?;
+        let seed = generate_seed().map_err(|e| format!("generating a signing key: {e}"))?;
+        let id = KeyPair::from_seed(*seed).key_id();
+        let pair = store.put(&mut tx, &id.to_string(), &seed, now_ms()).await?;
         insert_key(&mut tx, &pair, "generated")
             .await
             .map_err(|e| format!("recording the signing key: {e}"))?;
@@ -170,12 +189,12 @@ impl Keys {
         .await
         .map_err(|e| e.to_string())?;
         tx.commit().await.map_err(|e| e.to_string())?;
-        Ok((Self::new(dir, pair, root), true))
+        Ok((Self::new(store, pair, root), true))
     }
 
-    fn new(dir: PathBuf, pair: KeyPair, root: KeyPair) -> Self {
+    fn new(store: KeyStore, pair: KeyPair, root: KeyPair) -> Self {
         Self {
-            dir,
+            store,
             active: RwLock::new(Arc::new(pair)),
             root,
         }
@@ -330,7 +349,11 @@ async fn list_keys(
     .fetch_all(&state.db)
     .await?;
     let keys: Vec<KeyInfo> = rows.into_iter().map(key_info).collect();
-    let active_pair = state.keys.active();
+    let active_pair = state
+        .keys
+        .active_in(&mut *state.db.acquire().await?)
+        .await
+        .map_err(ApiError::internal)?;
     let active = keys
         .iter()
         .find(|k| k.active)
@@ -470,7 +493,8 @@ async fn import_key(
     Admin(op): Admin,
     Json(body): Json<ImportKey>,
 ) -> Result<(StatusCode, JsonResponse<KeyInfo>), ApiError> {
-    let pair = parse_secret(&body.secret_key)?;
+    let seed = parse_secret(&body.secret_key)?;
+    let pair = KeyPair::from_seed(*seed);
     let key_id = pair.key_id();
     let update = body
         .keyring_update
@@ -479,14 +503,23 @@ async fn import_key(
         .transpose()?;
 
     let _serial = state.write_lock.lock().await;
-    let dir = state.keys.dir.clone();
-    let path = Keys::path(&dir, key_id);
-    let pair = tokio::task::spawn_blocking(move || write_or_match(&path, &pair).map(|()| pair))
-        .await
-        .map_err(ApiError::internal)??;
-
     let now = now_ms();
     let mut tx = crate::db::begin_write(&state.db).await?;
+    let known: Option<(i64,)> = sqlx::query_as("SELECT id FROM signing_keys WHERE key_id = $1")
+        .bind(key_id.to_string())
+        .fetch_optional(&mut *tx)
+        .await?;
+    if known.is_some() {
+        return Err(ApiError::Conflict(format!(
+            "key {key_id} was used by this server before; a retired key is never reused"
+        )));
+    }
+    let pair = state
+        .keys
+        .store
+        .put(&mut tx, &key_id.to_string(), &seed, now)
+        .await
+        .map_err(ApiError::internal)?;
     sqlx::query("UPDATE signing_keys SET retired_at = $1 WHERE retired_at IS NULL")
         .bind(now)
         .execute(&mut *tx)
@@ -607,15 +640,25 @@ async fn rotate_key(
     Admin(op): Admin,
     Json(body): Json<RotateKey>,
 ) -> Result<(StatusCode, JsonResponse<KeyChange>), ApiError> {
-    let pair = KeyPair::generate().map_err(ApiError::internal)?;
-    let key_id = pair.key_id();
+    let seed = generate_seed().map_err(ApiError::internal)?;
+    let key_id = KeyPair::from_seed(*seed).key_id();
     let serial = state.write_lock.lock().await;
-    let path = Keys::path(&state.keys.dir, key_id);
-    let pair = tokio::task::spawn_blocking(move || write_key_files(&path, &pair).map(|_| pair))
+    let now = now_ms();
+    let mut tx = crate::db::begin_write(&state.db).await?;
+    // The previous key as the database has it: another replica may have rotated since this one
+    // last signed.
+    let previous = state
+        .keys
+        .active_in(&mut tx)
         .await
-        .map_err(ApiError::internal)??;
-    let previous = state.keys.active();
+        .map_err(ApiError::internal)?;
     let previous_id = previous.key_id();
+    let pair = state
+        .keys
+        .store
+        .put(&mut tx, &key_id.to_string(), &seed, now)
+        .await
+        .map_err(ApiError::internal)?;
     let change = if body.revoke_previous {
         KeyringChange::Replace {
             revoke: previous_id,
@@ -627,8 +670,6 @@ async fn rotate_key(
         }
     };
 
-    let now = now_ms();
-    let mut tx = crate::db::begin_write(&state.db).await?;
     sqlx::query("UPDATE signing_keys SET retired_at = $1 WHERE retired_at IS NULL")
         .bind(now)
         .execute(&mut *tx)
@@ -801,27 +842,7 @@ async fn store_update(
     )))
 }
 
-/// Writes the key files, or accepts existing ones holding the same key (a retried import after a
-/// crash between the file write and the commit).
-fn write_or_match(path: &Path, pair: &KeyPair) -> Result<(), ApiError> {
-    match write_key_files(path, pair) {
-        Ok(_) => Ok(()),
-        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
-            let existing = read_secret_key(path)?;
-            if existing.public_key() == pair.public_key() {
-                Ok(())
-            } else {
-                Err(ApiError::internal(format!(
-                    "{} holds another key",
-                    path.display()
-                )))
-            }
-        }
-        Err(e) => Err(e.into()),
-    }
-}
-
-fn parse_secret(text: &str) -> Result<KeyPair, ApiError> {
+fn parse_secret(text: &str) -> Result<zeroize::Zeroizing<[u8; 32]>, ApiError> {
     let text = text.trim();
     let digits = text
         .strip_prefix(SECRET_TAG)
@@ -834,9 +855,9 @@ fn parse_secret(text: &str) -> Result<KeyPair, ApiError> {
                 "secret_key: expected `{SECRET_TAG} <64 hex digits>` or the 64 hex digits alone"
             ))
         })?;
-    let mut seed = [0u8; 32];
+    let mut seed = zeroize::Zeroizing::new([0u8; 32]);
     seed.copy_from_slice(&bytes);
-    Ok(KeyPair::from_seed(seed))
+    Ok(seed)
 }
 
 /// Decodes and checks a keyring update: well-formed, and adding exactly `pair`'s public key.
@@ -861,11 +882,5 @@ fn parse_update(hex: &str, pair: &KeyPair) -> Result<(KeyId, KeyringUpdate, Vec<
 }
 
 fn decode_hex(text: &str) -> Option<Vec<u8>> {
-    if !text.len().is_multiple_of(2) {
-        return None;
-    }
-    (0..text.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(text.get(i..i + 2)?, 16).ok())
-        .collect()
+    crate::store::from_hex(text)
 }

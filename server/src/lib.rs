@@ -29,6 +29,7 @@ pub mod error;
 pub mod extract;
 pub mod fleet;
 pub mod health;
+pub mod key_store;
 pub mod keys;
 pub mod logging;
 pub mod metrics;

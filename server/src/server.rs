@@ -44,6 +44,8 @@ pub struct Server {
     bootstrap: Bootstrap,
     generated_key: bool,
     pack_store: Option<String>,
+    /// `--database-url` with any password replaced, for the banner; `None`: the SQLite default.
+    database: Option<String>,
 }
 
 impl Server {
@@ -54,7 +56,10 @@ impl Server {
         let nofile = conn::raise_nofile();
         let data_dir = DataDir::open(&config.data_dir)
             .map_err(|e| StartError(format!("data dir {}: {e}", config.data_dir.display())))?;
-        let db = db::open(&data_dir.database())
+        let database = data_dir.database();
+        let location = db::Location::parse(config.database_url.as_deref(), &database)
+            .map_err(fail("--database-url"))?;
+        let db = db::open(&location)
             .await
             .map_err(|e| fail("database")(e.to_string()))?;
         let staging = Staging::new(data_dir.tmp());
@@ -69,7 +74,17 @@ impl Server {
         let bootstrap = token::bootstrap(&db, config.admin_token.as_deref())
             .await
             .map_err(|e| StartError(e.to_string()))?;
-        let (keys, generated_key) = Keys::load_or_generate(&db, data_dir.keys())
+        let kek = config
+            .key_encryption_key
+            .as_deref()
+            .filter(|k| !k.is_empty())
+            .map(crate::key_store::Kek::parse)
+            .transpose()
+            .map_err(fail("--key-encryption-key"))?;
+        let shared = db::Backend::of(&db) == db::Backend::Postgres;
+        let key_store = crate::key_store::KeyStore::choose(kek, data_dir.keys(), shared)
+            .map_err(fail("keys"))?;
+        let (keys, generated_key) = Keys::load_or_generate(&db, key_store)
             .await
             .map_err(fail("signing key"))?;
         let listener = TcpListener::bind(config.listen)
@@ -125,6 +140,11 @@ impl Server {
             bootstrap,
             generated_key,
             pack_store: config.pack_store.filter(|s| !s.is_empty()),
+            database: match location {
+                db::Location::Sqlite(path) if path.as_ref() == database.as_path() => None,
+                db::Location::Sqlite(path) => Some(format!("sqlite://{}", path.display())),
+                db::Location::Postgres(url) => Some(db::redact(url)),
+            },
         })
     }
 
@@ -150,7 +170,15 @@ impl Server {
         let key = self.state.keys.active().key_id();
         let mut out = String::new();
         let _ = writeln!(out, "npub-server listening on {url}");
+        let database = self.database.as_deref().unwrap_or("npub.db");
         match &self.pack_store {
+            None if self.database.is_some() => {
+                let _ = writeln!(
+                    out,
+                    "  data dir:     {} (packs in packs/)\n  database:     {database}",
+                    root.display()
+                );
+            }
             None => {
                 let _ = writeln!(
                     out,
@@ -159,7 +187,11 @@ impl Server {
                 );
             }
             Some(url) => {
-                let _ = writeln!(out, "  data dir:     {} (database npub.db)", root.display());
+                let _ = writeln!(
+                    out,
+                    "  data dir:     {} (database {database})",
+                    root.display()
+                );
                 let _ = writeln!(out, "  pack store:   {url}");
             }
         }

@@ -411,7 +411,11 @@ pub(crate) async fn create(
     .fetch_one(&mut *tx)
     .await?;
 
-    let key = state.keys.active();
+    let key = state
+        .keys
+        .active_in(&mut tx)
+        .await
+        .map_err(ApiError::internal)?;
     let sha =
         decode32(&v.sha256).ok_or_else(|| ApiError::internal("versions.sha256 is not hex"))?;
     let io_digest = match &v.io_digest {

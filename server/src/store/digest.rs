@@ -82,6 +82,17 @@ pub fn to_hex(bytes: &[u8]) -> String {
     s
 }
 
+/// The bytes of `text`, hex digits of either case; `None` for an odd length or a non-digit.
+pub fn from_hex(text: &str) -> Option<Vec<u8>> {
+    if !text.len().is_multiple_of(2) {
+        return None;
+    }
+    (0..text.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(text.get(i..i + 2)?, 16).ok())
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -28,7 +28,7 @@ mod s3;
 mod s3_http;
 pub mod staging;
 
-pub use digest::{NotADigest, PackDigest, to_hex};
+pub use digest::{NotADigest, PackDigest, from_hex, to_hex};
 pub use local::LocalStore;
 pub use s3::{S3Settings, S3Store};
 pub use staging::{Sealed, StagedFile, Staging};

@@ -2,6 +2,8 @@
 //! counting what is stored.
 #![allow(dead_code)]
 
+pub mod postgres;
+
 use std::path::{Path, PathBuf};
 
 use npub_core::format::build::{RegionSpec, build_pack};
@@ -92,6 +94,9 @@ impl TestServer {
         let mut config = Config::new(dir, "127.0.0.1:0".parse().unwrap());
         config.admin_token = Some(ADMIN.into());
         tweak(&mut config);
+        if postgres::backend() == postgres::Backend::Postgres && config.database_url.is_none() {
+            config.database_url = Some(postgres::database_for(dir).await);
+        }
         let server = Server::start(config).await.expect("server starts");
         let url = format!("http://{}", server.local_addr());
         let state = server.state().clone();

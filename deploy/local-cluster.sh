@@ -2,7 +2,7 @@
 # The topology of deploy/compose.yaml on this machine, without containers: a PostgreSQL cluster
 # in a temp dir (Debian's postgresql-15 binaries), s3s-fs on loopback as the S3-compatible pack
 # store, and two npub-server replicas on loopback ports sharing both. The replica tests
-# (server/tests/replicas) drive the cluster through this script.
+# (server/tests/cluster) drive the cluster through this script.
 #
 #   deploy/local-cluster.sh up            start everything, print the lines below, return
 #   deploy/local-cluster.sh down          stop everything and remove the cluster's directory
@@ -54,7 +54,8 @@ wait_for() {
 # PostgreSQL's commands, as the cluster's owner.
 as_owner() {
     if [ "$(id -u)" = 0 ]; then
-        runuser -u nobody -- "$@"
+        # From /, which `nobody` can enter (it may not be able to enter the caller's directory).
+        (cd / && runuser -u nobody -- "$@")
     else
         "$@"
     fi

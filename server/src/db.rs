@@ -80,6 +80,12 @@ const MAX_CONNECTIONS: u32 = 8;
 /// another request's commit (including its fsync), short enough to surface a wedged writer.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// How long a request waits for a PostgreSQL connection (a free one, or a new one while the
+/// server is unreachable) before it is answered 503 (`crate::error`): sqlx's default of 30 s
+/// would hold every request of a replica whose database restarts for 30 s, past most clients'
+/// and load balancers' timeouts, where a prompt 503 lets them retry or go elsewhere.
+const POSTGRES_ACQUIRE_TIMEOUT: Duration = Duration::from_secs(5);
+
 /// The advisory lock every PostgreSQL write transaction holds (see the module doc). An arbitrary
 /// constant, the ASCII of "npubwrit", so that it does not collide with another application's
 /// advisory locks on a shared server.
@@ -167,6 +173,7 @@ pub async fn open(location: &Location<'_>) -> Result<Db, sqlx::Error> {
         Location::Postgres(url) => {
             let db = AnyPoolOptions::new()
                 .max_connections(MAX_CONNECTIONS)
+                .acquire_timeout(POSTGRES_ACQUIRE_TIMEOUT)
                 .connect(url)
                 .await?;
             POSTGRES_MIGRATOR.run(&db).await?;

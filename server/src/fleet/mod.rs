@@ -11,6 +11,7 @@
 //! | [`rollout`]     | batch membership, progress counts, batch opening and auto-abort             |
 //! | [`poll_cache`]  | the in-memory snapshot the device API answers from                          |
 //! | [`last_seen`]   | batched `devices.last_seen` updates (and first offers)                      |
+//! | [`notify`]      | PostgreSQL `LISTEN/NOTIFY`: other replicas' changes, at once               |
 //! | [`history`]     | each device's timeline: offers and reports                                  |
 //!
 //! Operator routes take the operator extractor ([`crate::auth::Operator`]); device routes take
@@ -35,6 +36,7 @@ pub mod devices;
 pub mod groups;
 pub mod history;
 pub mod last_seen;
+pub mod notify;
 pub mod poll_cache;
 pub mod rollout;
 pub mod targeting;
@@ -114,7 +116,8 @@ impl Fleet {
         self.cache.refresh_if_stale(db, store).await
     }
 
-    /// Runs the periodic work until `stop` resolves: last-seen flushes and generation checks.
+    /// Runs the periodic work until `stop` resolves: last-seen flushes, generation checks, and
+    /// on PostgreSQL the listener for other replicas' changes ([`notify`]).
     pub async fn run_background(
         self: Arc<Self>,
         db: Db,
@@ -125,10 +128,13 @@ impl Fleet {
         let mut check = tokio::time::interval(self.timers.cache_check);
         flush.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         check.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let listen = notify::listen(Arc::clone(&self), db.clone(), Arc::clone(&store));
         tokio::pin!(stop);
+        tokio::pin!(listen);
         loop {
             tokio::select! {
                 () = &mut stop => break,
+                () = &mut listen => {}
                 _ = flush.tick() => {
                     if let Err(e) = self.flush_last_seen(&db).await {
                         tracing::warn!(error = %e, "flushing last-seen times");
@@ -146,12 +152,13 @@ impl Fleet {
 
 /// Marks a change to what devices are offered, in the caller's transaction; after the commit,
 /// the caller rebuilds its own cache ([`PollCache::rebuild`]) and other replicas notice the new
-/// generation within [`FleetTimers::cache_check`].
+/// generation at once on PostgreSQL (the commit delivers [`notify::notify_in`]'s notification),
+/// or within [`FleetTimers::cache_check`] when a notification was missed.
 pub async fn bump_generation(conn: &mut Conn) -> Result<(), sqlx::Error> {
     sqlx::query("UPDATE fleet_generation SET value = value + 1 WHERE id = 1")
-        .execute(conn)
+        .execute(&mut *conn)
         .await?;
-    Ok(())
+    notify::notify_in(conn).await
 }
 
 /// Rebuilds this replica's cache after a committed change; a failure is logged (the periodic

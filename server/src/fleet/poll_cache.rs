@@ -16,7 +16,7 @@
 //! per replica, whatever the fleet size) and rebuild when it moved. A device may therefore see a
 //! change up to one check interval late on another replica, which a polling device (minutes
 //! between polls) cannot tell from its own poll timing. With PostgreSQL, `LISTEN/NOTIFY` on the
-//! same bump would remove even that delay; the generation row stays as the fallback.
+//! same bump removes even that delay (`super::notify`); the generation row stays as the fallback.
 use std::collections::HashMap;
 use std::sync::{Arc, PoisonError, RwLock};
 

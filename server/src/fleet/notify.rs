@@ -1,0 +1,95 @@
+//! `LISTEN/NOTIFY` on PostgreSQL: a change committed through one replica reaches every other
+//! replica's poll cache at once, instead of at its next generation check.
+//!
+//! | Side | What | When |
+//! |------|------|------|
+//! | the writer | `SELECT pg_notify('`[`CHANNEL`]`', '')` in the transaction that bumps `fleet_generation` ([`notify_in`], from [`super::bump_generation`]) | delivered by PostgreSQL at commit, never for a rolled-back change |
+//! | every replica | a [`PgListener`] on [`CHANNEL`] ([`listen`]), one connection of its own | on a notification: [`super::PollCache::refresh_if_stale`] |
+//!
+//! Notifications are hints, not the truth: the listener only makes the replica compare
+//! `fleet_generation` with its snapshot's now rather than at the next
+//! [`super::FleetTimers::cache_check`]. Nothing is lost when a notification is: the periodic
+//! check stays on as the fallback, and after the listener's connection drops (PostgreSQL
+//! restarted, a proxy cut it) it reconnects with backoff and checks once straight away, since a
+//! change may have been committed while nobody listened. SQLite has no replicas to tell; there
+//! the listener is never started.
+use std::sync::Arc;
+use std::time::Duration;
+
+use sqlx::postgres::PgListener;
+
+use super::Fleet;
+use crate::db::{Backend, Conn, Db};
+use crate::store::PackStore;
+
+/// The channel the generation bump is announced on.
+pub const CHANNEL: &str = "npub_fleet_generation";
+/// First wait before reconnecting a lost listener; doubled per failure up to
+/// [`RECONNECT_MAX`]. Short: a restarted database is usually back within seconds.
+const RECONNECT_FIRST: Duration = Duration::from_millis(250);
+/// Longest wait between two reconnection attempts (the periodic check covers the gap).
+const RECONNECT_MAX: Duration = Duration::from_secs(5);
+
+/// Announces a generation bump on PostgreSQL, in the caller's transaction (so only a committed
+/// change is announced); nothing on SQLite.
+pub async fn notify_in(conn: &mut Conn) -> Result<(), sqlx::Error> {
+    if conn.backend_name() != "PostgreSQL" {
+        return Ok(());
+    }
+    // `pg_notify` returns `void`, which the Any driver cannot decode: select a constant.
+    sqlx::query("SELECT 1 FROM pg_notify($1, '')")
+        .bind(CHANNEL)
+        .execute(conn)
+        .await?;
+    Ok(())
+}
+
+/// Listens for [`CHANNEL`] until the future is dropped, refreshing `fleet`'s cache on each
+/// notification and after each reconnection. On SQLite it never resolves and does nothing.
+pub async fn listen(fleet: Arc<Fleet>, db: Db, store: Arc<dyn PackStore>) {
+    if Backend::of(&db) != Backend::Postgres {
+        return std::future::pending().await;
+    }
+    let url = db.connect_options().database_url.to_string();
+    let mut wait = RECONNECT_FIRST;
+    loop {
+        match session(&url, &fleet, &db, &store, &mut wait).await {
+            Ok(()) => {}
+            Err(e) => tracing::warn!(error = %e, retry_in = ?wait, "fleet change listener"),
+        }
+        tokio::time::sleep(wait).await;
+        wait = (wait * 2).min(RECONNECT_MAX);
+    }
+}
+
+/// One connection's life: connect, `LISTEN`, catch up, then refresh per notification until the
+/// connection fails. Resets `wait` once connected.
+async fn session(
+    url: &str,
+    fleet: &Fleet,
+    db: &Db,
+    store: &Arc<dyn PackStore>,
+    wait: &mut Duration,
+) -> Result<(), sqlx::Error> {
+    let mut listener = PgListener::connect(url).await?;
+    listener.listen(CHANNEL).await?;
+    *wait = RECONNECT_FIRST;
+    tracing::debug!(channel = CHANNEL, "listening for fleet changes");
+    // Whatever was committed while nobody listened.
+    refresh(fleet, db, store).await;
+    loop {
+        // `None`: the connection dropped and sqlx reconnected it (and listens again); a change
+        // may have been announced in between.
+        let _ = listener.try_recv().await?;
+        // A burst of changes (a rollout opening batches) needs one refresh, not one each.
+        while listener.next_buffered().is_some() {}
+        refresh(fleet, db, store).await;
+    }
+}
+
+async fn refresh(fleet: &Fleet, db: &Db, store: &Arc<dyn PackStore>) {
+    if let Err(e) = fleet.refresh_if_stale(db, store).await {
+        // The periodic check retries.
+        tracing::warn!(error = %e, "refreshing the fleet cache after a notification");
+    }
+}

@@ -126,7 +126,7 @@ for i in $(seq 1 "$runs"); do
     ra=$(cat "$work/two_a") rb=$(cat "$work/two_b")
     echo "$ra"; echo "$rb"
     two_rps+=" $(python3 -c "print($(field "$ra" rps) + $(field "$rb" rps))")"
-    two_us+=" $(python3 -c "print(($(field "$ra" server_us_per_req) + $(field "$rb" server_us_per_req)) / 2)")"
+    two_us+=" $(python3 -c "print(round(($(field "$ra" server_us_per_req) + $(field "$rb" server_us_per_req)) / 2, 2))")"
 done
 echo "SUMMARY sqlite_default: $(median <<<"$sqlite_rps") polls/s, $(median <<<"$sqlite_us") us CPU per poll (medians of $runs)"
 echo "SUMMARY postgres_one_replica: $(median <<<"$one_rps") polls/s, $(median <<<"$one_us") us CPU per poll; PostgreSQL during a run: $(median <<<"$commits") commits, $(median <<<"$cpu") ms CPU"

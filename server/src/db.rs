@@ -19,6 +19,7 @@
 //! |------|--------|------------|-------|
 //! | schema | `migrations/*.sql` | `migrations/postgres/*.sql` (`BIGINT` ids and times, `BYTEA`, `DOUBLE PRECISION`) | [`SQLITE_MIGRATOR`], [`POSTGRES_MIGRATOR`] |
 //! | write transaction | `BEGIN IMMEDIATE` (the database-wide write lock, up front) | `BEGIN` + `pg_advisory_xact_lock(`[`WRITE_LOCK_KEY`]`)` | [`begin_write`] |
+//! | an optional `f64` parameter | any statement | `.persistent(false)` on the statement: sqlx 0.9's `Any` binds a `None::<f64>` as a `float4` NULL, and a cached statement first prepared with it then rejects a `Some(f64)` ("incorrect binary data format"); an unnamed statement is typed by each call's own values | `fleet/history.rs`, `fleet/device_api.rs` |
 //! | connection settings | WAL, `synchronous = FULL`, foreign keys, busy timeout | the server's own | [`open`] |
 //!
 //! Everything else (`RETURNING`, `ON CONFLICT … DO UPDATE/NOTHING`, partial unique indexes,

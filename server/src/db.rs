@@ -203,3 +203,50 @@ async fn open_sqlite(path: &Path) -> Result<Db, sqlx::Error> {
     SQLITE_MIGRATOR.run(&db).await?;
     Ok(db)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn no_url_or_an_empty_sqlite_url_is_the_file_in_the_data_dir() {
+        let default = Path::new("/var/lib/npub/npub.db");
+        for url in [None, Some(""), Some("sqlite://")] {
+            assert_eq!(
+                Location::parse(url, default).unwrap(),
+                Location::Sqlite(default.into())
+            );
+        }
+        assert_eq!(
+            Location::parse(Some("sqlite:///srv/other.db"), default).unwrap(),
+            Location::Sqlite(Path::new("/srv/other.db").into())
+        );
+        for pg in [
+            "postgres://u:p@db/npub",
+            "postgresql://db/npub?sslmode=require",
+        ] {
+            assert_eq!(
+                Location::parse(Some(pg), default).unwrap(),
+                Location::Postgres(pg)
+            );
+        }
+    }
+
+    #[test]
+    fn rejects_a_database_url_that_is_neither_postgres_nor_sqlite() {
+        let default = Path::new("npub.db");
+        for bad in ["mysql://db/npub", "npub.db", "postgres:/db", "file:///x.db"] {
+            let err = Location::parse(Some(bad), default).unwrap_err();
+            assert!(err.contains(bad) && err.contains("postgres://"), "{err}");
+        }
+    }
+
+    #[test]
+    fn redacts_the_password_only() {
+        assert_eq!(
+            redact("postgres://npub:s3cret@db:5432/npub"),
+            "postgres://npub:***@db:5432/npub"
+        );
+        assert_eq!(redact("postgres://db/npub"), "postgres://db/npub");
+    }
+}

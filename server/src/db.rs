@@ -37,9 +37,13 @@
 //! `fleet_sequence` and committed with its deployment, a version's insert and its pack put, a
 //! key rotation's retire-then-insert, the first admin token) are as serialised across replicas
 //! as they were across requests. Commits therefore happen in lock order, which is what makes
-//! manifest sequences increase in commit order (tests/replicas). Finer row locks would let
-//! unrelated writes run side by side; the operator API's write rate does not need it, and one
-//! lock cannot deadlock. The unique constraints (`deployments.sequence`, `versions (model_id,
+//! manifest sequences increase in commit order (tests/replicas). Work done after a commit that
+//! other replicas could race (removing a deleted version's pack) takes the lock again and checks
+//! again (`versions.rs`, `remove_if_unreferenced`). Finer row locks would let unrelated writes
+//! run side by side: the cost of one lock is that device status reports and last-seen flushes of
+//! every replica queue behind each other, as they already do on SQLite (not measured yet on
+//! PostgreSQL). One lock, always the first statement of its transaction, cannot deadlock. The
+//! unique constraints (`deployments.sequence`, `versions (model_id,
 //! version)`, `keyring_updates.sequence`, one active signing key) stay as the backstop.
 use std::path::Path;
 use std::time::Duration;

@@ -19,6 +19,7 @@
 //! |------|--------|------------|-------|
 //! | schema | `migrations/*.sql` | `migrations/postgres/*.sql` (`BIGINT` ids and times, `BYTEA`, `DOUBLE PRECISION`) | [`SQLITE_MIGRATOR`], [`POSTGRES_MIGRATOR`] |
 //! | write transaction | `BEGIN IMMEDIATE` (the database-wide write lock, up front) | `BEGIN` + `pg_advisory_xact_lock(`[`WRITE_LOCK_KEY`]`)` | [`begin_write`] |
+//! | an optional `f64` parameter | any statement | `.persistent(false)` on the statement: sqlx 0.9's `Any` binds a `None::<f64>` as a `float4` NULL, and a cached statement first prepared with it then rejects a `Some(f64)` ("incorrect binary data format"); an unnamed statement is typed by each call's own values | `fleet/history.rs`, `fleet/device_api.rs` |
 //! | connection settings | WAL, `synchronous = FULL`, foreign keys, busy timeout | the server's own | [`open`] |
 //!
 //! Everything else (`RETURNING`, `ON CONFLICT … DO UPDATE/NOTHING`, partial unique indexes,
@@ -36,9 +37,13 @@
 //! `fleet_sequence` and committed with its deployment, a version's insert and its pack put, a
 //! key rotation's retire-then-insert, the first admin token) are as serialised across replicas
 //! as they were across requests. Commits therefore happen in lock order, which is what makes
-//! manifest sequences increase in commit order (tests/replicas). Finer row locks would let
-//! unrelated writes run side by side; the operator API's write rate does not need it, and one
-//! lock cannot deadlock. The unique constraints (`deployments.sequence`, `versions (model_id,
+//! manifest sequences increase in commit order (tests/replicas). Work done after a commit that
+//! other replicas could race (removing a deleted version's pack) takes the lock again and checks
+//! again (`versions.rs`, `remove_if_unreferenced`). Finer row locks would let unrelated writes
+//! run side by side: the cost of one lock is that device status reports and last-seen flushes of
+//! every replica queue behind each other, as they already do on SQLite (not measured yet on
+//! PostgreSQL). One lock, always the first statement of its transaction, cannot deadlock. The
+//! unique constraints (`deployments.sequence`, `versions (model_id,
 //! version)`, `keyring_updates.sequence`, one active signing key) stay as the backstop.
 use std::path::Path;
 use std::time::Duration;
@@ -208,4 +213,51 @@ async fn open_sqlite(path: &Path) -> Result<Db, sqlx::Error> {
         .await?;
     SQLITE_MIGRATOR.run(&db).await?;
     Ok(db)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn no_url_or_an_empty_sqlite_url_is_the_file_in_the_data_dir() {
+        let default = Path::new("/var/lib/npub/npub.db");
+        for url in [None, Some(""), Some("sqlite://")] {
+            assert_eq!(
+                Location::parse(url, default).unwrap(),
+                Location::Sqlite(default.into())
+            );
+        }
+        assert_eq!(
+            Location::parse(Some("sqlite:///srv/other.db"), default).unwrap(),
+            Location::Sqlite(Path::new("/srv/other.db").into())
+        );
+        for pg in [
+            "postgres://u:p@db/npub",
+            "postgresql://db/npub?sslmode=require",
+        ] {
+            assert_eq!(
+                Location::parse(Some(pg), default).unwrap(),
+                Location::Postgres(pg)
+            );
+        }
+    }
+
+    #[test]
+    fn rejects_a_database_url_that_is_neither_postgres_nor_sqlite() {
+        let default = Path::new("npub.db");
+        for bad in ["mysql://db/npub", "npub.db", "postgres:/db", "file:///x.db"] {
+            let err = Location::parse(Some(bad), default).unwrap_err();
+            assert!(err.contains(bad) && err.contains("postgres://"), "{err}");
+        }
+    }
+
+    #[test]
+    fn redacts_the_password_only() {
+        assert_eq!(
+            redact("postgres://npub:s3cret@db:5432/npub"),
+            "postgres://npub:***@db:5432/npub"
+        );
+        assert_eq!(redact("postgres://db/npub"), "postgres://db/npub");
+    }
 }

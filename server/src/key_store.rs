@@ -194,8 +194,13 @@ impl KeyStore {
                         .fetch_optional(conn)
                         .await
                         .map_err(|e| format!("reading key {name}: {e}"))?;
-                let (sealed,) =
-                    row.ok_or_else(|| format!("key_secrets holds no key {name} (restore it)"))?;
+                let (sealed,) = row.ok_or_else(|| {
+                    format!(
+                        "key_secrets holds no key {name}: restore it, or, on a SQLite \
+                             database whose keys are files in <data-dir>/keys/, start without \
+                             --key-encryption-key"
+                    )
+                })?;
                 let seed = Zeroizing::new(kek.open(name, &sealed)?);
                 Ok(KeyPair::from_seed(*seed))
             }

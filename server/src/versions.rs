@@ -673,9 +673,31 @@ async fn delete_version(
     if sharing == 0 {
         let digest: PackDigest = sha256.parse().map_err(ApiError::internal)?;
         // Committed already: if this fails, the start-up sweep removes the orphan.
-        if let Err(e) = state.store.remove(digest).await {
+        if let Err(e) = remove_if_unreferenced(&state, digest).await {
             tracing::warn!(%digest, error = %e, "cannot remove an unreferenced pack");
         }
     }
     Ok(StatusCode::NO_CONTENT)
+}
+
+/// Removes the pack `digest` if still no version names it, under the database's write lock.
+///
+/// The delete's own transaction has committed and released that lock, and on PostgreSQL another
+/// replica may have uploaded the same pack since (its put and its row commit under the same lock,
+/// which this process's `write_lock` does not hold back): checking again under the lock, with
+/// the removal inside it, is what keeps that upload's pack.
+async fn remove_if_unreferenced(
+    state: &AppState,
+    digest: PackDigest,
+) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+    let mut tx = crate::db::begin_write(&state.db).await?;
+    let (sharing,): (i64,) = sqlx::query_as("SELECT COUNT(*) FROM versions WHERE sha256 = $1")
+        .bind(digest.hex())
+        .fetch_one(&mut *tx)
+        .await?;
+    if sharing == 0 {
+        state.store.remove(digest).await?;
+    }
+    tx.rollback().await?;
+    Ok(())
 }

@@ -485,6 +485,7 @@ async fn status(
     .bind(report.progress)
     .bind(report.reason.as_deref())
     .bind(now)
+    .persistent(false) // an optional float (db.rs, "Where the SQL differs")
     .execute(&mut *tx)
     .await?;
     sqlx::query(

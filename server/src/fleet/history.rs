@@ -125,6 +125,7 @@ pub(crate) async fn record_report(
                 .bind(progress)
                 .bind(at)
                 .bind(id)
+                .persistent(false) // an optional float (db.rs, "Where the SQL differs")
                 .execute(&mut *conn)
                 .await?;
             return Ok(());
@@ -165,6 +166,7 @@ async fn insert(
     .bind(progress)
     .bind(reason)
     .bind(at)
+    .persistent(false) // an optional float (db.rs, "Where the SQL differs")
     .execute(&mut *conn)
     .await?;
     // Keep the newest MAX_EVENTS_PER_DEVICE: everything at or below the id just past them goes.

@@ -91,11 +91,18 @@ impl TestServer {
 
     /// Starts a server over `dir` after `tweak` has adjusted the configuration.
     pub async fn start_with(dir: &Path, tweak: impl FnOnce(&mut Config)) -> Self {
+        // `NPUB_TEST_LOG=warn` (a `--log` filter): the servers' logs on stderr, for a failing test.
+        if let Ok(filter) = std::env::var("NPUB_TEST_LOG") {
+            let _ = npub_server::logging::init(&filter);
+        }
         let mut config = Config::new(dir, "127.0.0.1:0".parse().unwrap());
         config.admin_token = Some(ADMIN.into());
         tweak(&mut config);
         if postgres::backend() == postgres::Backend::Postgres && config.database_url.is_none() {
             config.database_url = Some(postgres::database_for(dir).await);
+            config
+                .key_encryption_key
+                .get_or_insert_with(|| postgres::TEST_KEK.into());
         }
         let server = Server::start(config).await.expect("server starts");
         let url = format!("http://{}", server.local_addr());

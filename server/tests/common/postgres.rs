@@ -20,6 +20,9 @@ const PG_BIN: &str = "/usr/lib/postgresql/15/bin";
 /// The superuser `initdb` creates (trust authentication on the socket only).
 const SUPERUSER: &str = "npub";
 
+/// The key-encryption key of the test servers on PostgreSQL (their keys live in the database).
+pub const TEST_KEK: &str = "7e57000000000000000000000000000000000000000000000000000000007e57";
+
 /// Which database the test servers of this run use.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Backend {

@@ -135,10 +135,10 @@ fn log_heads(bytes: &[u8], index: usize, seen: &Seen) {
             if header.is_empty() {
                 break;
             }
-            if let Some((name, value)) = header.split_once(':') {
-                if name.eq_ignore_ascii_case("range") {
-                    range = value.trim().to_owned();
-                }
+            if let Some((name, value)) = header.split_once(':')
+                && name.eq_ignore_ascii_case("range")
+            {
+                range = value.trim().to_owned();
             }
         }
         seen.requests

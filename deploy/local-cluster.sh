@@ -111,6 +111,9 @@ start_replica() {
     local name=$1 port
     case "$name" in a) port=$PORT_A ;; b) port=$PORT_B ;; *) die "replica: a or b, not $name" ;; esac
     alive "$dir/replica-$name.pid" && die "replica $name is running already"
+    # A restart's banner is the one to wait for: keep the earlier lives' logs aside.
+    [ -f "$dir/replica-$name.log" ] && cat "$dir/replica-$name.log" >>"$dir/replica-$name.old.log" \
+        && : >"$dir/replica-$name.log"
     # shellcheck disable=SC2086
     NPUB_ADMIN_TOKEN="$ADMIN_TOKEN" NPUB_DATABASE_URL="$DATABASE_URL" \
         NPUB_PACK_STORE="s3://$bucket/packs" NPUB_KEY_ENCRYPTION_KEY="$KEK" \
@@ -118,8 +121,11 @@ start_replica() {
         AWS_ACCESS_KEY_ID="$s3_access" AWS_SECRET_ACCESS_KEY="$s3_secret" \
         NPUB_LOG="${NPUB_LOG:-info,sqlx=warn}" \
         setsid "$SERVER_BIN" --data-dir "$dir/replica-$name" --listen "127.0.0.1:$port" \
-        ${NPUB_REPLICA_ARGS:-} >>"$dir/replica-$name.log" 2>&1 </dev/null &
+        ${NPUB_REPLICA_ARGS:-} >"$dir/replica-$name.log" 2>&1 </dev/null &
     echo $! >"$dir/replica-$name.pid"
+    # Its own banner first: a health answer alone could come from another process on the port.
+    wait_for "$dir/replica-$name.pid" "replica-$name" \
+        grep -q "listening on http://127.0.0.1:$port" "$dir/replica-$name.log"
     wait_for "$dir/replica-$name.pid" "replica-$name" \
         curl -sf -o /dev/null "http://127.0.0.1:$port/healthz"
 }
@@ -169,10 +175,10 @@ ENV
     db_start
     as_owner "$pg_bin/createdb" -h 127.0.0.1 -p "$pg_port" -U npub npub
 
-    setsid "$s3s" --host 127.0.0.1 --port "$s3_port" --access-key "$s3_access" \
+    RUST_LOG=info NO_COLOR=1 setsid "$s3s" --host 127.0.0.1 --port "$s3_port" --access-key "$s3_access" \
         --secret-key "$s3_secret" "$dir/s3" >"$dir/s3s-fs.log" 2>&1 </dev/null &
     echo $! >"$dir/s3s-fs.pid"
-    wait_for "$dir/s3s-fs.pid" s3s-fs bash -c "echo >/dev/tcp/127.0.0.1/$s3_port"
+    wait_for "$dir/s3s-fs.pid" s3s-fs grep -q "server is running at http://127.0.0.1:$s3_port" "$dir/s3s-fs.log"
 
     start_replica a
     start_replica b

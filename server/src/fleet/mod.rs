@@ -128,13 +128,19 @@ impl Fleet {
         let mut check = tokio::time::interval(self.timers.cache_check);
         flush.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         check.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        let listen = notify::listen(Arc::clone(&self), db.clone(), Arc::clone(&store));
+        // A task of its own, not a branch of the `select!` below: while a branch's body runs,
+        // the other branches are not polled, and a listener suspended mid-rebuild (holding the
+        // cache's rebuild lock and a read transaction) would then deadlock the generation
+        // check's rebuild, and with it every request that changes the fleet.
+        let listener = tokio::spawn(notify::listen(
+            Arc::clone(&self),
+            db.clone(),
+            Arc::clone(&store),
+        ));
         tokio::pin!(stop);
-        tokio::pin!(listen);
         loop {
             tokio::select! {
                 () = &mut stop => break,
-                () = &mut listen => {}
                 _ = flush.tick() => {
                     if let Err(e) = self.flush_last_seen(&db).await {
                         tracing::warn!(error = %e, "flushing last-seen times");
@@ -147,6 +153,10 @@ impl Fleet {
                 }
             }
         }
+        // Awaited, so that a rebuild it was in the middle of has given its connection back
+        // before the caller closes the pool.
+        listener.abort();
+        let _ = listener.await;
     }
 }
 

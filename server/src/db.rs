@@ -261,6 +261,39 @@ mod tests {
         }
     }
 
+    /// The embedded default is unchanged by the `Any` pool: every connection of it has the
+    /// settings `SqliteConnectOptions` used to give (WAL, FULL sync, foreign keys, busy timeout).
+    #[tokio::test]
+    async fn sqlite_connections_keep_wal_full_sync_foreign_keys_and_the_busy_timeout() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("npub.db");
+        let db = open(&Location::Sqlite(path.as_path().into()))
+            .await
+            .unwrap();
+        assert_eq!(Backend::of(&db), Backend::Sqlite);
+        // Hold several connections at once, so that more than the first is checked.
+        let mut conns = Vec::new();
+        for _ in 0..3 {
+            conns.push(db.acquire().await.unwrap());
+        }
+        for conn in &mut conns {
+            let (mode,): (String,) = sqlx::query_as("PRAGMA journal_mode")
+                .fetch_one(&mut **conn)
+                .await
+                .unwrap();
+            assert_eq!(mode, "wal");
+            for (pragma, want) in [
+                ("PRAGMA synchronous", 2),
+                ("PRAGMA foreign_keys", 1),
+                ("PRAGMA busy_timeout", BUSY_TIMEOUT.as_millis() as i64),
+            ] {
+                let (got,): (i64,) = sqlx::query_as(pragma).fetch_one(&mut **conn).await.unwrap();
+                assert_eq!(got, want, "{pragma}");
+            }
+        }
+        assert!(path.is_file());
+    }
+
     #[test]
     fn redacts_the_password_only() {
         assert_eq!(

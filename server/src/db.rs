@@ -20,6 +20,7 @@
 //! | schema | `migrations/*.sql` | `migrations/postgres/*.sql` (`BIGINT` ids and times, `BYTEA`, `DOUBLE PRECISION`) | [`SQLITE_MIGRATOR`], [`POSTGRES_MIGRATOR`] |
 //! | write transaction | `BEGIN IMMEDIATE` (the database-wide write lock, up front) | `BEGIN` + `pg_advisory_xact_lock(`[`WRITE_LOCK_KEY`]`)` | [`begin_write`] |
 //! | an optional `f64` parameter | any statement | `.persistent(false)` on the statement: sqlx 0.9's `Any` binds a `None::<f64>` as a `float4` NULL, and a cached statement first prepared with it then rejects a `Some(f64)` ("incorrect binary data format"); an unnamed statement is typed by each call's own values | `fleet/history.rs`, `fleet/device_api.rs` |
+//! | read transaction (one snapshot) | `BEGIN` | `BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY` | [`begin_read`] |
 //! | connection settings | WAL, `synchronous = FULL`, foreign keys, busy timeout | the server's own | [`open`] |
 //!
 //! Everything else (`RETURNING`, `ON CONFLICT … DO UPDATE/NOTHING`, partial unique indexes,
@@ -110,7 +111,7 @@ pub static POSTGRES_MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("../migra
 /// that reads and then writes gets `SQLITE_BUSY` at once when another writer committed in between
 /// (WAL cannot upgrade a stale read snapshot), which surfaced as a 500 `database is locked`.
 /// PostgreSQL: `BEGIN` and [`WRITE_LOCK_KEY`], which serialises writers of every replica.
-/// Every write path uses this; read-only transactions keep `begin()`.
+/// Every write path uses this; read-only transactions take [`begin_read`].
 pub async fn begin_write(db: &Db) -> Result<Tx, sqlx::Error> {
     match Backend::of(db) {
         Backend::Sqlite => db.begin_with("BEGIN IMMEDIATE").await,
@@ -122,6 +123,21 @@ pub async fn begin_write(db: &Db) -> Result<Tx, sqlx::Error> {
                 .execute(&mut *tx)
                 .await?;
             Ok(tx)
+        }
+    }
+}
+
+/// Begins a read-only transaction whose statements all see one committed state.
+///
+/// SQLite: a plain `BEGIN` (a WAL read transaction is a snapshot). PostgreSQL: `REPEATABLE
+/// READ`, since its default (`READ COMMITTED`) gives every statement its own snapshot, and a
+/// deployment aborted between two of a rebuild's queries would be half in it.
+pub async fn begin_read(db: &Db) -> Result<Tx, sqlx::Error> {
+    match Backend::of(db) {
+        Backend::Sqlite => db.begin().await,
+        Backend::Postgres => {
+            db.begin_with("BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+                .await
         }
     }
 }
@@ -250,6 +266,39 @@ mod tests {
             let err = Location::parse(Some(bad), default).unwrap_err();
             assert!(err.contains(bad) && err.contains("postgres://"), "{err}");
         }
+    }
+
+    /// The embedded default is unchanged by the `Any` pool: every connection of it has the
+    /// settings `SqliteConnectOptions` used to give (WAL, FULL sync, foreign keys, busy timeout).
+    #[tokio::test]
+    async fn sqlite_connections_keep_wal_full_sync_foreign_keys_and_the_busy_timeout() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("npub.db");
+        let db = open(&Location::Sqlite(path.as_path().into()))
+            .await
+            .unwrap();
+        assert_eq!(Backend::of(&db), Backend::Sqlite);
+        // Hold several connections at once, so that more than the first is checked.
+        let mut conns = Vec::new();
+        for _ in 0..3 {
+            conns.push(db.acquire().await.unwrap());
+        }
+        for conn in &mut conns {
+            let (mode,): (String,) = sqlx::query_as("PRAGMA journal_mode")
+                .fetch_one(&mut **conn)
+                .await
+                .unwrap();
+            assert_eq!(mode, "wal");
+            for (pragma, want) in [
+                ("PRAGMA synchronous", 2),
+                ("PRAGMA foreign_keys", 1),
+                ("PRAGMA busy_timeout", BUSY_TIMEOUT.as_millis() as i64),
+            ] {
+                let (got,): (i64,) = sqlx::query_as(pragma).fetch_one(&mut **conn).await.unwrap();
+                assert_eq!(got, want, "{pragma}");
+            }
+        }
+        assert!(path.is_file());
     }
 
     #[test]

@@ -1,8 +1,8 @@
 //! Two real `npub-server` processes on one PostgreSQL and one S3 bucket (`s3s-fs`), as an
 //! operator runs replicas behind a load balancer: deployments made through both at once get
 //! unique manifest sequences in commit order, the first start creates one admin token, one root
-//! key and one signing key between them, and a key rotated through one is the key the other
-//! signs with.
+//! key and one signing key between them, a key rotated through one is the key the other signs
+//! with, and one version uploaded through both at once is stored once (one 201, one 409).
 //!
 //! Skipped with a message outside CI when PostgreSQL or s3s-fs is not installed (`.ci/run`
 //! installs both); runs whatever `NPUB_TEST_BACKEND` says, since it needs PostgreSQL anyway.
@@ -325,5 +325,63 @@ async fn survives_a_key_rotation_through_the_other_replica() {
     assert!(
         signed.iter().all(|(k,)| *k == new),
         "replica B signed with {signed:?} after A rotated to {new} and revoked {before}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn survives_the_same_version_uploaded_through_both_replicas_at_once() {
+    let tmp = tempfile::tempdir().unwrap();
+    let Some(s3) = prerequisites(tmp.path()) else {
+        return;
+    };
+    let (a, b, token) = pair(tmp.path(), &s3, "npub_replicas_upload").await;
+    let http = reqwest::Client::new();
+    call_with(
+        &http,
+        &token,
+        Method::POST,
+        format!("{}/api/v1/models", a.url),
+        Some(json!({"name": "m"})),
+    )
+    .await;
+    // Several rounds, each version raced through both replicas: one 201 and one 409 every time,
+    // never two rows, and the bucket holds the pack once.
+    for round in 0..6 {
+        let upload = |url: String| {
+            let (http, token) = (http.clone(), token.clone());
+            async move {
+                http.post(format!("{url}/api/v1/models/m/versions/{round}"))
+                    .bearer_auth(&token)
+                    .body(conv1_npub())
+                    .send()
+                    .await
+                    .unwrap()
+                    .status()
+                    .as_u16()
+            }
+        };
+        let (x, y) = tokio::join!(upload(a.url.clone()), upload(b.url.clone()));
+        let mut got = [x, y];
+        got.sort_unstable();
+        assert_eq!(got, [201, 409], "round {round}");
+    }
+    let versions = call(
+        &http,
+        &token,
+        Method::GET,
+        format!("{}/api/v1/models/m/versions", b.url),
+    )
+    .await;
+    let listed = versions
+        .as_array()
+        .or_else(|| versions["versions"].as_array())
+        .unwrap_or_else(|| panic!("versions list: {versions}"))
+        .len();
+    assert_eq!(listed, 6);
+    assert_eq!(
+        s3.objects("replicas").len(),
+        1,
+        "{:?}",
+        s3.objects("replicas")
     );
 }

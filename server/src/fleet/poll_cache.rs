@@ -270,7 +270,7 @@ async fn build(
     previous: &Snapshot,
 ) -> Result<Snapshot, LoadError> {
     // One read transaction: every query below sees the same committed state (WAL snapshot).
-    let mut conn = db.begin().await?;
+    let mut conn = crate::db::begin_read(db).await?;
     // Read the generation first: a change committed during the build bumps it again, so the
     // next check rebuilds rather than trusting a snapshot that may predate the change.
     let (generation,): (i64,) = sqlx::query_as("SELECT value FROM fleet_generation WHERE id = 1")

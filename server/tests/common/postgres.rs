@@ -114,7 +114,13 @@ fn start_cluster() -> Cluster {
         done
         echo "READY $dir"
         cat >/dev/null || true
-        kill "$pid"; wait "$pid" || true
+        # Signal the postmaster itself (runuser does not pass SIGTERM on), let it finish
+        # (fast shutdown), then remove its files.
+        pm=$(head -n 1 "$dir/data/postmaster.pid" 2>/dev/null || echo "$pid")
+        kill -TERM "$pm" 2>/dev/null || true
+        for _ in $(seq 100); do kill -0 "$pm" 2>/dev/null || break; sleep 0.05; done
+        kill -KILL "$pm" 2>/dev/null || true
+        wait "$pid" 2>/dev/null || true
         rm -rf "$dir"
     "#;
     let mut child = Command::new("bash")

@@ -66,8 +66,13 @@ impl LastSeen {
     /// Writes and forgets the pending times and offers; returns how many devices' times were
     /// updated. On a database error everything is put back for the next flush.
     pub async fn flush(&self, db: &Db) -> Result<usize, sqlx::Error> {
-        let batch =
-            std::mem::take(&mut *self.pending.lock().unwrap_or_else(PoisonError::into_inner));
+        let batch = {
+            let mut pending = self.pending.lock().unwrap_or_else(PoisonError::into_inner);
+            // The next interval sees about as many devices: keep room for them, so that polls
+            // do not regrow the map.
+            let room = HashMap::with_capacity(pending.len());
+            std::mem::replace(&mut *pending, room)
+        };
         let offers =
             std::mem::take(&mut *self.offers.lock().unwrap_or_else(PoisonError::into_inner));
         if batch.is_empty() && offers.is_empty() {

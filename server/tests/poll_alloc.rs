@@ -138,7 +138,12 @@ async fn survives_a_nothing_new_poll_without_allocating() {
     }
 
     let (answer, n) = allocations(|| nothing_new_poll(state, &f.deployed, f.seq));
-    assert_eq!(answer, Some((false, 2)), "a device at seq {} is up to date", f.seq);
+    assert_eq!(
+        answer,
+        Some((false, 2)),
+        "a device at seq {} is up to date",
+        f.seq
+    );
     assert_eq!(n, 0, "allocations in a deployed device's nothing-new poll");
 
     let (answer, n) = allocations(|| nothing_new_poll(state, &f.idle, 0));
@@ -173,7 +178,10 @@ async fn survives_counting_a_whole_poll_over_a_socket() {
         let n = socket.read(&mut buf).await.unwrap();
         let head = std::str::from_utf8(&buf[..n]).unwrap();
         assert!(head.starts_with("HTTP/1.1 204"), "{head}");
-        assert!(head.ends_with("\r\n\r\n"), "one read holds the whole 204: {head}");
+        assert!(
+            head.ends_with("\r\n\r\n"),
+            "one read holds the whole 204: {head}"
+        );
     };
     for _ in 0..100 {
         poll(&mut socket).await;
@@ -184,7 +192,9 @@ async fn survives_counting_a_whole_poll_over_a_socket() {
         poll(&mut socket).await;
     }
     let per_poll = (EVERYWHERE.load(Ordering::Relaxed) - before) as f64 / f64::from(polls);
-    println!("allocations per nothing-new poll, whole process (hyper + axum + npub): {per_poll:.1}");
+    println!(
+        "allocations per nothing-new poll, whole process (hyper + axum + npub): {per_poll:.1}"
+    );
     drop(socket);
     f.server.stop().await;
 }

@@ -27,10 +27,10 @@ use utoipa::{IntoParams, ToSchema};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
+use super::Fleet;
 use super::deployments;
 use super::device_auth::Device;
 use super::poll_cache::{Assignment, Snapshot, TargetRow, targets};
-use super::Fleet;
 use super::rollout::{self, DeviceState};
 use crate::error::{ApiError, ErrorBody};
 use crate::extract::{Json, Path, Query};

@@ -130,14 +130,45 @@ async fn write(
     for ((device, deployment), at) in offers {
         super::history::record_offer(&mut tx, device, *deployment, *at).await?;
     }
-    for (device, at) in batch {
-        sqlx::query(
-            "UPDATE devices SET last_seen = $1 WHERE id = $2 AND (last_seen IS NULL OR last_seen < $1)",
-        )
-        .bind(at)
-        .bind(&**device)
-        .execute(&mut *tx)
-        .await?;
+    let seen: Vec<(&Arc<str>, &i64)> = batch.iter().collect();
+    for rows in seen.chunks(ROWS_PER_STATEMENT) {
+        // Built from placeholder numbers only: no value reaches the SQL text.
+        let mut update = sqlx::query(sqlx::AssertSqlSafe(update_statement(rows.len())));
+        for &(device, at) in rows {
+            update = update.bind(&**device).bind(*at);
+        }
+        update.execute(&mut *tx).await?;
     }
     tx.commit().await
+}
+
+/// Devices per `UPDATE`: two parameters each, far below SQLite's (32,766) and PostgreSQL's
+/// (65,535) limits. One statement per device made a flush cost a database round trip per device
+/// seen, so that a poll's share of the flush grew with the fleet (100,000 devices seen in one
+/// interval: 100,000 statements); per 500 it is 200.
+const ROWS_PER_STATEMENT: usize = 500;
+
+/// `UPDATE devices SET last_seen` for `rows` (id, time) pairs, `$1, $2` the first: a time only
+/// moves forward.
+fn update_statement(rows: usize) -> String {
+    let values: Vec<String> = (0..rows)
+        .map(|i| format!("(${}, CAST(${} AS BIGINT))", 2 * i + 1, 2 * i + 2))
+        .collect();
+    format!(
+        "WITH seen (id, at) AS (VALUES {}) UPDATE devices SET last_seen = seen.at FROM seen \
+         WHERE devices.id = seen.id AND (devices.last_seen IS NULL OR devices.last_seen < seen.at)",
+        values.join(", ")
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn numbers_every_parameter_once() {
+        let sql = update_statement(3);
+        assert!(sql.contains("VALUES ($1, CAST($2 AS BIGINT)), ($3, CAST($4 AS BIGINT)), ($5, CAST($6 AS BIGINT))"), "{sql}");
+        assert!(!sql.contains("$7"));
+    }
 }

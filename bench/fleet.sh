@@ -10,7 +10,7 @@
 #      of the pair ratios and their spread
 #   4. a deployment wave: a new pack deployed to the first 10 % of the fleet (a staged rollout's
 #      first batch); every device polls once, and the offered ones all download it at once
-#   5. server RSS: peak (VmHWM) and at the end
+#   5. server RSS: peak (VmHWM) and at the end; then idle again after a restart over the same data
 #
 #   bench/fleet.sh [DEVICES]                                         (default 1000)
 #
@@ -180,6 +180,19 @@ run wave --label wave --url "$url" --tokens "$work/tokens" --seq "$seq" \
     --sha256 "$(fact "$wave" SHA256)" --pack-bytes "$(stat -c %s "$work/v2.npub")" \
     --connections "$connections" --pids "$server_pid"
 echo "RESULT label=rss_end devices=$devices rss_mb=$(rss $server_pid VmRSS) peak_mb=$(rss $server_pid VmHWM)" | tee -a "$results"
+# The same fleet after a restart: what a server holding N devices costs without the
+# provisioning's transient memory (100 snapshot rebuilds) behind it.
+kill "$server_pid"; wait "$server_pid" 2>/dev/null || true
+NPUB_LOG=warn TOKIO_WORKER_THREADS=$workers taskset -c "$serve_cpus" \
+    "$server_bin" --data-dir "$work/data" --listen 127.0.0.1:0 > "$work/server2.out" 2>> "$work/server.err" &
+server_pid=$!
+for _ in $(seq 1 400); do
+    grep -q "listening on" "$work/server2.out" 2>/dev/null && break
+    kill -0 "$server_pid" 2>/dev/null || { cat "$work/server.err" >&2; exit 1; }
+    read -rt 0.05 < /dev/zero || true
+done
+read -rt 2 < /dev/zero || true
+echo "RESULT label=rss_restart devices=$devices rss_mb=$(rss $server_pid VmRSS) peak_mb=$(rss $server_pid VmHWM)" | tee -a "$results"
 echo "end $(uptime | sed 's/.*load/load/')"
 
 python3 - "$results" <<'PY'
@@ -211,10 +224,11 @@ st = r["steady_poll"]
 print(f"SUMMARY steady: {st['rps']}/s p50 {st['p50_ms']} ms p99 {st['p99_ms']} ms p99.9 {st['p999_ms']} ms "
       f"(target p99 <= 5 ms)")
 p = r["provision"]
-i, e = r["rss_idle"], r["rss_end"]
+i, e, x = r["rss_idle"], r["rss_end"], r["rss_restart"]
 print(f"SUMMARY provisioning: {p['devices']} devices, one token each, in {p['seconds']} s; server RSS "
       f"idle {i['rss_mb']} MB (peak so far {i['peak_mb']} MB), after the run {e['rss_mb']} MB, "
-      f"peak {e['peak_mb']} MB (target idle <= 150 MB + packs)")
+      f"peak {e['peak_mb']} MB; idle after a restart {x['rss_mb']} MB "
+      f"(target idle <= 150 MB + packs)")
 w = r["wave"]
 print(f"SUMMARY wave: {w['downloads']}/{w['offered']} devices downloaded in {w['completion_s']} s, "
       f"{w['errors']} errors")

@@ -352,16 +352,30 @@ async fn build(
     let mut devices = HashMap::with_capacity(rows.len());
     let mut by_id = HashMap::with_capacity(rows.len());
     for d in rows {
-        let entry = Arc::new(DeviceEntry {
-            id: Arc::from(d.id.as_str()),
-            hw_class: d.hw_class as u32,
-            accel: d.accel as u32,
-            group: d.grp,
-        });
         let digest: PackDigest = d
             .token_hash
             .parse()
             .map_err(|_| LoadError::TokenHash(d.id.clone()))?;
+        // An unchanged device keeps its entry: a rebuild (every batch of a provisioning, every
+        // deployment) then allocates for what changed, not 100,000 small objects whose
+        // predecessors' holes fragment the heap (`malloc` was 24 % of a saturated poll run after
+        // provisioning 100,000 devices through the API, 6 % after a restart).
+        let entry = match previous.devices.get(&digest.0) {
+            Some(e)
+                if *e.id == *d.id
+                    && e.hw_class == d.hw_class as u32
+                    && e.accel == d.accel as u32
+                    && e.group == d.grp =>
+            {
+                Arc::clone(e)
+            }
+            _ => Arc::new(DeviceEntry {
+                id: Arc::from(d.id.as_str()),
+                hw_class: d.hw_class as u32,
+                accel: d.accel as u32,
+                group: d.grp,
+            }),
+        };
         by_id.insert(d.id, Arc::clone(&entry));
         devices.insert(digest.0, entry);
     }

@@ -7,7 +7,7 @@ use tempfile::TempDir;
 use crate::common::TestServer;
 use crate::support::provision;
 
-/// More devices than one `UPDATE` of the flush holds (500), so that the flush spans statements.
+/// More devices than one `UPDATE` of the flush holds (100), so that the flush spans statements.
 const DEVICES: usize = 1_201;
 
 async fn last_seen_set(s: &TestServer) -> usize {

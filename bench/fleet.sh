@@ -15,7 +15,8 @@
 #   bench/fleet.sh [DEVICES]                                         (default 1000)
 #
 # Environment: CONNECTIONS (64) keep-alive connections of the saturated runs, RUN_SECONDS (5) each,
-# PAIRS (3) A B pairs per comparison, STEADY_SECONDS (60), RATE (DEVICES/60), WAVE_PERCENT (10).
+# PAIRS (3) A B pairs per comparison, STEADY_SECONDS (60), RATE (DEVICES/60), WAVE_PERCENT (10),
+# PROFILE (unset; a directory: `perf record` the first server run of each kind into it).
 # Server and nginx run with the same worker count pinned to the same cores; the load generator
 # gets the other half of the machine (on 2 cores: server/nginx on CPU 0, load on CPU 1). Every run
 # must end with 0 errors or the script fails. Needs Debian's nginx (`apt-get install nginx-light`).

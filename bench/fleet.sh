@@ -10,12 +10,13 @@
 #      of the pair ratios and their spread
 #   4. a deployment wave: a new pack deployed to the first 10 % of the fleet (a staged rollout's
 #      first batch); every device polls once, and the offered ones all download it at once
-#   5. server RSS: peak (VmHWM) and at the end
+#   5. server RSS: peak (VmHWM) and at the end; then idle again after a restart over the same data
 #
 #   bench/fleet.sh [DEVICES]                                         (default 1000)
 #
 # Environment: CONNECTIONS (64) keep-alive connections of the saturated runs, RUN_SECONDS (5) each,
-# PAIRS (3) A B pairs per comparison, STEADY_SECONDS (60), RATE (DEVICES/60), WAVE_PERCENT (10).
+# PAIRS (3) A B pairs per comparison, STEADY_SECONDS (60), RATE (DEVICES/60), WAVE_PERCENT (10),
+# PROFILE (unset; a directory: `perf record` the first server run of each kind into it).
 # Server and nginx run with the same worker count pinned to the same cores; the load generator
 # gets the other half of the machine (on 2 cores: server/nginx on CPU 0, load on CPU 1). Every run
 # must end with 0 errors or the script fails. Needs Debian's nginx (`apt-get install nginx-light`).
@@ -91,8 +92,9 @@ fact() { echo "$1" | tr ' ' '\n' | sed -n "s/^$2=//p"; }
 sha=$(fact "$facts" SHA256)
 seq=$(fact "$facts" SEQUENCE)
 pack_bytes=$(stat -c %s "$work/v1.npub")
-echo "RESULT label=provision devices=$devices seconds=$(fact "$facts" PROVISION_SECONDS) pack_bytes=$pack_bytes"
-echo "RESULT label=rss_idle devices=$devices rss_mb=$(rss $server_pid VmRSS) peak_mb=$(rss $server_pid VmHWM)"
+results="$work/results"
+echo "RESULT label=provision devices=$devices seconds=$(fact "$facts" PROVISION_SECONDS) pack_bytes=$pack_bytes" | tee -a "$results"
+echo "RESULT label=rss_idle devices=$devices rss_mb=$(rss $server_pid VmRSS) peak_mb=$(rss $server_pid VmHWM)" | tee -a "$results"
 
 # nginx as production runs it: sendfile, tcp_nopush, open_file_cache, keep-alive; same workers,
 # same cores. Its 204 carries the same poll-interval header as the server's.
@@ -140,7 +142,6 @@ done
 nginx_pids=$(echo "$nginx_pid" $(pgrep -P "$nginx_pid") | tr ' ' ',')
 nginx_url="http://127.0.0.1:$nport"
 
-results="$work/results"
 run() { lg "$@" | tee -a "$results"; }
 poll_path="/api/v1/device/manifest?seq=$seq"
 
@@ -148,12 +149,27 @@ run steady --label steady_poll --url "$url" --path "$poll_path" --tokens "$work/
     --expect 204 --rate "$rate" --seconds "$steady_seconds" --pids "$server_pid"
 
 sat() { run saturate --connections "$connections" --seconds "$seconds" --tokens "$work/tokens" "$@"; }
+# PROFILE=DIR: the first server run of each kind under `perf record` (cpu-clock samples), the
+# report's top symbols into DIR/KIND.txt: where a shortfall's time goes.
+profiled() {
+    if [ -z "${PROFILE:-}" ] || [ "$1" != 1 ]; then shift 2; "$@"; return; fi
+    mkdir -p "$PROFILE"
+    local kind=$2
+    perf record -q -e cpu-clock -F 2000 -p "$server_pid" -o "$PROFILE/$kind.data" 2> /dev/null &
+    local perf_pid=$!
+    shift 2
+    "$@"
+    kill -INT "$perf_pid"; wait "$perf_pid" || true
+    perf report -i "$PROFILE/$kind.data" --no-children --sort dso,symbol --stdio 2> /dev/null \
+        | grep -v "^#" | sed "s/  */ /g" | grep -v "^ *$" | head -60 > "$PROFILE/$kind.txt" || true
+}
 for i in $(seq 1 "$pairs"); do
-    sat --label "server_poll#$i" --url "$url" --path "$poll_path" --expect 204 --pids "$server_pid"
+    profiled "$i" poll sat --label "server_poll#$i" --url "$url" --path "$poll_path" --expect 204 \
+        --pids "$server_pid"
     sat --label "nginx_poll#$i" --url "$nginx_url" --path /poll --expect 204 --pids "$nginx_pids"
 done
 for i in $(seq 1 "$pairs"); do
-    sat --label "server_pack#$i" --url "$url" --path "/api/v1/device/packs/$sha" \
+    profiled "$i" pack sat --label "server_pack#$i" --url "$url" --path "/api/v1/device/packs/$sha" \
         --expect-bytes "$pack_bytes" --pids "$server_pid"
     sat --label "nginx_pack#$i" --url "$nginx_url" --path /pack --expect-bytes "$pack_bytes" \
         --pids "$nginx_pids"
@@ -164,7 +180,20 @@ wave=$(lg deploy --url "$url" --token "$admin" --pack "$work/v2.npub" --version 
 run wave --label wave --url "$url" --tokens "$work/tokens" --seq "$seq" \
     --sha256 "$(fact "$wave" SHA256)" --pack-bytes "$(stat -c %s "$work/v2.npub")" \
     --connections "$connections" --pids "$server_pid"
-echo "RESULT label=rss_end devices=$devices rss_mb=$(rss $server_pid VmRSS) peak_mb=$(rss $server_pid VmHWM)"
+echo "RESULT label=rss_end devices=$devices rss_mb=$(rss $server_pid VmRSS) peak_mb=$(rss $server_pid VmHWM)" | tee -a "$results"
+# The same fleet after a restart: what a server holding N devices costs without the
+# provisioning's transient memory (100 snapshot rebuilds) behind it.
+kill "$server_pid"; wait "$server_pid" 2>/dev/null || true
+NPUB_LOG=warn TOKIO_WORKER_THREADS=$workers taskset -c "$serve_cpus" \
+    "$server_bin" --data-dir "$work/data" --listen 127.0.0.1:0 > "$work/server2.out" 2>> "$work/server.err" &
+server_pid=$!
+for _ in $(seq 1 400); do
+    grep -q "listening on" "$work/server2.out" 2>/dev/null && break
+    kill -0 "$server_pid" 2>/dev/null || { cat "$work/server.err" >&2; exit 1; }
+    read -rt 0.05 < /dev/zero || true
+done
+read -rt 2 < /dev/zero || true
+echo "RESULT label=rss_restart devices=$devices rss_mb=$(rss $server_pid VmRSS) peak_mb=$(rss $server_pid VmHWM)" | tee -a "$results"
 echo "end $(uptime | sed 's/.*load/load/')"
 
 python3 - "$results" <<'PY'
@@ -195,6 +224,12 @@ for kind, key, goal in (("poll", "rps", 0.9), ("pack", "MBps", 1.0)):
 st = r["steady_poll"]
 print(f"SUMMARY steady: {st['rps']}/s p50 {st['p50_ms']} ms p99 {st['p99_ms']} ms p99.9 {st['p999_ms']} ms "
       f"(target p99 <= 5 ms)")
+p = r["provision"]
+i, e, x = r["rss_idle"], r["rss_end"], r["rss_restart"]
+print(f"SUMMARY provisioning: {p['devices']} devices, one token each, in {p['seconds']} s; server RSS "
+      f"idle {i['rss_mb']} MB (peak so far {i['peak_mb']} MB), after the run {e['rss_mb']} MB, "
+      f"peak {e['peak_mb']} MB; idle after a restart {x['rss_mb']} MB "
+      f"(target idle <= 150 MB + packs)")
 w = r["wave"]
 print(f"SUMMARY wave: {w['downloads']}/{w['offered']} devices downloaded in {w['completion_s']} s, "
       f"{w['errors']} errors")

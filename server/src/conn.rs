@@ -120,6 +120,12 @@ pub async fn serve(
             },
             () = &mut shutdown => break,
         };
+        // A poll's answer is one small write: Nagle would hold it back waiting for an ACK the
+        // device delays. hyper writes a response's head and body in one vectored write, so
+        // nothing is split into more packets for it.
+        if let Err(e) = stream.set_nodelay(true) {
+            tracing::debug!(%peer, error = %e, "TCP_NODELAY");
+        }
         let Ok(permit) = Arc::clone(&permits).try_acquire_owned() else {
             tracing::warn!(%peer, max = limits.max_connections, "connection refused: too many in flight");
             tokio::spawn(refuse_busy(stream));

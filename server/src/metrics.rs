@@ -266,16 +266,15 @@ fn escape(label: &str) -> String {
 /// Middleware that counts every answered request: a route layer, so that the matched route is
 /// known, and a layer on the fallback, whose requests match no route and count as [`OTHER`].
 pub async fn track(State(metrics): State<Arc<Metrics>>, request: Request, next: Next) -> Response {
-    let route = request
-        .extensions()
-        .get::<MatchedPath>()
-        .map_or_else(|| OTHER.to_owned(), |m| m.as_str().to_owned());
+    // A clone of the matched path is a reference count, not a copy of the string.
+    let matched = request.extensions().get::<MatchedPath>().cloned();
+    let route = matched.as_ref().map_or(OTHER, MatchedPath::as_str);
     let method = method_label(request.method().as_str());
     let start = Instant::now();
     let response = next.run(request).await;
     metrics.observe_request(
         method,
-        &route,
+        route,
         response.status().as_u16(),
         start.elapsed().as_secs_f64(),
     );

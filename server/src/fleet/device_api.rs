@@ -14,8 +14,10 @@
 //! come from the snapshot's memory with the local store, and are streamed from the bucket (a
 //! ranged GET) or handed off with a `307` to a presigned URL with an S3 store.
 use axum::Json as JsonResponse;
+use std::sync::Arc;
+
 use axum::body::Body;
-use axum::extract::State;
+use axum::extract::{Request, State};
 use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use futures_util::StreamExt as _;
@@ -25,9 +27,10 @@ use utoipa::{IntoParams, ToSchema};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
+use super::Fleet;
 use super::deployments;
 use super::device_auth::Device;
-use super::poll_cache::{TargetRow, targets};
+use super::poll_cache::{Assignment, Snapshot, TargetRow, targets};
 use super::rollout::{self, DeviceState};
 use crate::error::{ApiError, ErrorBody};
 use crate::extract::{Json, Path, Query};
@@ -142,30 +145,19 @@ async fn manifest(
     State(state): State<AppState>,
     device: Device,
     Query(q): Query<ManifestQuery>,
-    headers: HeaderMap,
+    // The request itself rather than a `HeaderMap`, which would be a copy of every header.
+    request: Request,
 ) -> Response {
     state.fleet.last_seen.touch(&device.entry.id, now_ms());
     if i64::try_from(q.seq).is_err() {
         // Sequences are i64 in the database; a larger one was never issued.
         return ApiError::invalid(format!("seq: at most {}", i64::MAX)).into_response();
     }
-    let headers_always = [
-        (
-            POLL_INTERVAL_HEADER,
-            HeaderValue::from(state.fleet.timers.poll_interval_secs),
-        ),
-        (
-            KEYRING_SEQUENCE_HEADER,
-            HeaderValue::from(device.snapshot.keyring().newest()),
-        ),
-    ];
-    let Some(a) = device.snapshot.assignment(&device.entry.id) else {
+    let headers_always = always_headers(&state.fleet, &device.snapshot);
+    let Some(a) = newer(&device, q.seq) else {
         return (StatusCode::NO_CONTENT, headers_always).into_response();
     };
-    if a.sequence <= q.seq {
-        return (StatusCode::NO_CONTENT, headers_always).into_response();
-    }
-    if ranges::none_match(&headers, &a.etag) {
+    if ranges::none_match(request.headers(), &a.etag) {
         return (
             StatusCode::NOT_MODIFIED,
             headers_always,
@@ -191,6 +183,27 @@ async fn manifest(
         Body::from(a.manifest.clone()),
     )
         .into_response()
+}
+
+/// `Npub-Poll-Interval` and `Npub-Keyring-Sequence`, on every manifest answer: clones of values
+/// built once (reference counts, no allocation).
+pub fn always_headers(fleet: &Fleet, snapshot: &Snapshot) -> [(HeaderName, HeaderValue); 2] {
+    [
+        (POLL_INTERVAL_HEADER, fleet.poll_interval.clone()),
+        (
+            KEYRING_SEQUENCE_HEADER,
+            snapshot.keyring().newest_header().clone(),
+        ),
+    ]
+}
+
+/// The device's assignment if it is newer than the `seq` the device runs; `None` is the
+/// "nothing new" answer, decided without allocating.
+pub fn newer(device: &Device, seq: u64) -> Option<&Arc<Assignment>> {
+    device
+        .snapshot
+        .assignment(&device.entry.id)
+        .filter(|a| a.sequence > seq)
 }
 
 /// The keyring updates after `after`: what a device applies, in order, before it verifies a
@@ -265,12 +278,13 @@ async fn pack(
     State(state): State<AppState>,
     device: Device,
     Path(sha256): Path<String>,
-    headers: HeaderMap,
+    // The request itself rather than a `HeaderMap`, which would be a copy of every header.
+    request: Request,
 ) -> Result<Response, ApiError> {
     let entry = assigned(&device, &sha256)?;
-    let etag = ranges::etag(&sha256).ok_or_else(|| ApiError::internal("a digest is a header"))?;
+    let etag = entry.etag.clone();
     let len = entry.len;
-    let answer = ranges::answer(&headers, &etag, len);
+    let answer = ranges::answer(request.headers(), &etag, len);
     if let Some(bytes) = entry.bytes.clone() {
         let body = |offset: u64, count: u64| {
             state.metrics.add_pack_bytes_served(count);

@@ -8,7 +8,7 @@ use axum::http::request::Parts;
 
 use super::poll_cache::{DeviceEntry, Snapshot};
 use crate::auth::guard::Kind;
-use crate::auth::{bearer, peer, token};
+use crate::auth::{bearer, peer};
 use crate::error::ApiError;
 use crate::state::AppState;
 
@@ -35,10 +35,7 @@ impl FromRequestParts<AppState> for Device {
             return Err(failed());
         }
         let snapshot = state.fleet.cache.get();
-        let entry = snapshot
-            .device(&token::hash(secret))
-            .cloned()
-            .ok_or_else(failed)?;
+        let entry = snapshot.device(secret).cloned().ok_or_else(failed)?;
         Ok(Device { entry, snapshot })
     }
 }

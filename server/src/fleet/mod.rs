@@ -82,6 +82,8 @@ pub struct Fleet {
     pub last_seen: last_seen::LastSeen,
     /// Timers.
     pub timers: FleetTimers,
+    /// `Npub-Poll-Interval`'s value, built once (a poll clones it without allocating).
+    pub poll_interval: axum::http::HeaderValue,
 }
 
 impl Fleet {
@@ -98,6 +100,7 @@ impl Fleet {
             cache,
             last_seen: last_seen::LastSeen::default(),
             timers,
+            poll_interval: axum::http::HeaderValue::from(timers.poll_interval_secs),
         })
     }
 

@@ -1,6 +1,11 @@
 //! The poll cache: everything the device API needs, in memory, so that a poll costs a hash, two
 //! map lookups and no database access.
 //!
+//! The "nothing new" poll allocates nothing in npub's code (`tests/poll_alloc.rs` counts): the
+//! token is hashed on the stack and looked up by its 32-byte digest (a hash map: the same cost at
+//! 1,000 and 100,000 devices), and the headers every answer carries are built with the snapshot
+//! ([`KeyringRecords::newest_header`]) and cloned by reference count.
+//!
 //! A [`Snapshot`] holds the unrevoked devices by token hash, each device's current assignment
 //! (deployment sequence and signed manifest for its hardware class), the keyring updates
 //! ([`KeyringRecords`]) and every assigned pack:
@@ -69,20 +74,39 @@ pub struct PackEntry {
     pub bytes: Option<Bytes>,
     /// Its canonical IO-bindings encoding, when it declares any.
     pub io: Option<Bytes>,
+    /// `ETag` of its downloads: `"<sha256>"`.
+    pub etag: HeaderValue,
 }
 
 /// The keyring updates devices are sent (`keyring_updates`, by sequence): the 144-byte records
 /// back to back, so that "every record after N" is one slice of one buffer.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct KeyringRecords {
     sequences: Vec<u64>,
     records: Bytes,
+    /// [`Self::newest`] as a header value, built once per snapshot.
+    newest_header: HeaderValue,
+}
+
+impl Default for KeyringRecords {
+    fn default() -> Self {
+        Self {
+            sequences: Vec::new(),
+            records: Bytes::new(),
+            newest_header: HeaderValue::from_static("0"),
+        }
+    }
 }
 
 impl KeyringRecords {
     /// The newest record's sequence, 0 when there is none: `Npub-Keyring-Sequence`.
     pub fn newest(&self) -> u64 {
         self.sequences.last().copied().unwrap_or(0)
+    }
+
+    /// [`Self::newest`] as the `Npub-Keyring-Sequence` value (cloning it does not allocate).
+    pub fn newest_header(&self) -> &HeaderValue {
+        &self.newest_header
     }
 
     /// The records with a sequence above `after`, concatenated in order (empty: none).
@@ -92,21 +116,26 @@ impl KeyringRecords {
     }
 }
 
+/// SHA-256 of a device token: what the snapshot finds a device by.
+pub type TokenDigest = [u8; 32];
+
 /// One immutable view of the fleet.
 #[derive(Debug, Default)]
 pub struct Snapshot {
     /// The `fleet_generation` it was built from.
     pub generation: i64,
-    devices: HashMap<String, Arc<DeviceEntry>>,
+    devices: HashMap<TokenDigest, Arc<DeviceEntry>>,
     assignments: HashMap<Arc<str>, Arc<Assignment>>,
     packs: HashMap<String, PackEntry>,
     keyring: KeyringRecords,
 }
 
 impl Snapshot {
-    /// The device whose token hashes to `token_hash`, unless unknown or revoked.
-    pub fn device(&self, token_hash: &str) -> Option<&Arc<DeviceEntry>> {
-        self.devices.get(token_hash)
+    /// The device whose token is `secret`, unless unknown or revoked. Hashes on the stack and
+    /// looks up the digest: no allocation, no scan.
+    pub fn device(&self, secret: &str) -> Option<&Arc<DeviceEntry>> {
+        let digest: TokenDigest = Sha256::digest(secret.as_bytes()).into();
+        self.devices.get(&digest)
     }
 
     /// What `device` is offered now.
@@ -134,6 +163,8 @@ pub enum LoadError {
     Pack(String),
     /// A stored keyring update is malformed.
     Keyring(String),
+    /// A device row's token hash is not a SHA-256 in hex.
+    TokenHash(String),
 }
 
 impl std::fmt::Display for LoadError {
@@ -142,6 +173,10 @@ impl std::fmt::Display for LoadError {
             Self::Db(e) => write!(f, "database: {e}"),
             Self::Pack(e) => write!(f, "pack store: {e}"),
             Self::Keyring(e) => write!(f, "keyring updates: {e}"),
+            Self::TokenHash(id) => write!(
+                f,
+                "device {id:?}: token_hash is not 64 lowercase hex digits"
+            ),
         }
     }
 }
@@ -317,18 +352,37 @@ async fn build(
     let mut devices = HashMap::with_capacity(rows.len());
     let mut by_id = HashMap::with_capacity(rows.len());
     for d in rows {
-        let entry = Arc::new(DeviceEntry {
-            id: Arc::from(d.id.as_str()),
-            hw_class: d.hw_class as u32,
-            accel: d.accel as u32,
-            group: d.grp,
-        });
+        let digest: PackDigest = d
+            .token_hash
+            .parse()
+            .map_err(|_| LoadError::TokenHash(d.id.clone()))?;
+        // An unchanged device keeps its entry: a rebuild (every batch of a provisioning, every
+        // deployment) then allocates for what changed, not 100,000 small objects whose
+        // predecessors' holes fragment the heap (`malloc` was 24 % of a saturated poll run after
+        // provisioning 100,000 devices through the API, 6 % after a restart).
+        let entry = match previous.devices.get(&digest.0) {
+            Some(e)
+                if *e.id == *d.id
+                    && e.hw_class == d.hw_class as u32
+                    && e.accel == d.accel as u32
+                    && e.group == d.grp =>
+            {
+                Arc::clone(e)
+            }
+            _ => Arc::new(DeviceEntry {
+                id: Arc::from(d.id.as_str()),
+                hw_class: d.hw_class as u32,
+                accel: d.accel as u32,
+                group: d.grp,
+            }),
+        };
         by_id.insert(d.id, Arc::clone(&entry));
-        devices.insert(d.token_hash, entry);
+        devices.insert(digest.0, entry);
     }
 
     // Highest sequence first: a device gets the newest deployment whose open batches hold it.
     let mut assignments: HashMap<Arc<str>, Arc<Assignment>> = HashMap::new();
+    let mut shared: HashMap<(i64, u32), Arc<Assignment>> = HashMap::new();
     let mut wanted: HashMap<String, Option<String>> = HashMap::new();
     for offer in &offers {
         let batches: Vec<u8> = serde_json::from_str(&offer.batches).unwrap_or_default();
@@ -347,25 +401,34 @@ async fn build(
             if assignments.contains_key(&device.id) {
                 continue;
             }
-            let Some(manifest) = manifests.get(&(offer.id, device.hw_class)) else {
+            let key = (offer.id, device.hw_class);
+            let Some(manifest) = manifests.get(&key) else {
                 continue;
             };
-            let sequence = offer.sequence as u64;
-            let etag = HeaderValue::from_str(&format!("\"m{sequence}-{}\"", device.hw_class))
-                .map_err(|e| LoadError::Pack(e.to_string()))?;
-            assignments.insert(
-                Arc::clone(&device.id),
-                Arc::new(Assignment {
-                    deployment_id: offer.id,
-                    sequence,
-                    sha256: offer.sha256.clone(),
-                    manifest: manifest.clone(),
-                    etag,
-                }),
-            );
-            wanted
-                .entry(offer.sha256.clone())
-                .or_insert_with(|| offer.io_bindings.clone());
+            // Every device of a hardware class is offered the same bytes: one shared
+            // assignment each, not one per device (100,000 devices, a handful of classes).
+            let assignment = match shared.get(&key) {
+                Some(a) => Arc::clone(a),
+                None => {
+                    let sequence = offer.sequence as u64;
+                    let etag =
+                        HeaderValue::from_str(&format!("\"m{sequence}-{}\"", device.hw_class))
+                            .map_err(|e| LoadError::Pack(e.to_string()))?;
+                    let a = Arc::new(Assignment {
+                        deployment_id: offer.id,
+                        sequence,
+                        sha256: offer.sha256.clone(),
+                        manifest: manifest.clone(),
+                        etag,
+                    });
+                    shared.insert(key, Arc::clone(&a));
+                    wanted
+                        .entry(offer.sha256.clone())
+                        .or_insert_with(|| offer.io_bindings.clone());
+                    a
+                }
+            };
+            assignments.insert(Arc::clone(&device.id), assignment);
         }
     }
 
@@ -401,9 +464,11 @@ fn keyring_records(rows: Vec<(i64, Vec<u8>)>) -> Result<KeyringRecords, LoadErro
         sequences.push(sequence as u64);
         records.extend_from_slice(&record);
     }
+    let newest_header = HeaderValue::from(sequences.last().copied().unwrap_or(0));
     Ok(KeyringRecords {
         sequences,
         records: Bytes::from(records),
+        newest_header,
     })
 }
 
@@ -466,9 +531,12 @@ async fn load_pack(
             Some(Bytes::from(canonical))
         }
     };
+    let etag = crate::ranges::etag(sha)
+        .ok_or_else(|| LoadError::Pack(format!("{sha:?} is not a header value")))?;
     Ok(PackEntry {
         len,
         bytes: keep.then(|| Bytes::from(bytes)),
         io,
+        etag,
     })
 }

@@ -278,6 +278,7 @@ impl State {
 
     /// An install of `pack` into `target` starts: the slot stops being bootable and the sequence
     /// is consumed, both before the first erase.
+    #[inline(never)]
     pub(crate) fn begin_receiving(self, target: Slot, pack: PackId) -> State {
         assert!(
             self.active != Some(target),
@@ -301,6 +302,7 @@ impl State {
     /// download it supersedes is given up, and a failed install it supersedes is no longer
     /// retried: both were for an older sequence. (The slot's descriptor keeps the sequence it was
     /// installed at; descriptors name a pack by its length and SHA-256 when they are read.)
+    #[inline(never)]
     pub(crate) fn hold(self, pack: PackId) -> State {
         let Some(active) = self.active else {
             return self;

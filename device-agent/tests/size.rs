@@ -2,18 +2,20 @@
 //! boot, poll with ed25519, download, journal, counter, verification, bind; no network, no text
 //! formatting) for the Cortex-M55 as the firmware is built (`opt-level = "s"`, LTO,
 //! `compact-sha`). The target is 48 KiB of `.text`; since the keyring moved into flash with its
-//! update path (issue #12, hole 4) the agent core measures about 55 KB, so this test holds it at
-//! [`TEXT_CEILING`] (no further growth) until the shortfall is closed. `device-agent/README.md`
-//! gives the figure and how it is measured.
+//! update path (issue #12, hole 4) the agent core measured about 55 KB, and shrinking it (one
+//! verification pass, one record module for the journal, keyring and descriptors, mounts that
+//! keep records as bytes, `#[inline(never)]` where inlining copied code) brought it to about
+//! 50.7 KB: this test holds it at [`TEXT_CEILING`] (no growth) until the rest of the shortfall
+//! is closed. `device-agent/README.md` gives the figure and how it is measured.
 mod net;
 
 use std::path::Path;
 
 /// The target for the agent core's `.text` (issue #12: ≤ 48 KiB), reported when missed.
 const TEXT_TARGET: u64 = 48 * 1024;
-/// What the agent core may not outgrow while it misses the target: the figure measured with the
-/// keyring in flash (54,992 B) and a little slack for the toolchain.
-const TEXT_CEILING: u64 = 56 * 1024;
+/// What the agent core may not outgrow while it misses the target: the figure measured after the
+/// shrink (50,744 B with rustc 1.95) and a little slack for the toolchain.
+const TEXT_CEILING: u64 = 50 * 1024;
 
 /// The size of section `name` in a 32-bit little-endian ELF file.
 fn section_size(elf: &[u8], name: &str) -> Option<u64> {

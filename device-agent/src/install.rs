@@ -259,8 +259,7 @@ impl<F: NorFlash + Mapped, C: MonotonicCounter> Agent<F, C> {
     /// Reports progress and outcome through `transport`; on `Err` the previous pack is still the
     /// active one, and bound again.
     ///
-    /// It is [`Agent::begin_install`], [`Agent::continue_install`] until the pack is pending,
-    /// `npu`'s [`Npu::self_test`] and [`Agent::finish_install`].
+    /// It is [`Agent::begin_install`] and [`Agent::run_install`].
     pub fn install<T: Transport, N: Npu>(
         &mut self,
         manifest: &VerifiedManifest,
@@ -268,12 +267,26 @@ impl<F: NorFlash + Mapped, C: MonotonicCounter> Agent<F, C> {
         npu: &mut N,
         arena: &mut Arena<'_>,
     ) -> Result<VerifiedSlot, Error> {
-        let mut job = self.begin_install(manifest, transport, npu, arena)?;
+        let job = self.begin_install(manifest, transport, npu, arena)?;
+        self.run_install(job, transport, npu, arena)
+    }
+
+    /// Runs an install that [`Agent::begin_install`] began to its end: [`Agent::continue_install`]
+    /// until the pack is pending, `npu`'s [`Npu::self_test`] (not for a pack the active slot
+    /// already held: it passed its self-test when it was installed) and
+    /// [`Agent::finish_install`]. A caller that wants to know whether anything is downloaded asks
+    /// the job ([`Installing::already_held`]) before it hands it over.
+    pub fn run_install<T: Transport, N: Npu>(
+        &mut self,
+        mut job: Installing,
+        transport: &mut T,
+        npu: &mut N,
+        arena: &mut Arena<'_>,
+    ) -> Result<VerifiedSlot, Error> {
         loop {
             if let Progress::Pending(verified) =
                 self.continue_install(&mut job, transport, npu, arena, u32::MAX)?
             {
-                // A pack the device already ran passed its self-test when it was installed.
                 let outcome = if job.held {
                     Ok(())
                 } else {

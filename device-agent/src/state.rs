@@ -211,6 +211,7 @@ impl State {
     }
 
     /// The slot receiving `pack`, and how much of it is durable, if an install was interrupted.
+    #[inline(never)]
     pub fn receiving(&self) -> Option<(Slot, PackId, u32)> {
         Slot::ALL
             .into_iter()
@@ -267,6 +268,7 @@ impl State {
 
     /// The replay floor is at least `floor` (from the monotonic counter): a journal that was lost
     /// or lags behind never lowers it.
+    #[inline(never)]
     pub(crate) fn with_floor(self, floor: u64) -> State {
         let mut next = self;
         if floor > next.last_sequence {

@@ -260,6 +260,9 @@ impl<F: NorFlash + Mapped, C: MonotonicCounter> Agent<F, C> {
     /// active one, and bound again.
     ///
     /// It is [`Agent::begin_install`] and [`Agent::run_install`].
+    // Not inlined into `poll`: the install's locals (the job, the verified slot) would otherwise
+    // sit in poll's frame below the keyring update and ed25519 check, the deepest stack path.
+    #[inline(never)]
     pub fn install<T: Transport, N: Npu>(
         &mut self,
         manifest: &VerifiedManifest,

@@ -1,21 +1,43 @@
 //! The one place an ed25519 signature is checked, for manifests and keyring updates alike.
 //!
-//! The message is `domain ‖ signed bytes`, hashed in place by ed25519-dalek's streaming verifier
-//! (no copy into a buffer). The checks are those of `verify_strict`, which a test holds this
-//! function to: `S` must be canonical (`S < ℓ`), `R` must re-encode to the signature's bytes, and
-//! neither the public key nor `R` may have small order — so a signature is not malleable and a
-//! weak key verifies nothing.
-use ed25519_dalek::{Signature, VerifyingKey};
+//! The verifier is `salty`'s curve arithmetic, driven here so that the message `domain ‖ signed`
+//! is hashed in place (no copy into a buffer). On Cortex-M with the DSP extension (thumbv7em,
+//! thumbv8m.main) salty multiplies and squares field elements with its own assembly (eight 32-bit
+//! limbs, shipped in the package as a static library built from its asm sources); elsewhere, the
+//! host tests among them, with its TweetNaCl field code. The curve code and the rules below are
+//! the same on both. It replaced ed25519-dalek's `verify_stream` for size (size probe, rustc
+//! 1.95): the agent core's `.text` 50,748 -> 44,492 B, and `check`'s frame 1,252 B instead of
+//! dalek's 5,176 B plus its 1,960 B NAF table. salty's TweetNaCl field on the device too (feature
+//! `slow-motion`) is 1 KB smaller still but its 128-byte field elements make the poll 12,260 B
+//! deep. Signing stays on ed25519-dalek (host only).
+//!
+//! The acceptance rules are those of dalek's `verify_strict`, which the tests hold this function
+//! to:
+//!
+//! | check | refused when |
+//! |-------|--------------|
+//! | `S` | not canonical: `S ≥ ℓ` (a malleated signature) |
+//! | public key `A` | not a curve point, or of small order (`[8]A` is the identity) |
+//! | `R` | not a curve point, or of small order |
+//! | equation | `[S]B − [k]A`, re-encoded, differs from the signature's `R` bytes (`k = SHA-512(R ‖ A ‖ M) mod ℓ`): so a non-canonical `R` encoding never verifies |
+use salty::{CompressedY, EdwardsPoint, Scalar, Sha512};
 
 use super::KeyId;
 use crate::Error;
 
-/// The verifying key for `public_key`, refused if it is not a point or has small order.
-pub(crate) fn verifying_key(public_key: &[u8; 32]) -> Result<VerifyingKey, Error> {
+/// ℓ, the order of the prime-order subgroup, little-endian.
+const ORDER: [u8; 32] = [
+    0xed, 0xd3, 0xf5, 0x5c, 0x1a, 0x63, 0x12, 0x58, 0xd6, 0x9c, 0xf7, 0xa2, 0xde, 0xf9, 0xde, 0x14,
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x10,
+];
+
+/// The point `public_key` encodes, refused if it is not a point or has small order.
+pub(crate) fn verifying_key(public_key: &[u8; 32]) -> Result<EdwardsPoint, Error> {
     let key_id = || KeyId::of(public_key);
-    let key =
-        VerifyingKey::from_bytes(public_key).map_err(|_| Error::KeyInvalid { key_id: key_id() })?;
-    if key.is_weak() {
+    let key = CompressedY(*public_key)
+        .decompressed()
+        .map_err(|_| Error::KeyInvalid { key_id: key_id() })?;
+    if has_small_order(&key) {
         return Err(Error::KeyWeak { key_id: key_id() });
     }
     Ok(key)
@@ -23,7 +45,7 @@ pub(crate) fn verifying_key(public_key: &[u8; 32]) -> Result<VerifyingKey, Error
 
 /// `Ok` when `signature` is `public_key`'s signature over `domain ‖ signed`; `bad` otherwise.
 ///
-/// Kept out of line so that its frame (the curve arithmetic's tables) is not merged with the
+/// Kept out of line so that its frame (the curve arithmetic's points) is not merged with the
 /// callers' locals: the stack figure in docs/manifest.md depends on it.
 #[inline(never)]
 pub(crate) fn check(
@@ -34,30 +56,60 @@ pub(crate) fn check(
     bad: Error,
 ) -> Result<(), Error> {
     let key = verifying_key(public_key)?;
-    if !r_has_large_order(signature) {
+    let (r, s) = signature.split_at(32);
+    let (Ok(r), Ok(s)) = (<[u8; 32]>::try_from(r), <[u8; 32]>::try_from(s)) else {
+        return Err(bad);
+    };
+    if !is_canonical(&s) || !r_has_large_order(&r) {
         return Err(bad);
     }
-    // verify_stream refuses a non-canonical S; the final comparison is on R's encoding.
-    let mut verifier = key
-        .verify_stream(&Signature::from_bytes(signature))
-        .map_err(|_| bad)?;
-    verifier.update(domain);
-    verifier.update(signed);
-    verifier.finalize_and_verify().map_err(|_| bad)
+    let mut hash = Sha512::new();
+    hash.update(&r);
+    hash.update(public_key);
+    hash.update(domain);
+    hash.update(signed);
+    let k = Scalar::from_u512_le(&hash.finalize());
+    // R' = [S]B + [k](−A), compared by its encoding with the signature's R.
+    let s_b = &Scalar(s) * &EdwardsPoint::basepoint();
+    let k_minus_a = &k * &-&key;
+    if (&s_b + &k_minus_a).compressed().0 == r {
+        Ok(())
+    } else {
+        Err(bad)
+    }
 }
 
-/// verify_strict's second check: `R` decodes to a point that does not have small order (like the
-/// key, checked in [`verifying_key`]). Out of line, so its point is not in [`check`]'s frame.
+/// `S < ℓ`, compared from the most significant byte (variable time: `S` is public).
+fn is_canonical(s: &[u8; 32]) -> bool {
+    for (byte, order) in s.iter().rev().zip(ORDER.iter().rev()) {
+        if byte != order {
+            return byte < order;
+        }
+    }
+    false
+}
+
+/// `R` decodes to a point that does not have small order (like the key, checked in
+/// [`verifying_key`]). Out of line, so its point is not in [`check`]'s frame.
 #[inline(never)]
-fn r_has_large_order(signature: &[u8; 64]) -> bool {
-    let mut r = [0u8; 32];
-    r.copy_from_slice(&signature[..32]);
-    VerifyingKey::from_bytes(&r).is_ok_and(|r| !r.is_weak())
+fn r_has_large_order(r: &[u8; 32]) -> bool {
+    CompressedY(*r)
+        .decompressed()
+        .is_ok_and(|r| !has_small_order(&r))
+}
+
+/// `[8]P` is the identity: `P` lies in the torsion subgroup (order 1, 2, 4 or 8).
+#[inline(never)]
+fn has_small_order(point: &EdwardsPoint) -> bool {
+    let p2 = point + point;
+    let p4 = &p2 + &p2;
+    let p8 = &p4 + &p4;
+    p8 == EdwardsPoint::neutral_element()
 }
 
 #[cfg(test)]
 mod tests {
-    use ed25519_dalek::{Signer, SigningKey};
+    use ed25519_dalek::{Signature, Signer, SigningKey, VerifyingKey};
 
     use super::*;
 

@@ -178,4 +178,145 @@ mod tests {
         let public = key.verifying_key().to_bytes();
         assert_eq!(both(&public, b"any message", &sig), (false, false));
     }
+
+    /// A canonical S with the same value plus ℓ is the classic malleation: refused, by the S
+    /// check, before any curve arithmetic.
+    #[test]
+    fn rejects_a_non_canonical_s() {
+        let key = SigningKey::from_bytes(&[3; 32]);
+        let public = key.verifying_key().to_bytes();
+        let good = key.sign(b"firmware").to_bytes();
+        assert!(check(&public, b"firm", b"ware", &good, BAD).is_ok());
+        let mut high = good;
+        plus_order(&mut high[32..]);
+        assert_eq!(check(&public, b"firm", b"ware", &high, BAD), Err(BAD));
+        // S = ℓ exactly (the smallest non-canonical value) and S with the top bit set.
+        let mut order = good;
+        order[32..].fill(0);
+        plus_order(&mut order[32..]);
+        assert_eq!(check(&public, b"firm", b"ware", &order, BAD), Err(BAD));
+        let mut top = good;
+        top[63] |= 0x80;
+        assert_eq!(check(&public, b"firm", b"ware", &top, BAD), Err(BAD));
+        assert!(is_canonical(&[0; 32]));
+        let mut below = ORDER;
+        below[0] -= 1;
+        assert!(is_canonical(&below));
+        assert!(!is_canonical(&ORDER));
+    }
+
+    /// Every point of order 1, 2, 4 or 8 (their canonical encodings) is refused as a key with
+    /// `KeyWeak`, and as `R`.
+    #[test]
+    fn rejects_a_small_order_key() {
+        let mut neg_one = [0xffu8; 32]; // y = −1 (p − 1): order 2
+        neg_one[0] = 0xec;
+        neg_one[31] = 0x7f;
+        let mut identity = [0u8; 32];
+        identity[0] = 1;
+        let order4 = [0u8; 32]; // y = 0: x = ±sqrt(−1), order 4
+        let mut order4_neg = order4;
+        order4_neg[31] = 0x80;
+        // y of the order-8 points (and the same with x's sign bit).
+        let order8: [u8; 32] = [
+            0x26, 0xe8, 0x95, 0x8f, 0xc2, 0xb2, 0x27, 0xb0, 0x45, 0xc3, 0xf4, 0x89, 0xf2, 0xef,
+            0x98, 0xf0, 0xd5, 0xdf, 0xac, 0x05, 0xd3, 0xc6, 0x33, 0x39, 0xb1, 0x38, 0x02, 0x88,
+            0x6d, 0x53, 0xfc, 0x05,
+        ];
+        let mut order8_neg = order8;
+        order8_neg[31] |= 0x80;
+        let signer = SigningKey::from_bytes(&[4; 32]);
+        let public = signer.verifying_key().to_bytes();
+        for weak in [identity, neg_one, order4, order4_neg, order8, order8_neg] {
+            assert!(
+                matches!(verifying_key(&weak), Err(Error::KeyWeak { .. })),
+                "{weak:02x?}"
+            );
+            // [0]B − [k]W is a small-order point for these keys: the unstrict equation can
+            // hold, this verifier must refuse anyway.
+            let mut sig = [0u8; 64];
+            sig[..32].copy_from_slice(&weak);
+            assert_eq!(
+                check(&weak, b"", b"any message", &sig, BAD),
+                Err(Error::KeyWeak {
+                    key_id: KeyId::of(&weak)
+                })
+            );
+            assert_eq!(both(&public, b"any message", &sig), (false, false));
+        }
+        // Not on the curve at all (y = 2 has no x): KeyInvalid, not KeyWeak.
+        let mut two = [0u8; 32];
+        two[0] = 2;
+        assert!(matches!(verifying_key(&two), Err(Error::KeyInvalid { .. })));
+    }
+
+    /// A valid signature changed in ways that keep the equation's shape: R with a torsion point
+    /// added (a different encoding of "the same" commitment under cofactored checks), R with
+    /// its sign bit flipped, and the message changed after signing.
+    #[test]
+    fn rejects_a_malleated_signature() {
+        let key = SigningKey::from_bytes(&[5; 32]);
+        let public = key.verifying_key().to_bytes();
+        let message = b"a manifest's signed bytes";
+        let good = key.sign(message).to_bytes();
+        assert_eq!(both(&public, message, &good), (true, true));
+        let r = CompressedY(good[..32].try_into().unwrap())
+            .decompressed()
+            .unwrap();
+        let mut identity = [0u8; 32];
+        identity[0] = 1;
+        let order2 = {
+            let mut neg_one = [0xffu8; 32];
+            neg_one[0] = 0xec;
+            neg_one[31] = 0x7f;
+            CompressedY(neg_one).decompressed().unwrap()
+        };
+        let mut torsioned = good;
+        torsioned[..32].copy_from_slice(&(&r + &order2).compressed().0);
+        assert_ne!(torsioned, good);
+        assert_eq!(both(&public, message, &torsioned), (false, false));
+        let mut flipped = good;
+        flipped[31] ^= 0x80;
+        assert_eq!(both(&public, message, &flipped), (false, false));
+        assert_eq!(
+            both(&public, b"a manifest's signed byteS", &good),
+            (false, false)
+        );
+    }
+
+    /// Thousands of ed25519-dalek signatures (the host's signer) over messages of every length
+    /// up to a few blocks verify, each with a byte flipped (R, S or the message) does not, and
+    /// verify_strict agrees every time.
+    #[test]
+    fn survives_thousands_of_dalek_signatures() {
+        for n in 0..2_000u32 {
+            let mut seed = [0u8; 32];
+            seed[..4].copy_from_slice(&n.to_le_bytes());
+            seed[4] = 0x5a;
+            let key = SigningKey::from_bytes(&seed);
+            let public = key.verifying_key().to_bytes();
+            let message: std::vec::Vec<u8> = (0..(n as usize % 300))
+                .map(|i| (i as u32 ^ n) as u8)
+                .collect();
+            let good = key.sign(&message).to_bytes();
+            assert_eq!(
+                both(&public, &message, &good),
+                (true, true),
+                "signature {n}"
+            );
+            let mut bad = good;
+            bad[(n as usize * 7) % 64] ^= 1 << (n % 8);
+            assert_eq!(
+                both(&public, &message, &bad),
+                (false, false),
+                "signature {n}"
+            );
+            if !message.is_empty() {
+                let mut other = message.clone();
+                let at = n as usize % other.len();
+                other[at] ^= 0x10;
+                assert_eq!(both(&public, &other, &good), (false, false), "message {n}");
+            }
+        }
+    }
 }

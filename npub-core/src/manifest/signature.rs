@@ -263,8 +263,6 @@ mod tests {
         let r = CompressedY(good[..32].try_into().unwrap())
             .decompressed()
             .unwrap();
-        let mut identity = [0u8; 32];
-        identity[0] = 1;
         let order2 = {
             let mut neg_one = [0xffu8; 32];
             neg_one[0] = 0xec;

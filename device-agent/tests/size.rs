@@ -5,7 +5,7 @@
 //! Since the keyring moved into flash with its update path the agent core measured about 55 KB;
 //! shrinking the agent (one verification pass, one record module, mounts that keep records as
 //! bytes, `#[inline(never)]` where inlining copied code) brought it to 50,748 B, and verifying
-//! signatures with salty's curve arithmetic instead of ed25519-dalek to 44,492 B (rustc 1.95).
+//! signatures with salty's curve arithmetic instead of ed25519-dalek to about 44.4 KB (rustc 1.95).
 //! `device-agent/README.md` gives the figure and how it is measured.
 mod net;
 

@@ -80,6 +80,13 @@ impl Transport for Server<'_> {
     fn report(&mut self, _: &Report) -> Result<(), TransportError> {
         Ok(())
     }
+    /// One pack from memory, signed by the factory key: no keyring updates.
+    fn keyring_sequence(&self) -> Option<u64> {
+        None
+    }
+    fn fetch_keyring_updates(&mut self, _: u64, _: &mut [u8]) -> Result<usize, TransportError> {
+        Ok(0)
+    }
 }
 
 fn pack() -> Vec<u8> {

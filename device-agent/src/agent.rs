@@ -17,8 +17,9 @@ use npub_core::Accel;
 use npub_core::io_bindings::IoBindings;
 
 use crate::counter::{JournalOnly, MonotonicCounter};
-use crate::error::Error;
+use crate::error::{CounterError, Error};
 use crate::flash::Mapped;
+use crate::install::MAX_SEQUENCE_STEP;
 use crate::journal::Journal;
 use crate::keystore::{DeviceKeyring, KeyStore, Trust};
 use crate::layout::Layout;
@@ -100,7 +101,9 @@ impl<F: NorFlash + Mapped> Agent<F, JournalOnly> {
 impl<F: NorFlash + Mapped, C: MonotonicCounter> Agent<F, C> {
     /// Powers the agent on: checks the layout against `flash` (a misfit is a firmware bug and
     /// panics), mounts the journal, reads the replay floor from `counter` and the keyring from
-    /// its area (the factory keyring of `device.trust` while the area holds none). It writes only
+    /// its area (the factory keyring of `device.trust` while the area holds none). A counter that
+    /// reads more than [`MAX_SEQUENCE_STEP`] above the journal's floor is refused
+    /// ([`CounterError::AheadOfJournal`]) before anything is written. It writes only
     /// to heal: the newest journal or keyring record is committed again if it was found in one
     /// copy only (or, when a journal record was a session's first, its bank is erased and the
     /// previous state stands), and the counter is raised if it lags the journal (a raise that a
@@ -137,13 +140,21 @@ impl<F: NorFlash + Mapped, C: MonotonicCounter> Agent<F, C> {
         let mut journal = Journal::mount(&mut flash, &layout)?;
         let (mut keystore, stored) = KeyStore::mount(&mut flash, &layout)?;
         let floor = counter.read()?;
+        let recorded = journal.state().last_sequence();
+        // Checked before anything is written: a heal would make the bogus floor the journal's.
+        if floor > recorded.saturating_add(MAX_SEQUENCE_STEP) {
+            return Err(Error::Counter(CounterError::AheadOfJournal {
+                read: floor,
+                journal: recorded,
+                max_step: MAX_SEQUENCE_STEP,
+            }));
+        }
         let keyring = match stored {
             Some(keyring) => keyring,
             None => device.trust.factory_keyring()?,
         };
         // Best effort, and again before the first commit if it fails.
         let _ = journal.erase_discarded(&mut flash, &layout);
-        let recorded = journal.state().last_sequence();
         if recorded > floor {
             // Best effort: the next install raises it again before it erases anything.
             let _ = counter.raise(recorded);

@@ -27,6 +27,7 @@ const NIBBLE_TABLE: [u32; 16] = {
 };
 
 /// CRC-32 (the one zlib and Ethernet use) of `bytes`.
+#[inline(never)]
 pub fn crc32(bytes: &[u8]) -> u32 {
     let mut c = !0u32;
     for &b in bytes {

@@ -31,6 +31,7 @@ use embedded_storage::nor_flash::NorFlash;
 
 use crate::error::Error;
 use crate::layout::{Layout, Slot};
+use crate::record;
 use crate::state::PackId;
 
 /// `"NPD1"` little-endian.
@@ -39,8 +40,6 @@ const PART_BYTES: usize = 128;
 const CONFIRMED_AT: u32 = 128;
 const REVOKED_AT: u32 = 256;
 const CRC_AT: usize = 124;
-/// Reads of a record that does not decode (or does not read back), after the first.
-const MISREAD_REREADS: usize = 2;
 
 /// What a slot's descriptor says.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -66,15 +65,11 @@ pub(crate) fn write<F: NorFlash>(
 ) -> Result<(), Error> {
     let at = layout.descriptor::<F>(slot);
     let record = encode(pack);
-    flash.write(at, &record)?;
-    let mut buf = [0u8; PART_BYTES];
-    for _ in 0..=MISREAD_REREADS {
-        flash.read(at, &mut buf)?;
-        if buf == record {
-            return Ok(());
-        }
+    if record::program(flash, &[at], &record, &mut [0u8; PART_BYTES])? {
+        Ok(())
+    } else {
+        Err(Error::DescriptorReadBack { slot })
     }
-    Err(Error::DescriptorReadBack { slot })
 }
 
 /// Programs the confirmed mark (after the journal confirmed the slot's pending pack).
@@ -108,15 +103,10 @@ pub(crate) fn read<F: NorFlash>(
 ) -> Result<Option<Descriptor>, Error> {
     let at = layout.descriptor::<F>(slot);
     let mut buf = [0u8; PART_BYTES];
-    let mut pack = None;
-    for _ in 0..=MISREAD_REREADS {
-        flash.read(at, &mut buf)?;
-        pack = decode(&buf, layout.pack_capacity::<F>());
-        if pack.is_some() {
-            break;
-        }
+    if record::read(flash, at, &mut buf, DESCRIPTOR_MAGIC)? != record::Read::Framed {
+        return Ok(None);
     }
-    let Some(pack) = pack else {
+    let Some(pack) = decode(&buf, layout.pack_capacity::<F>()) else {
         return Ok(None);
     };
     Ok(Some(Descriptor {
@@ -140,25 +130,15 @@ fn mark_set<F: NorFlash>(flash: &mut F, at: u32) -> Result<bool, Error> {
 
 fn encode(pack: &PackId) -> [u8; PART_BYTES] {
     let mut r = [0u8; PART_BYTES];
-    r[0..4].copy_from_slice(&DESCRIPTOR_MAGIC.to_le_bytes());
     r[4..8].copy_from_slice(&pack.len.to_le_bytes());
     r[8..16].copy_from_slice(&pack.sequence.to_le_bytes());
     r[16..48].copy_from_slice(&pack.sha256);
-    let crc = crate::crc::crc32(&r[..CRC_AT]);
-    r[CRC_AT..].copy_from_slice(&crc.to_le_bytes());
+    record::frame(&mut r, DESCRIPTOR_MAGIC);
     r
 }
 
 fn decode(r: &[u8; PART_BYTES], pack_capacity: u32) -> Option<PackId> {
-    let u32_at = |at: usize| {
-        let mut w = [0u8; 4];
-        w.copy_from_slice(&r[at..at + 4]);
-        u32::from_le_bytes(w)
-    };
-    if u32_at(0) != DESCRIPTOR_MAGIC
-        || u32_at(CRC_AT) != crate::crc::crc32(&r[..CRC_AT])
-        || r[48..CRC_AT].iter().any(|&b| b != 0)
-    {
+    if !record::is_framed(r, DESCRIPTOR_MAGIC) || r[48..CRC_AT].iter().any(|&b| b != 0) {
         return None;
     }
     let mut seq = [0u8; 8];
@@ -167,7 +147,7 @@ fn decode(r: &[u8; PART_BYTES], pack_capacity: u32) -> Option<PackId> {
     sha256.copy_from_slice(&r[16..48]);
     let pack = PackId {
         sequence: u64::from_le_bytes(seq),
-        len: u32_at(4),
+        len: record::word(r, 4),
         sha256,
     };
     let min = npub_core::format::HEADER_BYTES;

@@ -145,6 +145,19 @@ pub enum CounterError {
     Flash(NorFlashErrorKind),
     /// A new value did not read back as it was programmed, in every place a raise tried.
     ReadBack,
+    /// At power-on the counter read further above the journal's replay floor than one manifest
+    /// may move it ([`crate::MAX_SEQUENCE_STEP`]). The counter is only ever raised to a sequence
+    /// the journal consumed first, so this is a broken counter (or a callback that reads
+    /// garbage), never a state to adopt: taken as the floor, `u64::MAX` would lock the device
+    /// out of every manifest for good.
+    AheadOfJournal {
+        /// What the counter read.
+        read: u64,
+        /// The replay floor the journal holds (0 when it holds no record).
+        journal: u64,
+        /// [`crate::MAX_SEQUENCE_STEP`].
+        max_step: u64,
+    },
 }
 
 /// A flash layout that breaks one of the rules of `layout.rs` (what [`crate::Layout::validate`]
@@ -278,6 +291,16 @@ impl fmt::Display for CounterError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match *self {
             CounterError::Flash(kind) => write!(f, "monotonic counter: flash: {kind:?}"),
+            CounterError::AheadOfJournal {
+                read,
+                journal,
+                max_step,
+            } => write!(
+                f,
+                "monotonic counter: reads {read}, more than {max_step} above the journal's replay \
+                 floor {journal}; it only ever holds sequences the journal consumed first, so the \
+                 counter is broken (refused rather than adopted as the floor)"
+            ),
             CounterError::ReadBack => {
                 f.write_str("monotonic counter: a new value did not read back as programmed")
             }

@@ -154,6 +154,7 @@ impl<F: NorFlash + Mapped, C: MonotonicCounter> Agent<F, C> {
     /// has nothing newer. When the answer announces keyring updates the keyring has not applied,
     /// they are fetched, applied in order and stored in flash first ([`Agent::update_keyring`]).
     /// A refused manifest is reported `failed`.
+    #[inline(never)]
     pub fn fetch_update<T: Transport>(
         &mut self,
         transport: &mut T,
@@ -214,6 +215,7 @@ impl<F: NorFlash + Mapped, C: MonotonicCounter> Agent<F, C> {
     /// the firmware's root keys) and stores the result in flash before it is used; asks again
     /// until it reaches `announced`, so a device that missed several updates catches up in one
     /// poll. A refused update stops it: the ones before it are kept, and the error says which.
+    #[inline(never)]
     pub fn update_keyring<T: Transport>(
         &mut self,
         transport: &mut T,
@@ -257,8 +259,10 @@ impl<F: NorFlash + Mapped, C: MonotonicCounter> Agent<F, C> {
     /// Reports progress and outcome through `transport`; on `Err` the previous pack is still the
     /// active one, and bound again.
     ///
-    /// It is [`Agent::begin_install`], [`Agent::continue_install`] until the pack is pending,
-    /// `npu`'s [`Npu::self_test`] and [`Agent::finish_install`].
+    /// It is [`Agent::begin_install`] and [`Agent::run_install`].
+    // Not inlined into `poll`: the install's locals (the job, the verified slot) would otherwise
+    // sit in poll's frame below the keyring update and ed25519 check, the deepest stack path.
+    #[inline(never)]
     pub fn install<T: Transport, N: Npu>(
         &mut self,
         manifest: &VerifiedManifest,
@@ -266,18 +270,49 @@ impl<F: NorFlash + Mapped, C: MonotonicCounter> Agent<F, C> {
         npu: &mut N,
         arena: &mut Arena<'_>,
     ) -> Result<VerifiedSlot, Error> {
-        let mut job = self.begin_install(manifest, transport, npu, arena)?;
+        // The job stays where begin_install wrote it, inside the Result: moving it out (672 B
+        // on thumbv8m) would put a second copy in this frame, on the deepest stack path of a
+        // poll.
+        let mut begun = self.begin_install(manifest, transport, npu, arena);
+        match &mut begun {
+            Ok(job) => self.run(job, transport, npu, arena),
+            Err(e) => Err(*e),
+        }
+    }
+
+    /// Runs an install that [`Agent::begin_install`] began to its end: [`Agent::continue_install`]
+    /// until the pack is pending, `npu`'s [`Npu::self_test`] (not for a pack the active slot
+    /// already held: it passed its self-test when it was installed) and
+    /// [`Agent::finish_install`]. A caller that wants to know whether anything is downloaded asks
+    /// the job ([`Installing::already_held`]) before it hands it over.
+    pub fn run_install<T: Transport, N: Npu>(
+        &mut self,
+        mut job: Installing,
+        transport: &mut T,
+        npu: &mut N,
+        arena: &mut Arena<'_>,
+    ) -> Result<VerifiedSlot, Error> {
+        self.run(&mut job, transport, npu, arena)
+    }
+
+    /// [`Agent::run_install`] on a job the caller keeps in place.
+    fn run<T: Transport, N: Npu>(
+        &mut self,
+        job: &mut Installing,
+        transport: &mut T,
+        npu: &mut N,
+        arena: &mut Arena<'_>,
+    ) -> Result<VerifiedSlot, Error> {
         loop {
             if let Progress::Pending(verified) =
-                self.continue_install(&mut job, transport, npu, arena, u32::MAX)?
+                self.continue_install(job, transport, npu, arena, u32::MAX)?
             {
-                // A pack the device already ran passed its self-test when it was installed.
                 let outcome = if job.held {
                     Ok(())
                 } else {
                     npu.self_test(verified.registers())
                 };
-                return self.finish_install(job, outcome, transport, npu, arena);
+                return self.finish(job, outcome, transport, npu, arena);
             }
         }
     }
@@ -285,6 +320,7 @@ impl<F: NorFlash + Mapped, C: MonotonicCounter> Agent<F, C> {
     /// Step 2, and the checks before it: the target slot is chosen and journalled *receiving*
     /// (or the interrupted download of the same pack found again), the counter raised and the
     /// target's descriptor erased. Nothing is fetched yet. On `Err` the failure is reported.
+    #[inline(never)]
     pub fn begin_install<T: Transport, N: Npu>(
         &mut self,
         manifest: &VerifiedManifest,
@@ -308,6 +344,7 @@ impl<F: NorFlash + Mapped, C: MonotonicCounter> Agent<F, C> {
     /// `budget` and the transport's timeouts, or by one pass over the slot. On `Err` the install
     /// is over (reported as the module's table says; an interrupted download resumes at the
     /// next poll of its manifest) and the previous pack is still the active one.
+    #[inline(never)]
     pub fn continue_install<T: Transport, N: Npu>(
         &mut self,
         job: &mut Installing,
@@ -337,9 +374,23 @@ impl<F: NorFlash + Mapped, C: MonotonicCounter> Agent<F, C> {
     /// active, confirmed pack (reported `installed`); a failure unbinds it, marks the slot
     /// failed and binds the previous pack again (reported `rolled_back`, and
     /// [`Error::SelfTestFailed`]).
+    #[inline(never)]
     pub fn finish_install<T: Transport, N: Npu>(
         &mut self,
         job: Installing,
+        outcome: Result<(), u32>,
+        transport: &mut T,
+        npu: &mut N,
+        arena: &mut Arena<'_>,
+    ) -> Result<VerifiedSlot, Error> {
+        self.finish(&job, outcome, transport, npu, arena)
+    }
+
+    /// [`Agent::finish_install`] on a job the caller keeps in place.
+    #[inline(never)]
+    fn finish<T: Transport, N: Npu>(
+        &mut self,
+        job: &Installing,
         outcome: Result<(), u32>,
         transport: &mut T,
         npu: &mut N,
@@ -389,6 +440,7 @@ impl<F: NorFlash + Mapped, C: MonotonicCounter> Agent<F, C> {
     }
 
     /// Reports an install that ended with `reason`, and hands `reason` back.
+    #[inline(never)]
     fn conclude_failed<T: Transport>(
         &mut self,
         transport: &mut T,
@@ -414,6 +466,7 @@ impl<F: NorFlash + Mapped, C: MonotonicCounter> Agent<F, C> {
     }
 
     /// Step 2: the slot and the durable bytes the install of `pack` starts from, journalled.
+    #[inline(never)]
     fn begin(&mut self, pack: PackId) -> Result<(Slot, u32), Error> {
         let state = *self.state();
         if let Some((slot, p, written)) = state.receiving() {
@@ -456,6 +509,7 @@ impl<F: NorFlash + Mapped, C: MonotonicCounter> Agent<F, C> {
     /// verifies in flash against this manifest: the sequence is consumed (journal, then counter)
     /// and nothing is erased, fetched or programmed. `None` when the active slot holds another
     /// pack or no longer verifies (then the pack is downloaded into the other slot as usual).
+    #[inline(never)]
     fn try_hold(
         &mut self,
         manifest: &VerifiedManifest,
@@ -494,6 +548,7 @@ impl<F: NorFlash + Mapped, C: MonotonicCounter> Agent<F, C> {
         }))
     }
 
+    #[inline(never)]
     fn try_begin(&mut self, manifest: &VerifiedManifest) -> Result<Installing, Error> {
         // Refused before anything is journalled or erased: the application could not use it.
         verify::check_io_digest(manifest, self.device.io_bindings)?;
@@ -532,6 +587,7 @@ impl<F: NorFlash + Mapped, C: MonotonicCounter> Agent<F, C> {
     }
 
     /// Steps 4–6: verify the whole slot, write its descriptor, make it pending, program the NPU.
+    #[inline(never)]
     fn make_pending<T: Transport, N: Npu>(
         &mut self,
         job: &mut Installing,
@@ -677,6 +733,7 @@ impl<F: NorFlash + Mapped, C: MonotonicCounter> Agent<F, C> {
 
     /// Programs `buf[..len]` at flash offset `at`, padded with `0xFF` to the write size, erasing
     /// each sector whose first byte it reaches (a download is sequential from a sector start).
+    #[inline(never)]
     fn program(&mut self, at: u32, buf: &mut [u8; CHUNK_BYTES], len: usize) -> Result<(), Error> {
         let padded = len.next_multiple_of(F::WRITE_SIZE);
         buf[len..padded].fill(0xFF);
@@ -693,6 +750,7 @@ impl<F: NorFlash + Mapped, C: MonotonicCounter> Agent<F, C> {
 
     /// A structure-only validator that has seen the `written` bytes already in the target slot (a
     /// resumed download), or none.
+    #[inline(never)]
     fn resume_validator(
         &mut self,
         target: Slot,
@@ -727,6 +785,7 @@ fn cross_check_header(v: &StreamValidator, manifest: &VerifiedManifest) -> Resul
 
 /// Sends a report; a failure to report changes nothing on the device (the server learns the
 /// state from the next report or poll).
+#[inline(never)]
 fn report<T: Transport>(
     transport: &mut T,
     sequence: u64,

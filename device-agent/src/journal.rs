@@ -79,6 +79,7 @@ use embedded_storage::nor_flash::NorFlash;
 
 use crate::error::Error;
 use crate::layout::{Layout, Slot};
+use crate::record;
 use crate::state::{PackId, SlotState, State, Status};
 
 /// One record's size: a power of two, so any `WRITE_SIZE` up to 128 divides it.
@@ -87,15 +88,14 @@ pub const RECORD_BYTES: usize = 128;
 pub const UNIT_BYTES: usize = 2 * RECORD_BYTES;
 /// `"NPJ2"` little-endian: a record of version 2 of this layout.
 pub const RECORD_MAGIC: u32 = 0x324A_504E;
-/// Reads of a record that does not decode, after the first, before it is believed torn: one
-/// glitch spoils one read.
-pub const MISREAD_REREADS: usize = 2;
+pub use crate::record::MISREAD_REREADS;
 /// Units one commit may use when copies do not read back right.
 pub const COMMIT_ATTEMPTS: usize = 3;
 
 const SLOT_ENTRY_BYTES: usize = 52;
 const SLOT_ENTRY_AT: [usize; 2] = [20, 72];
 const CRC_AT: usize = 124;
+const _: () = assert!(SLOT_ENTRY_AT[1] + SLOT_ENTRY_BYTES == CRC_AT && CRC_AT + 4 == RECORD_BYTES);
 
 const STATUS_EMPTY: u8 = 0;
 const STATUS_RECEIVING: u8 = 1;
@@ -132,13 +132,15 @@ struct Session {
 /// What reading one record slot gave.
 enum Read {
     Blank,
-    Record(u32, State),
+    /// The buffer holds a record that decodes.
+    Record,
     Bad,
 }
 
 impl Journal {
     /// Reads both banks and recovers the newest state (or [`State::FACTORY`] on a blank device).
     /// Programs nothing.
+    #[inline(never)]
     pub(crate) fn mount<F: NorFlash>(flash: &mut F, layout: &Layout) -> Result<Self, Error> {
         const {
             assert!(
@@ -151,35 +153,43 @@ impl Journal {
             );
         }
         let capacity = layout.pack_capacity::<F>();
-        // (record sequence, bank, state, found in one copy only, that copy may be torn)
-        let mut newest: Option<(u32, usize, State, bool, bool)> = None;
-        let mut runner_up: Option<(u32, usize, State, bool, bool)> = None;
+        // (record sequence, bank, found in one copy only, that copy may be torn); the records
+        // themselves are kept as bytes (a valid record's bytes and its state are one to one), the
+        // newest in `records[0]`, the runner-up in `records[1]`, and only the winner is decoded.
+        let mut newest: Option<(u32, usize, bool, bool)> = None;
+        let mut runner_up: Option<(u32, usize, bool, bool)> = None;
+        let mut records = [[0u8; RECORD_BYTES]; 2];
+        let mut copies = [[0u8; RECORD_BYTES]; 2];
         for bank in 0..2 {
             for unit in 0..units_per_bank(layout) {
-                let mut copies = [None, None];
+                let mut found = [false; 2];
                 let mut second_blank = false;
-                for (copy, found) in copies.iter_mut().enumerate() {
+                for (copy, buf) in copies.iter_mut().enumerate() {
                     let at = record_offset(layout, bank, unit, copy);
-                    match read_record(flash, at, capacity)? {
-                        Read::Record(seq, state) => *found = Some((seq, state)),
+                    match read_record(flash, at, capacity, buf)? {
+                        Read::Record => found[copy] = true,
                         Read::Blank => second_blank = copy == 1,
                         Read::Bad => {}
                     }
                 }
                 // The first copy decodes and the second was never begun: the cut may have torn
                 // the first copy itself, which may read differently next time.
-                let weak = copies[0].is_some() && copies[1].is_none() && second_blank;
-                let (found, both) = match copies {
-                    [Some(a), Some(b)] => (a, a == b),
-                    [Some(a), None] | [None, Some(a)] => (a, false),
-                    [None, None] => continue,
+                let weak = found == [true, false] && second_blank;
+                let (pick, both) = match found {
+                    [true, true] => (0, copies[0] == copies[1]),
+                    [true, false] => (0, false),
+                    [false, true] => (1, false),
+                    [false, false] => continue,
                 };
-                let record = (found.0, bank, found.1, !both, weak);
-                if newest.is_none_or(|(seq, ..)| found.0 > seq) {
+                let seq = record::word(&copies[pick], 4);
+                let record = (seq, bank, !both, weak);
+                if newest.is_none_or(|(n, ..)| seq > n) {
                     runner_up = newest;
                     newest = Some(record);
-                } else if runner_up.is_none_or(|(seq, ..)| found.0 > seq) {
+                    records = [copies[pick], records[0]];
+                } else if runner_up.is_none_or(|(r, ..)| seq > r) {
                     runner_up = Some(record);
+                    records[1] = copies[pick];
                 }
             }
         }
@@ -194,13 +204,17 @@ impl Journal {
         // that record is committed again as usual.)
         let mut discard = None;
         if let (Some(n), Some(r)) = (newest, runner_up) {
-            if n.4 && r.1 != n.1 {
+            if n.3 && r.1 != n.1 {
                 discard = Some(n.1);
                 newest = Some(r);
+                records[0] = records[1];
             }
         }
-        Ok(match newest {
-            Some((seq, bank, state, single_copy, _)) => Journal {
+        // The winner decoded when it was read, so it decodes again; were it not to, the journal
+        // would mount as holding no record (boot then rebuilds from the slot descriptors).
+        let found = newest.zip(decode(&records[0], capacity));
+        Ok(match found {
+            Some(((seq, bank, single_copy, _), (_, state))) => Journal {
                 state,
                 newest: Some((bank, seq)),
                 session: None,
@@ -212,7 +226,7 @@ impl Journal {
                 newest: None,
                 session: None,
                 single_copy: false,
-                discard: None,
+                discard,
             },
         })
     }
@@ -300,6 +314,7 @@ impl Journal {
 
     /// The unit the next record goes to, erasing a bank first when a session starts or its bank
     /// is full. The unit is consumed whatever happens to the program.
+    #[inline(never)]
     fn next_unit<F: NorFlash>(
         &mut self,
         flash: &mut F,
@@ -369,42 +384,24 @@ impl Journal {
         unit: u32,
         record: &[u8; RECORD_BYTES],
     ) -> Result<bool, Error> {
-        for copy in 0..2 {
-            flash.write(record_offset(layout, bank, unit, copy), record)?;
-        }
-        let mut buf = [0u8; RECORD_BYTES];
-        for copy in 0..2 {
-            let at = record_offset(layout, bank, unit, copy);
-            let mut good = false;
-            for _ in 0..=MISREAD_REREADS {
-                flash.read(at, &mut buf)?;
-                if buf == *record {
-                    good = true;
-                    break;
-                }
-            }
-            if !good {
-                return Ok(false);
-            }
-        }
-        Ok(true)
+        let copies = [0, 1].map(|copy| record_offset(layout, bank, unit, copy));
+        record::program(flash, &copies, record, &mut [0u8; RECORD_BYTES])
     }
 }
 
-/// Reads the record slot at `at`, reading again when it does not decode. (A blank read is not
-/// read again: a torn copy that reads blank now is the old state, which a cut allows.)
-fn read_record<F: NorFlash>(flash: &mut F, at: u32, capacity: u32) -> Result<Read, Error> {
-    let mut buf = [0u8; RECORD_BYTES];
-    for _ in 0..=MISREAD_REREADS {
-        flash.read(at, &mut buf)?;
-        if buf.iter().all(|&b| b == 0xFF) {
-            return Ok(Read::Blank);
-        }
-        if let Some((seq, state)) = decode(&buf, capacity) {
-            return Ok(Read::Record(seq, state));
-        }
-    }
-    Ok(Read::Bad)
+/// Reads the record slot at `at` into `buf`, reading again when it does not check. (A blank read
+/// is not read again: a torn copy that reads blank now is the old state, which a cut allows.)
+fn read_record<F: NorFlash>(
+    flash: &mut F,
+    at: u32,
+    capacity: u32,
+    buf: &mut [u8; RECORD_BYTES],
+) -> Result<Read, Error> {
+    Ok(match record::read(flash, at, buf, RECORD_MAGIC)? {
+        record::Read::Blank => Read::Blank,
+        record::Read::Framed if decode(buf, capacity).is_some() => Read::Record,
+        record::Read::Framed | record::Read::Bad => Read::Bad,
+    })
 }
 
 fn units_per_bank(layout: &Layout) -> u32 {
@@ -416,9 +413,9 @@ fn record_offset(layout: &Layout, bank: usize, unit: u32, copy: usize) -> u32 {
 }
 
 /// The record bytes for `state` with record sequence `seq` (see the module's table).
+#[inline(never)]
 pub(crate) fn encode(seq: u32, state: &State) -> [u8; RECORD_BYTES] {
     let mut r = [0u8; RECORD_BYTES];
-    r[0..4].copy_from_slice(&RECORD_MAGIC.to_le_bytes());
     r[4..8].copy_from_slice(&seq.to_le_bytes());
     r[8..16].copy_from_slice(&state.last_sequence().to_le_bytes());
     r[16] = state.active().map_or(NO_SLOT, |s| s.index() as u8);
@@ -427,8 +424,7 @@ pub(crate) fn encode(seq: u32, state: &State) -> [u8; RECORD_BYTES] {
         let at = SLOT_ENTRY_AT[slot.index()];
         encode_slot(&state.slot(slot), &mut r[at..at + SLOT_ENTRY_BYTES]);
     }
-    let crc = crate::crc::crc32(&r[..CRC_AT]);
-    r[CRC_AT..].copy_from_slice(&crc.to_le_bytes());
+    record::frame(&mut r, RECORD_MAGIC);
     r
 }
 
@@ -451,11 +447,9 @@ fn encode_slot(s: &SlotState, out: &mut [u8]) {
 
 /// The record's sequence and state, or `None` when it is not a valid version-2 record for slots
 /// of `pack_capacity` bytes (torn, half-erased, bit-rotted, never written, or inconsistent).
+#[inline(never)]
 pub(crate) fn decode(r: &[u8; RECORD_BYTES], pack_capacity: u32) -> Option<(u32, State)> {
-    if u32_at(r, 0) != RECORD_MAGIC || u32_at(r, CRC_AT) != crate::crc::crc32(&r[..CRC_AT]) {
-        return None;
-    }
-    if r[18..20] != [0; 2] {
+    if !record::is_framed(r, RECORD_MAGIC) || r[18..20] != [0; 2] {
         return None;
     }
     let active = match r[16] {
@@ -470,14 +464,14 @@ pub(crate) fn decode(r: &[u8; RECORD_BYTES], pack_capacity: u32) -> Option<(u32,
     let state = State::from_parts(u64_at(r, 8), r[17], active, slots);
     state
         .is_consistent(pack_capacity)
-        .then_some((u32_at(r, 4), state))
+        .then_some((record::word(r, 4), state))
 }
 
 fn decode_slot(e: &[u8]) -> Option<SlotState> {
     if e[2..4] != [0; 2] {
         return None;
     }
-    let written = u32_at(e, 16);
+    let written = record::word(e, 16);
     let status = match (e[0], e[1], written) {
         (STATUS_EMPTY, 0, 0) => Status::Empty,
         (STATUS_RECEIVING, 0, w) => Status::Receiving { written: w },
@@ -492,16 +486,10 @@ fn decode_slot(e: &[u8]) -> Option<SlotState> {
         status,
         PackId {
             sequence: u64_at(e, 8),
-            len: u32_at(e, 4),
+            len: record::word(e, 4),
             sha256,
         },
     ))
-}
-
-fn u32_at(b: &[u8], at: usize) -> u32 {
-    let mut w = [0u8; 4];
-    w.copy_from_slice(&b[at..at + 4]);
-    u32::from_le_bytes(w)
 }
 
 fn u64_at(b: &[u8], at: usize) -> u64 {

@@ -46,6 +46,7 @@ use npub_core::manifest::Keyring;
 
 use crate::error::Error;
 use crate::layout::Layout;
+use crate::record;
 
 /// Keys a device's keyring holds, trusted and revoked (a revoked key keeps its entry for good).
 pub const KEYRING_CAPACITY: usize = 12;
@@ -56,8 +57,7 @@ pub const MAX_ROOTS: usize = 2;
 pub const KEYRING_RECORD_BYTES: usize = 512;
 /// `"NPKR"` little-endian: a keyring record of version 1 of this layout.
 pub const KEYRING_MAGIC: u32 = 0x524B_504E;
-/// Reads of a copy that does not decode, after the first, before it is believed torn.
-pub const MISREAD_REREADS: usize = 2;
+pub use crate::record::MISREAD_REREADS;
 /// Erase-program-read-back rounds one commit may use when copies do not read back right.
 pub const COMMIT_ATTEMPTS: usize = 3;
 
@@ -92,6 +92,7 @@ impl Trust {
     /// `factory` signing keys and `roots`. Refuses more than [`KEYRING_CAPACITY`] factory keys or
     /// [`MAX_ROOTS`] roots, and a factory keyring npub-core refuses (an invalid or weak key, one
     /// twice).
+    #[inline(never)]
     pub fn new(factory: &[[u8; 32]], roots: &[[u8; 32]]) -> Result<Self, Error> {
         if factory.len() > KEYRING_CAPACITY {
             return Err(Error::TooManyKeys {
@@ -154,6 +155,7 @@ pub(crate) struct KeyStore {
 impl KeyStore {
     /// Reads both banks: the store and the newest keyring (`None`: the area holds nothing).
     /// Programs nothing. A layout without a keyring area mounts empty.
+    #[inline(never)]
     pub(crate) fn mount<F: NorFlash>(
         flash: &mut F,
         layout: &Layout,
@@ -168,38 +170,38 @@ impl KeyStore {
                 "READ_SIZE must divide a keyring record"
             );
         }
-        let mut best: Option<(Newest, DeviceKeyring)> = None;
+        // Copies are compared and chosen as bytes (a record's bytes and its keyring are one to
+        // one), and only the newest is decoded into the keyring it returns.
+        let mut newest: Option<Newest> = None;
+        let mut copies = [[0u8; KEYRING_RECORD_BYTES]; 2];
+        let mut best = [0u8; KEYRING_RECORD_BYTES];
         if layout.has_keyring() {
             for bank in 0..2 {
-                let copies = [
-                    read_copy(flash, record_offset(layout, bank, 0))?,
-                    read_copy(flash, record_offset(layout, bank, 1))?,
-                ];
-                let (found, durable) = match copies {
-                    [Some(a), Some(b)] if a == b => (a, true),
-                    [Some(a), Some(b)] => (if b.0 > a.0 { b } else { a }, false),
-                    [Some(a), None] | [None, Some(a)] => (a, false),
+                let mut found = [None; 2];
+                for (copy, buf) in copies.iter_mut().enumerate() {
+                    found[copy] = read_copy(flash, record_offset(layout, bank, copy), buf)?;
+                }
+                let (pick, durable) = match found {
+                    [Some(_), Some(_)] if copies[0] == copies[1] => (0, true),
+                    [Some(a), Some(b)] => (usize::from(b > a), false),
+                    [Some(_), None] => (0, false),
+                    [None, Some(_)] => (1, false),
                     [None, None] => continue,
                 };
-                if best.as_ref().is_none_or(|(n, _)| found.0 > n.generation) {
-                    let newest = Newest {
+                let generation = record::word(&copies[pick], 4);
+                if newest.is_none_or(|n| generation > n.generation) {
+                    newest = Some(Newest {
                         bank,
-                        generation: found.0,
+                        generation,
                         durable,
-                    };
-                    best = Some((newest, found.1));
+                    });
+                    best = copies[pick];
                 }
             }
         }
-        Ok(match best {
-            Some((newest, keyring)) => (
-                KeyStore {
-                    newest: Some(newest),
-                },
-                Some(keyring),
-            ),
-            None => (KeyStore { newest: None }, None),
-        })
+        let keyring = newest.and_then(|_| decode(&best)).map(|(_, k)| k);
+        let newest = newest.filter(|_| keyring.is_some());
+        Ok((KeyStore { newest }, keyring))
     }
 
     /// Whether the newest record is in one copy only, and should be committed again.
@@ -234,10 +236,8 @@ impl KeyStore {
                 self.newest = None;
             }
             flash.erase(start, start + layout.keyring_bank_bytes)?;
-            for copy in 0..2 {
-                flash.write(record_offset(layout, bank, copy), &record)?;
-            }
-            if read_back(flash, layout, bank, &record)? {
+            let copies = [0, 1].map(|copy| record_offset(layout, bank, copy));
+            if record::program(flash, &copies, &record, &mut [0u8; KEYRING_RECORD_BYTES])? {
                 self.newest = Some(Newest {
                     bank,
                     generation,
@@ -257,44 +257,17 @@ impl KeyStore {
     }
 }
 
-fn read_back<F: NorFlash>(
+/// Reads the copy at `at` into `buf`, again when it does not check: its generation when it holds
+/// a keyring, `None` when it is blank or not a record.
+fn read_copy<F: NorFlash>(
     flash: &mut F,
-    layout: &Layout,
-    bank: usize,
-    record: &[u8; KEYRING_RECORD_BYTES],
-) -> Result<bool, Error> {
-    let mut buf = [0u8; KEYRING_RECORD_BYTES];
-    for copy in 0..2 {
-        let at = record_offset(layout, bank, copy);
-        let mut good = false;
-        for _ in 0..=MISREAD_REREADS {
-            flash.read(at, &mut buf)?;
-            if buf == *record {
-                good = true;
-                break;
-            }
-        }
-        if !good {
-            return Ok(false);
-        }
-    }
-    Ok(true)
-}
-
-/// Reads the copy at `at`, again when it does not decode; `None`: blank or not a record.
-fn read_copy<F: NorFlash>(flash: &mut F, at: u32) -> Result<Option<(u32, DeviceKeyring)>, Error> {
-    let mut buf = [0u8; KEYRING_RECORD_BYTES];
-    for _ in 0..=MISREAD_REREADS {
-        flash.read(at, &mut buf)?;
-        if buf.iter().all(|&b| b == 0xFF) {
-            // A torn copy that reads blank is the old state, which a cut allows.
-            return Ok(None);
-        }
-        if let Some(found) = decode(&buf) {
-            return Ok(Some(found));
-        }
-    }
-    Ok(None)
+    at: u32,
+    buf: &mut [u8; KEYRING_RECORD_BYTES],
+) -> Result<Option<u32>, Error> {
+    Ok(match record::read(flash, at, buf, KEYRING_MAGIC)? {
+        record::Read::Framed => decode(buf).map(|(generation, _)| generation),
+        record::Read::Blank | record::Read::Bad => None,
+    })
 }
 
 fn record_offset(layout: &Layout, bank: usize, copy: usize) -> u32 {
@@ -304,7 +277,6 @@ fn record_offset(layout: &Layout, bank: usize, copy: usize) -> u32 {
 /// The record bytes for `keyring` at `generation` (see the module's table).
 pub(crate) fn encode(generation: u32, keyring: &DeviceKeyring) -> [u8; KEYRING_RECORD_BYTES] {
     let mut r = [0u8; KEYRING_RECORD_BYTES];
-    r[0..4].copy_from_slice(&KEYRING_MAGIC.to_le_bytes());
     r[4..8].copy_from_slice(&generation.to_le_bytes());
     r[8..16].copy_from_slice(&keyring.update_sequence().to_le_bytes());
     let mut count = 0;
@@ -315,15 +287,13 @@ pub(crate) fn encode(generation: u32, keyring: &DeviceKeyring) -> [u8; KEYRING_R
         count += 1;
     }
     r[16] = count;
-    let crc = crate::crc::crc32(&r[..CRC_AT]);
-    r[CRC_AT..].copy_from_slice(&crc.to_le_bytes());
+    record::frame(&mut r, KEYRING_MAGIC);
     r
 }
 
 /// The generation and keyring a record holds, or `None` when it is not a whole, valid one.
 fn decode(r: &[u8; KEYRING_RECORD_BYTES]) -> Option<(u32, DeviceKeyring)> {
-    let word = |at: usize| u32::from_le_bytes([r[at], r[at + 1], r[at + 2], r[at + 3]]);
-    if word(0) != KEYRING_MAGIC || word(CRC_AT) != crate::crc::crc32(&r[..CRC_AT]) {
+    if !record::is_framed(r, KEYRING_MAGIC) {
         return None;
     }
     let count = usize::from(r[16]);
@@ -345,7 +315,7 @@ fn decode(r: &[u8; KEYRING_RECORD_BYTES]) -> Option<(u32, DeviceKeyring)> {
     let mut sequence = [0u8; 8];
     sequence.copy_from_slice(&r[8..16]);
     keyring.set_update_sequence(u64::from_le_bytes(sequence));
-    Some((word(4), keyring))
+    Some((record::word(r, 4), keyring))
 }
 
 #[cfg(test)]

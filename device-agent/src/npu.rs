@@ -118,6 +118,7 @@ pub trait Npu {
 
 /// Computes the registers for `blob`, which lies in flash at bus address `slot_xip`, carving its
 /// runtime regions out of `arena`, and resolves the application's `io` bindings in them.
+#[inline(never)]
 pub fn registers(
     blob: &Blob<'_>,
     slot_xip: u32,

@@ -211,6 +211,7 @@ impl State {
     }
 
     /// The slot receiving `pack`, and how much of it is durable, if an install was interrupted.
+    #[inline(never)]
     pub fn receiving(&self) -> Option<(Slot, PackId, u32)> {
         Slot::ALL
             .into_iter()
@@ -267,6 +268,7 @@ impl State {
 
     /// The replay floor is at least `floor` (from the monotonic counter): a journal that was lost
     /// or lags behind never lowers it.
+    #[inline(never)]
     pub(crate) fn with_floor(self, floor: u64) -> State {
         let mut next = self;
         if floor > next.last_sequence {
@@ -278,6 +280,7 @@ impl State {
 
     /// An install of `pack` into `target` starts: the slot stops being bootable and the sequence
     /// is consumed, both before the first erase.
+    #[inline(never)]
     pub(crate) fn begin_receiving(self, target: Slot, pack: PackId) -> State {
         assert!(
             self.active != Some(target),
@@ -301,6 +304,7 @@ impl State {
     /// download it supersedes is given up, and a failed install it supersedes is no longer
     /// retried: both were for an older sequence. (The slot's descriptor keeps the sequence it was
     /// installed at; descriptors name a pack by its length and SHA-256 when they are read.)
+    #[inline(never)]
     pub(crate) fn hold(self, pack: PackId) -> State {
         let Some(active) = self.active else {
             return self;

@@ -1,5 +1,7 @@
-//! How the agent talks to the fleet server: three calls (and two for keyring updates, with
-//! default implementations that fetch none), blocking, no allocation.
+//! How the agent talks to the fleet server: three calls, and two for keyring updates, blocking,
+//! no allocation. None has a default: a transport that forgot the keyring calls would compile and
+//! silently never rotate a key, so each says what it does about them (a test double that carries
+//! no keyring updates answers `None` / `Ok(0)`).
 //!
 //! The device API (`GET /api/v1/device/manifest?seq=N`, `GET /api/v1/device/packs/{sha256}` with
 //! `Range`, `POST /api/v1/device/status`) maps onto them one to one; the host's HTTP implementation
@@ -101,9 +103,7 @@ pub trait Transport {
     /// The `Npub-Keyring-Sequence` of the last [`Transport::fetch_manifest`] answer: the newest
     /// keyring update the server has. `None`: the answer had none (or this transport does not
     /// read it), and the agent keeps its keyring as it is.
-    fn keyring_sequence(&self) -> Option<u64> {
-        None
-    }
+    fn keyring_sequence(&self) -> Option<u64>;
 
     /// Fetches the keyring updates with a sequence above `after` (`GET
     /// /api/v1/device/keys?after=N`) into `buf`: whole 144-byte records, in sequence order, as
@@ -113,8 +113,5 @@ pub trait Transport {
         &mut self,
         after: u64,
         buf: &mut [u8],
-    ) -> Result<usize, TransportError> {
-        let _ = (after, buf);
-        Ok(0)
-    }
+    ) -> Result<usize, TransportError>;
 }

@@ -6,8 +6,8 @@
 //!
 //! | entry point    | reference                                 | checks                                                    |
 //! |----------------|-------------------------------------------|-----------------------------------------------------------|
-//! | [`for_install`] | the [`VerifiedManifest`]                 | the manifest's IO digest = the application's; npub-core's `PackCheck`: length, SHA-256, NPU1 structure and FNV-1a, header checksum = the manifest's; then NPU1 parse, command stream, binding |
-//! | [`for_boot`]   | the journal's [`PackId`] (from that manifest) | SHA-256 and FNV-1a; then NPU1 parse, command stream, binding |
+//! | [`for_install`] | the [`VerifiedManifest`]                 | the manifest's IO digest = the application's; SHA-256 = the manifest's; NPU1 parse (structure, length, FNV-1a) and header checksum = the manifest's; command stream, binding |
+//! | [`for_boot`]   | the journal's [`PackId`] (from that manifest) | SHA-256; NPU1 parse (structure, length, FNV-1a), command stream, binding |
 //!
 //! Both return a [`VerifiedSlot`], whose fields are private and which nothing else constructs: the
 //! journal transitions that make a slot bootable (`State::pending`, `State::confirm`) take one, and
@@ -15,7 +15,7 @@
 use npub_core::Blob;
 use npub_core::fnv::Fnv1a;
 use npub_core::format::HEADER_BYTES;
-use npub_core::manifest::{PackCheck, VerifiedManifest};
+use npub_core::manifest::{Sha256Prefix, VerifiedManifest};
 use sha2::{Digest, Sha256};
 
 use crate::error::Error;
@@ -67,6 +67,11 @@ impl PackId {
 }
 
 /// Verifies `slot` against the manifest it was installed from, and binds it.
+///
+/// The signed SHA-256 is checked first: once the slot's bytes are the signed ones, the NPU1 parse
+/// (checks 1–9, with the pass's FNV-1a) checks their structure and length against the slot, and
+/// the header's checksum word must be the manifest's. That is everything npub-core's `PackCheck`
+/// checks, without running its stream validator over bytes the parse reads anyway.
 pub fn for_install<F: Mapped>(
     flash: &F,
     layout: &Layout,
@@ -78,17 +83,21 @@ pub fn for_install<F: Mapped>(
     check_io_digest(manifest, io)?;
     let pack = PackId::of(manifest);
     let bytes = slot_bytes(flash, layout, slot, pack.len);
-    let mut check = PackCheck::new(manifest.clone());
-    for chunk in bytes.chunks(PASS_CHUNK) {
-        check.feed(chunk).map_err(Error::Rejected)?;
+    let (sha256, payload_fnv) = hash(bytes);
+    if sha256 != pack.sha256 {
+        return Err(Error::Rejected(npub_core::Error::PackHashMismatch {
+            manifest: Sha256Prefix::of(&pack.sha256),
+            computed: Sha256Prefix::of(&sha256),
+        }));
     }
-    let checked = check.finish().map_err(Error::Rejected)?;
+    let checksum = manifest.pack_checksum();
     complete(
         layout,
         slot,
         pack,
         bytes,
-        checked.header().checksum,
+        payload_fnv,
+        Some(checksum),
         io,
         arena,
     )
@@ -114,30 +123,34 @@ pub fn for_boot<F: Mapped>(
     arena: &mut Arena<'_>,
 ) -> Result<VerifiedSlot, Error> {
     let bytes = slot_bytes(flash, layout, slot, pack.len);
-    let mut sha = Sha256::new();
-    let mut fnv = Fnv1a::new();
-    let mut at = 0usize;
-    for chunk in bytes.chunks(PASS_CHUNK) {
-        sha.update(chunk);
-        // FNV-1a covers the payload only: bytes 32.. of the pack.
-        let skip = (HEADER_BYTES as usize).saturating_sub(at).min(chunk.len());
-        fnv.update(&chunk[skip..]);
-        at += chunk.len();
-    }
-    if <[u8; 32]>::from(sha.finalize()) != pack.sha256 {
+    let (sha256, payload_fnv) = hash(bytes);
+    if sha256 != pack.sha256 {
         return Err(Error::DigestMismatch { slot });
     }
-    complete(layout, slot, *pack, bytes, fnv.finish(), io, arena)
+    complete(layout, slot, *pack, bytes, payload_fnv, None, io, arena)
 }
 
 /// Whether `slot` holds, as mapped now, the bytes whose SHA-256 `pack` names: after a failed
 /// verification, tells a pack that is bad as signed from a slot that does not hold it.
 pub fn digest_matches<F: Mapped>(flash: &F, layout: &Layout, slot: Slot, pack: &PackId) -> bool {
+    hash(slot_bytes(flash, layout, slot, pack.len)).0 == pack.sha256
+}
+
+/// The single pass: SHA-256 of `bytes` and FNV-1a of their payload (bytes 32..), both over each
+/// [`PASS_CHUNK`] while it is in the data cache. (One copy of this loop for every caller: the
+/// firmware's flash budget.)
+#[inline(never)]
+fn hash(bytes: &[u8]) -> ([u8; 32], u32) {
     let mut sha = Sha256::new();
-    for chunk in slot_bytes(flash, layout, slot, pack.len).chunks(PASS_CHUNK) {
+    let mut fnv = Fnv1a::new();
+    let mut at = 0usize;
+    for chunk in bytes.chunks(PASS_CHUNK) {
         sha.update(chunk);
+        let skip = (HEADER_BYTES as usize).saturating_sub(at).min(chunk.len());
+        fnv.update(&chunk[skip..]);
+        at += chunk.len();
     }
-    <[u8; 32]>::from(sha.finalize()) == pack.sha256
+    (sha.finalize().into(), fnv.finish())
 }
 
 /// The slot's first `len` bytes as mapped. `len` comes from a verified manifest or the journal,
@@ -151,17 +164,29 @@ fn slot_bytes<'f, F: Mapped>(flash: &'f F, layout: &Layout, slot: Slot, len: u32
     &flash.mapped()[start..start + len as usize]
 }
 
-/// After the hashes: NPU1 structure, command stream, binding.
+/// After the hashes: NPU1 structure (and the header's checksum word = `signed_checksum`, the
+/// manifest's, when there is one), command stream, binding.
+#[allow(clippy::too_many_arguments)]
 fn complete(
     layout: &Layout,
     slot: Slot,
     pack: PackId,
     bytes: &[u8],
     payload_fnv: u32,
+    signed_checksum: Option<u32>,
     io: Option<&[u8]>,
     arena: &mut Arena<'_>,
 ) -> Result<VerifiedSlot, Error> {
     let blob = parse_hashed(bytes, payload_fnv)?;
+    if let Some(manifest) = signed_checksum {
+        let pack = blob.header().checksum;
+        if pack != manifest {
+            return Err(Error::Rejected(npub_core::Error::PackChecksumMismatch {
+                manifest,
+                pack,
+            }));
+        }
+    }
     check_command_stream(&blob)?;
     let registers = npu::registers(&blob, layout.slot_xip(slot), arena, io)?;
     Ok(VerifiedSlot {

@@ -207,6 +207,15 @@ impl Transport for Replay {
     fn report(&mut self, _report: &Report) -> Result<(), TransportError> {
         Ok(())
     }
+
+    /// The replay announces no keyring updates: the device's stored keyring is what refuses it.
+    fn keyring_sequence(&self) -> Option<u64> {
+        None
+    }
+
+    fn fetch_keyring_updates(&mut self, _: u64, _: &mut [u8]) -> Result<usize, TransportError> {
+        panic!("no keyring update was announced, so none may be fetched");
+    }
 }
 
 fn hex_key(hex: &str) -> [u8; 32] {

@@ -104,6 +104,15 @@ impl Transport for Net {
     fn report(&mut self, _: &Report) -> Result<(), TransportError> {
         Ok(())
     }
+
+    /// The harness's packs are signed by the factory key: no keyring updates.
+    fn keyring_sequence(&self) -> Option<u64> {
+        None
+    }
+
+    fn fetch_keyring_updates(&mut self, _: u64, _: &mut [u8]) -> Result<usize, TransportError> {
+        Ok(0)
+    }
 }
 
 /// An NPU whose self-test can be told to fail, and that counts what it is asked.

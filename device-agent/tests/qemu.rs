@@ -1,7 +1,8 @@
 //! The firmware on QEMU's Cortex-M55 board (`mps3-an547`), over its LAN9118 and smoltcp, against
 //! a real npub server on loopback (guest 10.0.2.2 = host 127.0.0.1), with its flash in a host
 //! file: it installs what the operator deploys, reports, and the fleet view shows it bound; a
-//! rollback by version brings the old pack back; a replayed older manifest is refused.
+//! rollback by version brings the old pack back; a replayed older manifest is refused. Every
+//! install's poll stays within the 8 KiB stack budget (the firmware paints its stack).
 //!
 //! QEMU is required: without `qemu-system-arm` this test fails (CI installs it), it never passes
 //! by skipping.
@@ -11,7 +12,7 @@ use std::time::Duration;
 
 use net::Fleet;
 use net::proxy::Proxy;
-use net::qemu::{Run, active_bytes, args, boot_of, state_of};
+use net::qemu::{Run, active_bytes, args, assert_poll_stack_within_budget, boot_of, state_of};
 
 const RUN: Duration = Duration::from_secs(120);
 
@@ -49,6 +50,7 @@ fn the_firmware_installs_reports_rolls_back_by_version_and_refuses_a_replay_over
         log.contains(&format!("installed: sequence {s1} in slot A")),
         "{log}"
     );
+    assert_poll_stack_within_budget(&log);
     assert!(
         log.contains("report: verified") && log.contains("report: bound"),
         "{log}"
@@ -86,6 +88,7 @@ fn the_firmware_installs_reports_rolls_back_by_version_and_refuses_a_replay_over
         .find(|l| l.starts_with("download: ") && l.contains("KiB/s"))
         .unwrap();
     println!("v2 ({} bytes): {figures}", v2.len());
+    assert_poll_stack_within_budget(&log);
     let ranges = log.matches("download: from byte").count();
     assert_eq!(ranges, 1, "one download, from byte 0: {log}");
     assert!(active_bytes(&flash, v2.len()) == v2, "slot B holds 2.0.0");
@@ -102,6 +105,7 @@ fn the_firmware_installs_reports_rolls_back_by_version_and_refuses_a_replay_over
         log.contains(&format!("installed: sequence {s3} in slot A")),
         "{log}"
     );
+    assert_poll_stack_within_budget(&log);
     assert!(
         active_bytes(&flash, v1.len()) == v1,
         "slot A holds 1.0.0 again"

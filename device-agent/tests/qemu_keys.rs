@@ -74,6 +74,8 @@ fn rejects_a_revoked_key_after_the_firmware_followed_a_rotation_and_rebooted() {
         log.contains(&format!("installed: sequence {s2} in slot B")),
         "{log}"
     );
+    // The poll that applied the keyring updates and then installed.
+    net::qemu::assert_poll_stack_within_budget(&log);
 
     // Reboot on the same flash file: key 1's manifest, replayed, is refused for its key before a
     // byte of its pack is fetched.

@@ -1,19 +1,18 @@
 //! The agent core's flash budget: `fw/src/bin/size_probe.rs` links the agent alone (power-on,
 //! boot, poll with ed25519, download, journal, counter, verification, bind; no network, no text
 //! formatting) for the Cortex-M55 as the firmware is built (`opt-level = "s"`, LTO,
-//! `compact-sha`). The target is 48 KiB of `.text`; since the keyring moved into flash with its
-//! update path (issue #12, hole 4) the agent core measures about 55 KB, so this test holds it at
-//! [`TEXT_CEILING`] (no further growth) until the shortfall is closed. `device-agent/README.md`
-//! gives the figure and how it is measured.
+//! `compact-sha`). The target is 48 KiB of `.text` (issue #12), and this test fails above it.
+//! Since the keyring moved into flash with its update path the agent core measured about 55 KB;
+//! shrinking the agent (one verification pass, one record module, mounts that keep records as
+//! bytes, `#[inline(never)]` where inlining copied code) brought it to 50,748 B, and verifying
+//! signatures with salty's curve arithmetic instead of ed25519-dalek to about 44.4 KB (rustc 1.95).
+//! `device-agent/README.md` gives the figure and how it is measured.
 mod net;
 
 use std::path::Path;
 
-/// The target for the agent core's `.text` (issue #12: ≤ 48 KiB), reported when missed.
+/// The agent core's `.text` may not exceed this (issue #12: ≤ 48 KiB).
 const TEXT_TARGET: u64 = 48 * 1024;
-/// What the agent core may not outgrow while it misses the target: the figure measured with the
-/// keyring in flash (54,992 B) and a little slack for the toolchain.
-const TEXT_CEILING: u64 = 56 * 1024;
 
 /// The size of section `name` in a 32-bit little-endian ELF file.
 fn section_size(elf: &[u8], name: &str) -> Option<u64> {
@@ -41,15 +40,14 @@ fn the_agent_core_does_not_outgrow_its_flash_budget() {
         "{}: .text {text} B, .rodata {rodata} B",
         Path::new(&probe).display()
     );
-    if text > TEXT_TARGET {
-        println!(
-            "the agent core's .text is {text} B: {} B over its {TEXT_TARGET} B target",
-            text - TEXT_TARGET
-        );
-    }
+    println!(
+        "{} B under the {TEXT_TARGET} B target",
+        TEXT_TARGET.saturating_sub(text)
+    );
     assert!(
-        text <= TEXT_CEILING,
-        "the agent core's .text is {text} B, over its ceiling of {TEXT_CEILING} B: see \
-         fw/src/bin/size_probe.rs and `llvm-nm --size-sort` on it for what grew"
+        text <= TEXT_TARGET,
+        "the agent core's .text is {text} B, {} B over its {TEXT_TARGET} B target: see \
+         fw/src/bin/size_probe.rs and `llvm-nm --size-sort` on it for what grew",
+        text.saturating_sub(TEXT_TARGET)
     );
 }

@@ -7,7 +7,10 @@ mod common;
 use common::*;
 use device_agent::nor_emu::{Cut, OpKind};
 use device_agent::state::MAX_TRIAL_BOOTS;
-use device_agent::{Agent, Error, MAX_SEQUENCE_STEP, Poll, RecordingNpu, Slot, Status};
+use device_agent::{
+    Agent, CounterError, Error, MAX_SEQUENCE_STEP, MonotonicCounter, Poll, RecordingNpu, Slot,
+    Status,
+};
 use npub_core::Error as Core;
 use npub_core::manifest::VerifiedManifest;
 
@@ -409,6 +412,43 @@ fn rejects_a_manifest_further_above_the_floor_than_one_step() {
         install(&mut agent, &max, &mut serving(&a.pack), &mut npu),
         Err(Error::SequenceTooFar { .. })
     ));
+}
+
+/// A counter that reads what it is told (a C `counter.read` returning garbage).
+struct Reads(u64);
+
+impl MonotonicCounter for Reads {
+    fn read(&mut self) -> Result<u64, CounterError> {
+        Ok(self.0)
+    }
+
+    fn raise(&mut self, value: u64) -> Result<(), CounterError> {
+        self.0 = self.0.max(value);
+        Ok(())
+    }
+}
+
+#[test]
+fn rejects_a_counter_more_than_one_step_above_the_journal_floor() {
+    let a = small();
+    let layout = layout(2048);
+    let flash = installed(&layout, &[(&a.pack, 7)]);
+    for read in [u64::MAX, 8 + MAX_SEQUENCE_STEP] {
+        let refused = Agent::power_on(flash.clone(), Reads(read), layout, device());
+        assert_eq!(
+            refused.err(),
+            Some(Error::Counter(CounterError::AheadOfJournal {
+                read,
+                journal: 7,
+                max_step: MAX_SEQUENCE_STEP
+            })),
+            "{read}"
+        );
+    }
+    // One step above is still a floor the device could hold (a journal that lost its newer
+    // records): adopted.
+    let unbooted = Agent::power_on(flash, Reads(7 + MAX_SEQUENCE_STEP), layout, device()).unwrap();
+    assert_eq!(unbooted.state().last_sequence(), 7 + MAX_SEQUENCE_STEP);
 }
 
 // ---- hole 5: invalid states are representable ----

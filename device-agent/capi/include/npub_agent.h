@@ -125,7 +125,8 @@
 // The journal could not record the state.
 #define NPUB_E_JOURNAL -16
 
-// A callback returned something impossible (a length past its buffer, an unknown code).
+// A callback returned something impossible (a length past its buffer, an unknown code, a counter
+// read far above the journal's replay floor).
 #define NPUB_E_CALLBACK -17
 
 // `npub_agent_job`: nothing is bound.
@@ -319,7 +320,10 @@ typedef struct {
   // Passed to every callback.
   void *ctx;
   // Stores the counter's value in `*value` (0 for a counter never raised); returns 0, or a
-  // negative error.
+  // negative error. The agent only ever raises it to a sequence its journal consumed first, so
+  // a value more than 2^32 (`MAX_SEQUENCE_STEP`, one manifest's largest step) above the
+  // journal's replay floor is refused at open with `NPUB_E_CALLBACK`, before anything is
+  // written: taken as the floor, a garbage `UINT64_MAX` would refuse every manifest for good.
   int32_t (*read)(void*, uint64_t*);
   // Raises the counter to `value` if it is below (never lowers it); returns 0 once the value is
   // durable, or a negative error (the counter then holds its old value or `value`).

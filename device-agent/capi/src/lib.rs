@@ -715,6 +715,15 @@ unsafe fn build(c: &npub_config) -> Result<Live, (i32, &'static str, Detail)> {
     }
     match Agent::power_on(flash, counter, layout, device) {
         Ok(u) => live.cell = AgentCell::Unbooted(u),
+        Err(e @ Error::Counter(device_agent::CounterError::AheadOfJournal { .. })) => {
+            // Power-on refused the counter's value before writing anything.
+            let detail = Detail::Agent {
+                error: e,
+                http: None,
+                flash: None,
+            };
+            return Err((NPUB_E_CALLBACK, "counter", detail));
+        }
         Err(e) => {
             let (code, detail) = live.explain(e);
             return Err((code, "journal", detail));

@@ -3,7 +3,7 @@
 use core::fmt::{self, Write};
 
 use device_agent::http_io::HttpError;
-use device_agent::{Error, LayoutError};
+use device_agent::{CounterError, Error, LayoutError};
 
 use crate::adapt::{Fault, FlashFailure};
 use crate::types::*;
@@ -96,6 +96,8 @@ impl fmt::Display for LastError {
 /// The code for an agent error.
 pub fn code_of(e: &Error) -> i32 {
     match e {
+        // The counter callback read a value no counter of this agent can hold.
+        Error::Counter(CounterError::AheadOfJournal { .. }) => NPUB_E_CALLBACK,
         Error::Flash(_) | Error::Counter(_) => NPUB_E_FLASH,
         Error::Transport(_) | Error::PackTruncated { .. } => NPUB_E_TRANSPORT,
         Error::TransportOverrun { .. } => NPUB_E_CALLBACK,

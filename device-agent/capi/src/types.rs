@@ -118,7 +118,8 @@ pub const NPUB_E_SELF_TEST: i32 = -14;
 pub const NPUB_E_NO_PACK: i32 = -15;
 /// The journal could not record the state.
 pub const NPUB_E_JOURNAL: i32 = -16;
-/// A callback returned something impossible (a length past its buffer, an unknown code).
+/// A callback returned something impossible (a length past its buffer, an unknown code, a counter
+/// read far above the journal's replay floor).
 pub const NPUB_E_CALLBACK: i32 = -17;
 /// `npub_agent_job`: nothing is bound.
 pub const NPUB_E_NOT_BOUND: i32 = -18;
@@ -294,7 +295,10 @@ pub struct npub_counter {
     /// Passed to every callback.
     pub ctx: *mut c_void,
     /// Stores the counter's value in `*value` (0 for a counter never raised); returns 0, or a
-    /// negative error.
+    /// negative error. The agent only ever raises it to a sequence its journal consumed first, so
+    /// a value more than 2^32 (`MAX_SEQUENCE_STEP`, one manifest's largest step) above the
+    /// journal's replay floor is refused at open with `NPUB_E_CALLBACK`, before anything is
+    /// written: taken as the floor, a garbage `UINT64_MAX` would refuse every manifest for good.
     pub read: Option<unsafe extern "C" fn(*mut c_void, *mut u64) -> i32>,
     /// Raises the counter to `value` if it is below (never lowers it); returns 0 once the value is
     /// durable, or a negative error (the counter then holds its old value or `value`).

@@ -10,21 +10,21 @@ use std::process::Command;
 
 use common::{Fleet, crate_dir, run, write_data_c};
 
-/// The static library cargo built beside this test (target/<profile>/libnpub_agent.a).
+/// Builds the library the C program links (the host's, `std`, debug as this test), in a target
+/// directory of its own: the `cargo test` running this holds the lock on its own while tests run,
+/// and `cargo test` builds only the rlib there anyway.
 fn staticlib() -> PathBuf {
-    let exe = std::env::current_exe().unwrap();
-    let lib = exe
-        .parent()
-        .unwrap()
-        .parent()
-        .unwrap()
-        .join("libnpub_agent.a");
-    assert!(
-        lib.is_file(),
-        "{} is missing: `cargo test` builds only the rlib; run `cargo build -p npub-agent` first \
-         (.ci/run does)",
-        lib.display()
-    );
+    let workspace = crate_dir().join("../..");
+    let target_dir = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| workspace.join("target"))
+        .join("c-host");
+    run(Command::new(env!("CARGO"))
+        .current_dir(&workspace)
+        .args(["build", "-p", "npub-agent", "--target-dir"])
+        .arg(&target_dir));
+    let lib = target_dir.join("debug/libnpub_agent.a");
+    assert!(lib.is_file(), "{} is missing", lib.display());
     lib
 }
 

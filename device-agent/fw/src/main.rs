@@ -304,6 +304,19 @@ fn resumable(e: &Error) -> bool {
     )
 }
 
+/// One `Agent::poll`, in a frame of its own: the stack figure measured around it is the poll's
+/// whole depth, its own frame included (inlined into `poll_loop`, that frame sat above the
+/// stack pointer the measurement starts from, and went uncounted).
+#[inline(never)]
+fn poll_once(
+    agent: &mut Agent<Flash, JournalOnly>,
+    t: &mut Logged<'_, Net<'_>>,
+    npu: &mut RecordingNpu,
+    arena: &mut Arena<'_>,
+) -> Result<Poll, Error> {
+    agent.poll(t, npu, arena, Some(semi::unix_time()))
+}
+
 fn poll_loop(
     args: &Args,
     agent: &mut Agent<Flash, JournalOnly>,
@@ -326,7 +339,7 @@ fn poll_loop(
         hprintln!("poll: after sequence {}", state.last_sequence());
         let (t0, s0) = (clock::now_ms(), t.io.stats());
         let sp = stack::sp();
-        let outcome = agent.poll(t, npu, arena, Some(semi::unix_time()));
+        let outcome = poll_once(agent, t, npu, arena);
         let poll_stack = stack::peak(sp).1;
         let (ms, s) = (clock::now_ms() - t0, t.io.stats());
         match outcome {

@@ -191,15 +191,18 @@ fn poll_once(
         manifest.model_version(),
         manifest.sequence(),
     );
-    // The active slot already holding this very pack: the install downloads nothing.
-    let state = agent.state();
-    let held_before = state.active().filter(|&a| {
-        let p = state.slot(a).pack();
-        (p.len, p.sha256) == (manifest.pack_len(), manifest.pack_sha256())
-    });
-    match agent.install(&manifest, transport, npu, arena) {
-        Ok(v) => {
-            let how = if held_before == Some(v.slot()) {
+    let installed = agent
+        .begin_install(&manifest, transport, npu, arena)
+        .and_then(|job| {
+            // The active slot already held this very pack: the install downloads nothing.
+            let held = job.already_held();
+            agent
+                .run_install(job, transport, npu, arena)
+                .map(|v| (v, held))
+        });
+    match installed {
+        Ok((v, held)) => {
+            let how = if held {
                 ", already in flash: nothing downloaded"
             } else {
                 ""

@@ -176,3 +176,30 @@ pub fn active_bytes(flash: &Path, len: usize) -> Vec<u8> {
     let start = agent.layout().slot(slot) as usize;
     std::fs::read(flash).unwrap()[start..start + len].to_vec()
 }
+
+/// The stack budget of one `Agent::poll` on the device (issue #12: ≤ 8 KiB), its own frame and
+/// the transport's included.
+pub const POLL_STACK_BUDGET: usize = 8 * 1024;
+
+/// Asserts that every install the firmware logged (`download: …; stack N B`, the painted depth of
+/// the `Agent::poll` that made it) stayed within [`POLL_STACK_BUDGET`], and that there was one.
+pub fn assert_poll_stack_within_budget(log: &str) {
+    let depths: Vec<usize> = log
+        .lines()
+        .filter(|l| l.starts_with("download: "))
+        .filter_map(|l| {
+            l.rsplit_once("; stack ")?
+                .1
+                .strip_suffix(" B")?
+                .parse()
+                .ok()
+        })
+        .collect();
+    assert!(!depths.is_empty(), "no poll's stack figure in: {log}");
+    for depth in depths {
+        assert!(
+            depth <= POLL_STACK_BUDGET,
+            "Agent::poll went {depth} B deep, over its {POLL_STACK_BUDGET} B budget: {log}"
+        );
+    }
+}

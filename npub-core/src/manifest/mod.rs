@@ -21,8 +21,8 @@
 //! the size and stack figures); the checks and the attack each stops are listed on [`verify`],
 //! [`PackCheck`] and [`Keyring::apply_update`].
 //!
-//! Cryptography: ed25519 (`ed25519-dalek` 2, `verify_strict`) and SHA-256 (`sha2`), both
-//! `no_std`; the `compact-sha` feature selects sha2's small software implementation for firmware.
+//! Cryptography: ed25519 verified with salty's curve arithmetic under `verify_strict`'s rules
+//! (`signature.rs`; signing on the host with ed25519-dalek) and SHA-256 (`sha2`), both `no_std`; the `compact-sha` feature selects sha2's small software implementation for firmware.
 //! Every signature is over a domain-separation prefix ‖ the signed bytes, so a signature made for
 //! one kind of record is never valid for another.
 

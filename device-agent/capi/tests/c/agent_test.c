@@ -407,7 +407,8 @@ static int power_cuts(long cut_stride) {
 /* The replay floor behind the counter hook: pack 1 then pack 2 installed, then both journal
  * banks erased (a lost journal). Boot still binds the pack that verifies (from the slot
  * descriptors), and pack 1's manifest is refused as a replay because the counter holds 2; a
- * counter callback that breaks its contract, or half a counter, is refused at open. */
+ * counter callback that breaks its contract (a positive code, a value far above the journal's
+ * floor), or half a counter, is refused at open. */
 static int counter_hook(void) {
   int failures = 0;
   ram_nor nor = {flash_mem, 0, 0, 0};
@@ -425,6 +426,11 @@ static int counter_hook(void) {
   k.garbage = 7;
   CHECK(open_agent(&c) == NPUB_E_CALLBACK && last_error_has("counter.read returned 7"), "garbage read");
   k.garbage = 0;
+  /* A read far above the journal's floor (0 on this blank flash) is garbage, not a floor. */
+  k.value = UINT64_MAX;
+  CHECK(open_agent(&c) == NPUB_E_CALLBACK && last_error_has("more than 4294967296 above the journal"),
+        "counter read UINT64_MAX");
+  k.value = 0;
   CHECK(open_agent(&c) == NPUB_OK, "open with a counter");
   CHECK(npub_agent_boot(&agent_storage, &job) == NPUB_E_NO_PACK, "blank");
   CHECK(test_install(&agent_storage, &job) == NPUB_OK && k.value == npub_test_seq1, "v1, counter %llu",

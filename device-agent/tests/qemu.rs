@@ -138,4 +138,38 @@ fn the_firmware_installs_reports_rolls_back_by_version_and_refuses_a_replay_over
     let (status, log) = boot(&url);
     assert!(status.success(), "{log}");
     assert!(log.contains(&format!("up to date: sequence {s3}")), "{log}");
+
+    // A newer manifest, tampered with by the man in the middle: one signature byte, then one
+    // signed byte. On the Cortex-M the verifier runs salty's assembly field arithmetic, which the
+    // host's unit tests never execute: every install above proves it accepts what the server
+    // signed; this proves it refuses what the server did not, before a byte of the pack is fetched.
+    let s4 = fleet.deploy("kws", "2.0.0", "lab");
+    let (status, manifest4) = fleet.call(
+        &token,
+        "GET",
+        "/api/v1/device/manifest?seq=0",
+        net::Body::None,
+    );
+    assert_eq!(status, 200);
+    assert_eq!(manifest4.len(), 280, "a bare NPM1 manifest");
+    for (what, at) in [("signature byte", 216 + 17), ("signed byte", 120)] {
+        let mut forged = manifest4.clone();
+        forged[at] ^= 0x04;
+        proxy.replay(Some(forged));
+        let before = state_of(&flash);
+        let (status, log) = boot(&url);
+        assert_eq!(status.code(), Some(1), "{what}: {log}");
+        assert!(
+            log.contains("refused: manifest") && log.contains("signature does not verify"),
+            "{what} of sequence {s4} flipped: {log}"
+        );
+        assert!(!log.contains("download: from byte"), "{what}: {log}");
+        assert_eq!(state_of(&flash), before, "{what}: nothing written");
+        let booted = boot_of(&flash).unwrap();
+        assert_eq!(
+            booted.verified.pack().sequence,
+            s3,
+            "{what}: the rollback stays bound"
+        );
+    }
 }

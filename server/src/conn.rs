@@ -12,6 +12,7 @@
 //! None of them cuts off a slow but live transfer: a 2G (GPRS, ~5 kB/s) modem downloading a
 //! 1 MB pack keeps bytes moving every few seconds, far inside the idle limit, and no limit bounds
 //! a download's total time.
+use std::convert::Infallible;
 use std::future::Future;
 use std::io;
 use std::net::SocketAddr;
@@ -21,9 +22,13 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
+use axum::http::Method;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpListener;
 use tokio::time::Instant;
+
+use crate::fleet::device_api;
+use crate::state::AppState;
 
 /// Descriptors kept for everything that is not a connection: the database and its WAL, pack
 /// files being read, staged uploads, the listener.
@@ -97,10 +102,12 @@ content-type: application/json\r\nretry-after: 1\r\nconnection: close\r\ncontent
 pub async fn serve(
     listener: TcpListener,
     router: axum::Router,
+    state: AppState,
     limits: Limits,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> io::Result<()> {
     let permits = Arc::new(tokio::sync::Semaphore::new(limits.max_connections));
+    let state = Arc::new(state);
     let graceful = hyper_util::server::graceful::GracefulShutdown::new();
     let mut builder = hyper::server::conn::http1::Builder::new();
     builder
@@ -134,6 +141,7 @@ pub async fn serve(
         let activity = Arc::new(Activity::new());
         let service = hyper_util::service::TowerToHyperService::new(Tracked {
             router: router.clone(),
+            state: Arc::clone(&state),
             peer,
             activity: Arc::clone(&activity),
         });
@@ -265,9 +273,16 @@ impl AsyncWrite for Watched {
 /// The router, with the connection's peer address put into every request as
 /// `ConnectInfo<SocketAddr>` (what `axum::serve` does), and each request counted as being
 /// handled until its response head is ready.
+///
+/// `GET /api/v1/device/manifest`, most of the traffic, is answered by
+/// [`device_api::poll`] without going through the router's layers (it answers exactly as the
+/// router would); every other request, including another method on that path, goes to the
+/// router.
 #[derive(Clone)]
 struct Tracked {
     router: axum::Router,
+    /// For the poll; one per process, shared by reference count rather than cloned field by field.
+    state: Arc<AppState>,
     peer: SocketAddr,
     activity: Arc<Activity>,
 }
@@ -286,11 +301,15 @@ type RouterFuture<B> = <axum::Router as tower_service::Service<axum::http::Reque
 
 impl<B> tower_service::Service<axum::http::Request<B>> for Tracked
 where
-    axum::Router: tower_service::Service<axum::http::Request<B>>,
+    axum::Router: tower_service::Service<
+            axum::http::Request<B>,
+            Response = axum::response::Response,
+            Error = Infallible,
+        >,
     RouterFuture<B>: Send + 'static,
 {
-    type Response = <axum::Router as tower_service::Service<axum::http::Request<B>>>::Response;
-    type Error = <axum::Router as tower_service::Service<axum::http::Request<B>>>::Error;
+    type Response = axum::response::Response;
+    type Error = Infallible;
     type Future =
         Pin<Box<dyn Future<Output = Result<Self::Response, Self::Error>> + Send + 'static>>;
 
@@ -299,11 +318,24 @@ where
     }
 
     fn call(&mut self, mut request: axum::http::Request<B>) -> Self::Future {
+        self.activity.handling.fetch_add(1, Ordering::Relaxed);
+        let handling = Handling(Arc::clone(&self.activity));
+        if request.method() == Method::GET && request.uri().path() == device_api::MANIFEST_PATH {
+            // The poll reads no body (nor does the router's handler).
+            let (mut parts, _body) = request.into_parts();
+            parts
+                .extensions
+                .insert(axum::extract::ConnectInfo(self.peer));
+            let state = Arc::clone(&self.state);
+            return Box::pin(async move {
+                let response = device_api::poll(&state, &mut parts).await;
+                drop(handling);
+                Ok(response)
+            });
+        }
         request
             .extensions_mut()
             .insert(axum::extract::ConnectInfo(self.peer));
-        self.activity.handling.fetch_add(1, Ordering::Relaxed);
-        let handling = Handling(Arc::clone(&self.activity));
         let future = self.router.call(request);
         Box::pin(async move {
             let response = future.await;

@@ -259,7 +259,7 @@ impl Server {
                 let _ = stopped.await;
             },
         ));
-        let result = conn::serve(listener, app(state), conn_limits, shutdown).await;
+        let result = conn::serve(listener, app(state.clone()), state, conn_limits, shutdown).await;
         let _ = stop_background.send(());
         let _ = background.await;
         if let Err(e) = fleet.flush_last_seen(&db).await {

@@ -17,7 +17,8 @@ use axum::Json as JsonResponse;
 use std::sync::Arc;
 
 use axum::body::Body;
-use axum::extract::{Request, State};
+use axum::extract::{FromRequestParts as _, Request, State};
+use axum::http::request::Parts;
 use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use futures_util::StreamExt as _;
@@ -148,16 +149,57 @@ async fn manifest(
     // The request itself rather than a `HeaderMap`, which would be a copy of every header.
     request: Request,
 ) -> Response {
+    answer_manifest(&state, &device, &q, request.headers())
+}
+
+/// The path [`poll`] answers, outside the router.
+pub const MANIFEST_PATH: &str = "/api/v1/device/manifest";
+
+/// `GET /api/v1/device/manifest` as the router's [`manifest`] handler answers it (the same
+/// extractors in the same order, the same answer), for the accept loop to call without the
+/// router's layers: polls are most of the traffic, and routing, the middleware stack and their
+/// per-request clones cost more than the poll itself (`docs/performance.md`). The request
+/// counters are kept as the router's `metrics::track` keeps them.
+pub async fn poll(state: &AppState, parts: &mut Parts) -> Response {
+    let start = std::time::Instant::now();
+    let response = match poll_parts(state, parts).await {
+        Ok(response) => response,
+        Err(e) => e.into_response(),
+    };
+    state.metrics.observe_request(
+        crate::metrics::method_label(parts.method.as_str()),
+        MANIFEST_PATH,
+        response.status().as_u16(),
+        start.elapsed().as_secs_f64(),
+    );
+    response
+}
+
+/// The router's extractors, in the handler's order: the device (401/429 through the auth
+/// guard), then the query (the extractor's own 400).
+async fn poll_parts(state: &AppState, parts: &mut Parts) -> Result<Response, ApiError> {
+    let device = Device::from_request_parts(parts, state).await?;
+    let Query(q) = Query::<ManifestQuery>::from_request_parts(parts, state).await?;
+    Ok(answer_manifest(state, &device, &q, &parts.headers))
+}
+
+/// The answer to a device's manifest poll, once it is authenticated and its query parsed.
+fn answer_manifest(
+    state: &AppState,
+    device: &Device,
+    q: &ManifestQuery,
+    headers: &HeaderMap,
+) -> Response {
     state.fleet.last_seen.touch(&device.entry.id, now_ms());
     if i64::try_from(q.seq).is_err() {
         // Sequences are i64 in the database; a larger one was never issued.
         return ApiError::invalid(format!("seq: at most {}", i64::MAX)).into_response();
     }
     let headers_always = always_headers(&state.fleet, &device.snapshot);
-    let Some(a) = newer(&device, q.seq) else {
+    let Some(a) = newer(device, q.seq) else {
         return (StatusCode::NO_CONTENT, headers_always).into_response();
     };
-    if ranges::none_match(request.headers(), &a.etag) {
+    if ranges::none_match(headers, &a.etag) {
         return (
             StatusCode::NOT_MODIFIED,
             headers_always,

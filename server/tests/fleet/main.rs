@@ -9,6 +9,7 @@ mod access;
 mod delivery;
 mod device_edit;
 mod device_page;
+mod fast_poll;
 mod last_seen;
 mod rollback;
 mod rollout;

@@ -23,6 +23,7 @@
 # Not part of `cargo test`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. bench/lib.sh
 devices=${1:-1000}
 connections=${CONNECTIONS:-64}
 seconds=${RUN_SECONDS:-5}
@@ -78,13 +79,7 @@ NPUB_ADMIN_TOKEN="$admin" NPUB_LOG=warn NPUB_MAX_CONNECTIONS=$((wave_devices + 2
     TOKIO_WORKER_THREADS=$workers taskset -c "$serve_cpus" \
     "$server_bin" --data-dir "$work/data" --listen 127.0.0.1:0 > "$work/server.out" 2> "$work/server.err" &
 server_pid=$!
-for _ in $(seq 1 400); do
-    grep -q "listening on" "$work/server.out" 2>/dev/null && break
-    kill -0 "$server_pid" 2>/dev/null || { cat "$work/server.err" >&2; exit 1; }
-    read -rt 0.05 < /dev/zero || true
-done
-url=$(sed -n 's/^npub-server listening on //p' "$work/server.out" | head -1)
-[ -n "$url" ] || { echo "server did not start" >&2; cat "$work/server.err" >&2; exit 1; }
+url=$(wait_listening "$server_pid" "$work/server.out" "$work/server.err")
 
 facts=$(lg setup --url "$url" --token "$admin" --pack "$work/v1.npub" --devices "$devices" \
     --tokens "$work/tokens")
@@ -187,11 +182,7 @@ kill "$server_pid"; wait "$server_pid" 2>/dev/null || true
 NPUB_LOG=warn TOKIO_WORKER_THREADS=$workers taskset -c "$serve_cpus" \
     "$server_bin" --data-dir "$work/data" --listen 127.0.0.1:0 > "$work/server2.out" 2>> "$work/server.err" &
 server_pid=$!
-for _ in $(seq 1 400); do
-    grep -q "listening on" "$work/server2.out" 2>/dev/null && break
-    kill -0 "$server_pid" 2>/dev/null || { cat "$work/server.err" >&2; exit 1; }
-    read -rt 0.05 < /dev/zero || true
-done
+wait_listening "$server_pid" "$work/server2.out" "$work/server.err" > /dev/null
 read -rt 2 < /dev/zero || true
 echo "RESULT label=rss_restart devices=$devices rss_mb=$(rss $server_pid VmRSS) peak_mb=$(rss $server_pid VmHWM)" | tee -a "$results"
 echo "end $(uptime | sed 's/.*load/load/')"

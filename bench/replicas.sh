@@ -19,6 +19,7 @@
 # and that the database is off the poll path. Not part of `cargo test`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. bench/lib.sh
 devices=${1:-1000}
 connections=${CONNECTIONS:-64}
 seconds=${RUN_SECONDS:-5}
@@ -54,12 +55,7 @@ admin="npub_op_bench-$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')"
 NPUB_ADMIN_TOKEN="$admin" NPUB_LOG=warn NPUB_MAX_CONNECTIONS=$((2 * connections + 64)) \
     "$server_bin" --data-dir "$work/sqlite" --listen 127.0.0.1:0 >"$work/sqlite.out" 2>"$work/sqlite.err" &
 sqlite_pid=$!
-for _ in $(seq 1 400); do
-    grep -q "listening on" "$work/sqlite.out" 2>/dev/null && break
-    kill -0 "$sqlite_pid" 2>/dev/null || { cat "$work/sqlite.err" >&2; exit 1; }
-    read -rt 0.05 < /dev/zero || true
-done
-url=$(sed -n 's/^npub-server listening on //p' "$work/sqlite.out" | head -1)
+url=$(wait_listening "$sqlite_pid" "$work/sqlite.out" "$work/sqlite.err")
 facts=$("$loadgen" setup --url "$url" --token "$admin" --pack "$work/v1.npub" --devices "$devices" \
     --tokens "$work/sqlite.tokens")
 path="/api/v1/device/manifest?seq=$(fact "$facts" SEQUENCE)"

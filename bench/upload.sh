@@ -12,6 +12,7 @@
 # multi-core machine; the baseline pinned there too). Not part of `cargo test`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. bench/lib.sh
 pairs=${1:-9}
 weights_bytes=${2:-16777216}
 target=${CARGO_TARGET_DIR:-target}
@@ -42,13 +43,7 @@ NPUB_ADMIN_TOKEN="$admin" NPUB_LOG=warn TOKIO_WORKER_THREADS=1 $pin \
     "$server_bin" --data-dir "$work/data" --listen 127.0.0.1:0 \
     --max-upload-bytes $((pack_bytes * 2)) > "$work/server.out" 2> "$work/server.err" &
 server_pid=$!
-for _ in $(seq 1 400); do
-    grep -q "listening on" "$work/server.out" 2>/dev/null && break
-    kill -0 "$server_pid" 2>/dev/null || { cat "$work/server.err" >&2; exit 1; }
-    read -rt 0.05 < /dev/zero || true
-done
-url=$(sed -n 's/^npub-server listening on //p' "$work/server.out" | head -1)
-[ -n "$url" ] || { echo "server did not start" >&2; cat "$work/server.err" >&2; exit 1; }
+url=$(wait_listening "$server_pid" "$work/server.out" "$work/server.err")
 curl -sf -o /dev/null -H "Authorization: Bearer $admin" -H 'Content-Type: application/json' \
     -d '{"name":"bench"}' "$url/api/v1/models"
 

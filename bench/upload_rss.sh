@@ -10,6 +10,7 @@
 # default, 16, answers the rest 503 before reading them). Not part of `cargo test`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. bench/lib.sh
 uploads=${1:-32}
 pack_bytes=${2:-1048576}
 target=${CARGO_TARGET_DIR:-target}
@@ -55,13 +56,7 @@ admin="npub_op_bench-$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')"
 NPUB_ADMIN_TOKEN="$admin" NPUB_LOG=warn "$server_bin" --data-dir "$work/data" \
     --listen 127.0.0.1:0 --max-uploads "$uploads" > "$work/server.out" 2> "$work/server.err" &
 server_pid=$!
-for _ in $(seq 1 200); do
-    grep -q "listening on" "$work/server.out" 2>/dev/null && break
-    kill -0 "$server_pid" 2>/dev/null || { cat "$work/server.err" >&2; exit 1; }
-    read -rt 0.05 < /dev/zero || true
-done
-url=$(sed -n 's/^npub-server listening on //p' "$work/server.out" | head -1)
-[ -n "$url" ] || { echo "server did not start" >&2; cat "$work/server.err" >&2; exit 1; }
+url=$(wait_listening "$server_pid" "$work/server.out" "$work/server.err")
 auth=(-H "Authorization: Bearer $admin")
 
 curl -sf "${auth[@]}" -H 'content-type: application/json' -d '{"name":"vision"}' \

@@ -77,6 +77,15 @@ impl Backend {
             _ => Self::Sqlite,
         }
     }
+
+    /// The backend a connection (or a transaction) talks to: for code that is handed a [`Conn`]
+    /// rather than the pool.
+    pub fn of_conn(conn: &Conn) -> Self {
+        match conn.backend_name() {
+            "PostgreSQL" => Self::Postgres,
+            _ => Self::Sqlite,
+        }
+    }
 }
 
 /// Connections in the pool. WAL lets readers run beside the one writer; a handful is plenty for

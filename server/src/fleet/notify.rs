@@ -33,7 +33,7 @@ const RECONNECT_MAX: Duration = Duration::from_secs(5);
 /// Announces a generation bump on PostgreSQL, in the caller's transaction (so only a committed
 /// change is announced); nothing on SQLite.
 pub async fn notify_in(conn: &mut Conn) -> Result<(), sqlx::Error> {
-    if conn.backend_name() != "PostgreSQL" {
+    if Backend::of_conn(conn) != Backend::Postgres {
         return Ok(());
     }
     // `pg_notify` returns `void`, which the Any driver cannot decode: select a constant.

@@ -195,6 +195,15 @@ async fn survives_counting_a_whole_poll_over_a_socket() {
     println!(
         "allocations per nothing-new poll, whole process (hyper + axum + npub): {per_poll:.1}"
     );
+    // Not hyper's share (it may change with a release), but which path answered: the accept
+    // loop's poll path costs about 12 allocations a poll, the router's layer stack about 58
+    // (docs/performance.md). tests/fleet/fast_poll.rs proves the two answer alike; this is what
+    // fails if polls quietly go back through the router.
+    assert!(
+        per_poll < 30.0,
+        "{per_poll:.1} allocations per poll: the poll went through the router's layers, not \
+         the accept loop's poll path (conn.rs)"
+    );
     drop(socket);
     f.server.stop().await;
 }

@@ -148,6 +148,8 @@ up() {
     s3s=$(s3s_fs_bin)
     server=$(server_bin)
     mkdir -p "$dir/pg" "$dir/s3/$bucket"
+    # What `down` looks for before it removes anything.
+    : > "$dir/.npub-local-cluster"
     chmod 755 "$dir"
     [ "$(id -u)" = 0 ] && chown nobody "$dir/pg"
     # The token is created once, by whichever replica starts first; the other finds it.
@@ -187,6 +189,9 @@ ENV
 
 down() {
     [ -d "$dir" ] || return 0
+    # NPUB_CLUSTER_DIR pointed at the wrong directory must not be emptied by `rm -rf`.
+    [ -f "$dir/.npub-local-cluster" ] \
+        || die "$dir was not made by \`deploy/local-cluster.sh up\` (no .npub-local-cluster in it): not removing it"
     for name in replica-a replica-b s3s-fs; do
         if alive "$dir/$name.pid"; then
             local pid

@@ -190,7 +190,10 @@ async fn sequences_only_grow_and_survive_a_restart() {
     .await;
     assert!(b["sequence"].as_i64() > a["sequence"].as_i64());
     s.stop().await;
-    let s = TestServer::start(dir.path()).await;
+    // No periodic cache check: below, only the test's own `refresh_if_stale` may see the bump
+    // (with the 1 s default the server's check could rebuild first, and the call would rightly
+    // answer "not stale").
+    let s = TestServer::start_with(dir.path(), |c| c.cache_check = 3600).await;
     let c = deploy(
         &s,
         json!({"model": "kws", "version": "1.0.0", "group": "lab"}),

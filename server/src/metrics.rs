@@ -9,6 +9,8 @@
 //! | `npub_uploads_total`                   | counter   | `source`, `outcome`        |
 //! | `npub_upload_bytes_total`              | counter   | (bytes of stored uploads)  |
 //! | `npub_pack_bytes_served_total`         | counter   | (pack bytes sent)          |
+//! | `npub_device_lane_answers_total`       | counter   | (requests the accept loop's device lane answered itself, `conn/lane.rs`) |
+//! | `npub_device_lane_handoffs_total`      | counter   | `reason`: why a connection went to hyper and the router |
 //!
 //! Every label comes from a fixed set, so that no request can add a series (an attacker sending
 //! 10,000 made-up methods once grew `/metrics` to 196 MB):
@@ -18,6 +20,7 @@
 //! | `method` | `GET` `HEAD` `POST` `PUT` `DELETE` `PATCH` `OPTIONS`; anything else `other`  |
 //! | `route`  | the matched route's template (`/api/v1/models/{name}`), never the raw path; a request that matches no route is `other` |
 //! | `status` | the status class: `1xx` … `5xx`                                              |
+//! | `reason` | [`HANDOFF_REASONS`]                                                          |
 //!
 //! Latency is time to the response head (a pack download's body streams after it).
 //!
@@ -65,6 +68,11 @@ fn status_class(status: u16) -> Option<usize> {
     }
 }
 
+/// The `reason` label of `npub_device_lane_handoffs_total`: why the device lane gave a
+/// connection to hyper (at a request it does not answer itself; hyper and the router answer that
+/// request and every later one on the connection).
+pub const HANDOFF_REASONS: [&str; 6] = ["route", "token", "query", "headers", "answer", "unparsed"];
+
 /// The `kind` label of `npub_auth_failures_total` (`crate::auth::guard::Kind`).
 const AUTH_KINDS: [&str; 2] = ["operator", "device"];
 /// Its `outcome` label: answered 401, or 429 (the peer's allowance was spent).
@@ -73,12 +81,40 @@ const AUTH_OUTCOMES: [&str; 2] = ["unauthorized", "throttled"];
 /// Everything the server counts.
 #[derive(Debug, Default)]
 pub struct Metrics {
-    /// Keyed by (`method` label, route template): both from fixed sets.
-    routes: RwLock<HashMap<(&'static str, String), Arc<RouteStats>>>,
+    /// By `method` label, then route template: both from fixed sets. Two levels so that a lookup
+    /// borrows the route instead of building a key.
+    routes: RwLock<HashMap<&'static str, ByRoute>>,
     uploads: Mutex<BTreeMap<(&'static str, &'static str), u64>>,
     upload_bytes: AtomicU64,
     pack_bytes_served: AtomicU64,
     auth_failures: [[AtomicU64; AUTH_OUTCOMES.len()]; AUTH_KINDS.len()],
+    lane_answers: AtomicU64,
+    lane_handoffs: [AtomicU64; HANDOFF_REASONS.len()],
+}
+
+/// One method's routes' counters, by route template.
+type ByRoute = HashMap<Box<str>, Arc<RouteStats>>;
+
+/// One route's counters, found once and kept by a caller that counts many requests on it (the
+/// device lane): counting through it is atomic increments only.
+#[derive(Debug, Clone)]
+pub struct RouteCounter(Arc<RouteStats>);
+
+impl RouteCounter {
+    /// Counts one answered request.
+    pub fn observe(&self, status: u16, seconds: f64) {
+        let stats = &self.0;
+        if let Some(slot) = status_class(status).and_then(|i| stats.by_status.get(i)) {
+            slot.fetch_add(1, Ordering::Relaxed);
+        }
+        if let Some(i) = BUCKETS.iter().position(|&le| seconds <= le) {
+            stats.buckets[i].fetch_add(1, Ordering::Relaxed);
+        }
+        stats.count.fetch_add(1, Ordering::Relaxed);
+        stats
+            .sum_nanos
+            .fetch_add((seconds * 1e9) as u64, Ordering::Relaxed);
+    }
 }
 
 #[derive(Debug)]
@@ -104,17 +140,35 @@ impl Metrics {
     /// Counts one answered request. `route` must be a route template or [`OTHER`], never a
     /// path a client chose; `method` is mapped onto [`METHODS`].
     pub fn observe_request(&self, method: &str, route: &str, status: u16, seconds: f64) {
-        let stats = self.route_stats(method_label(method), route);
-        if let Some(slot) = status_class(status).and_then(|i| stats.by_status.get(i)) {
-            slot.fetch_add(1, Ordering::Relaxed);
+        self.route(method, route).observe(status, seconds);
+    }
+
+    /// The counters of `route` (a route template or [`OTHER`]) for `method` (mapped onto
+    /// [`METHODS`]).
+    pub fn route(&self, method: &str, route: &str) -> RouteCounter {
+        RouteCounter(self.route_stats(method_label(method), route))
+    }
+
+    /// Counts a request the device lane answered.
+    pub fn observe_lane_answer(&self) {
+        self.lane_answers.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Counts a connection the device lane handed to hyper, by one of [`HANDOFF_REASONS`]
+    /// (anything else is not a label and is dropped).
+    pub fn observe_handoff(&self, reason: &str) {
+        if let Some(n) = HANDOFF_REASONS
+            .iter()
+            .position(|r| *r == reason)
+            .and_then(|i| self.lane_handoffs.get(i))
+        {
+            n.fetch_add(1, Ordering::Relaxed);
         }
-        if let Some(i) = BUCKETS.iter().position(|&le| seconds <= le) {
-            stats.buckets[i].fetch_add(1, Ordering::Relaxed);
-        }
-        stats.count.fetch_add(1, Ordering::Relaxed);
-        stats
-            .sum_nanos
-            .fetch_add((seconds * 1e9) as u64, Ordering::Relaxed);
+    }
+
+    /// Requests the device lane answered so far.
+    pub fn lane_answers(&self) -> u64 {
+        self.lane_answers.load(Ordering::Relaxed)
     }
 
     /// Counts one upload attempt; `bytes` is added to the stored-bytes counter when it was stored.
@@ -149,14 +203,16 @@ impl Metrics {
 
     fn route_stats(&self, method: &'static str, route: &str) -> Arc<RouteStats> {
         let read = self.routes.read().unwrap_or_else(PoisonError::into_inner);
-        if let Some(stats) = read.get(&(method, route.to_owned())) {
+        if let Some(stats) = read.get(method).and_then(|by_route| by_route.get(route)) {
             return Arc::clone(stats);
         }
         drop(read);
         let mut write = self.routes.write().unwrap_or_else(PoisonError::into_inner);
         Arc::clone(
             write
-                .entry((method, route.to_owned()))
+                .entry(method)
+                .or_default()
+                .entry(route.into())
                 .or_insert_with(|| Arc::new(RouteStats::new())),
         )
     }
@@ -168,7 +224,11 @@ impl Metrics {
             let map = self.routes.read().unwrap_or_else(PoisonError::into_inner);
             let mut v: Vec<_> = map
                 .iter()
-                .map(|(k, s)| (k.clone(), Arc::clone(s)))
+                .flat_map(|(method, by_route)| {
+                    by_route
+                        .iter()
+                        .map(|(route, s)| ((*method, route.clone()), Arc::clone(s)))
+                })
                 .collect();
             v.sort_by(|a, b| a.0.cmp(&b.0));
             v
@@ -248,10 +308,23 @@ impl Metrics {
              npub_upload_bytes_total {}\n\
              # HELP npub_pack_bytes_served_total Pack bytes sent to clients.\n\
              # TYPE npub_pack_bytes_served_total counter\n\
-             npub_pack_bytes_served_total {}",
+             npub_pack_bytes_served_total {}\n\
+             # HELP npub_device_lane_answers_total Requests the accept loop's device lane answered itself.\n\
+             # TYPE npub_device_lane_answers_total counter\n\
+             npub_device_lane_answers_total {}\n\
+             # HELP npub_device_lane_handoffs_total Connections the device lane gave to the router, by reason.\n\
+             # TYPE npub_device_lane_handoffs_total counter",
             self.upload_bytes.load(Ordering::Relaxed),
-            self.pack_bytes_served.load(Ordering::Relaxed)
+            self.pack_bytes_served.load(Ordering::Relaxed),
+            self.lane_answers.load(Ordering::Relaxed),
         );
+        for (reason, n) in HANDOFF_REASONS.iter().zip(&self.lane_handoffs) {
+            let _ = writeln!(
+                out,
+                "npub_device_lane_handoffs_total{{reason=\"{reason}\"}} {}",
+                n.load(Ordering::Relaxed)
+            );
+        }
         out
     }
 }

@@ -113,10 +113,30 @@ pub fn answer(headers: &HeaderMap, etag: &HeaderValue, len: u64) -> Answer {
 
 /// `If-None-Match` names `etag` (weak comparison, §13.1.2) or is `*`.
 pub fn none_match(headers: &HeaderMap, etag: &HeaderValue) -> bool {
-    headers
-        .get_all(header::IF_NONE_MATCH)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
+    none_match_values(
+        headers
+            .get_all(header::IF_NONE_MATCH)
+            .iter()
+            .map(HeaderValue::as_bytes),
+        etag,
+    )
+}
+
+/// [`none_match`] over the raw `If-None-Match` values (the accept loop's device lane has no
+/// `HeaderMap`). A value that is not visible ASCII is skipped, as `HeaderValue::to_str` refuses
+/// it.
+pub fn none_match_values<'a>(
+    values: impl IntoIterator<Item = &'a [u8]>,
+    etag: &HeaderValue,
+) -> bool {
+    values
+        .into_iter()
+        .filter_map(|v| {
+            v.iter()
+                .all(|&b| b == b'\t' || (0x20..0x7f).contains(&b))
+                .then(|| std::str::from_utf8(v).ok())
+                .flatten()
+        })
         .flat_map(|v| v.split(','))
         .map(str::trim)
         .any(|t| t == "*" || t.trim_start_matches("W/").as_bytes() == etag.as_bytes())
@@ -130,8 +150,9 @@ fn if_range_holds(headers: &HeaderMap, etag: &HeaderValue) -> bool {
         .is_none_or(|v| v.as_bytes() == etag.as_bytes())
 }
 
-/// The answer to the `Range` value `spec` for `len` bytes.
-fn range(spec: &str, len: u64) -> Answer {
+/// The answer to the `Range` value `spec` for `len` bytes (no `If-None-Match`, `If-Range`
+/// aside).
+pub fn range(spec: &str, len: u64) -> Answer {
     // The unit is case-insensitive (§14.1); the parser only knows `bytes=`.
     let Some((unit, set)) = spec.split_once('=') else {
         return Answer::Full;

@@ -119,7 +119,12 @@ pub(crate) fn bearer(parts: &Parts) -> Option<&str> {
     if values.next().is_some() {
         return None; // two Authorization headers: ambiguous, refuse
     }
-    let value = value.to_str().ok()?;
+    bearer_token(value.to_str().ok()?)
+}
+
+/// The token in one `Authorization` value, `Bearer <token>` (the rule [`bearer`] applies; the
+/// device lane applies it to the raw header).
+pub(crate) fn bearer_token(value: &str) -> Option<&str> {
     let (scheme, token) = value.split_once(' ')?;
     let token = token.trim();
     (scheme.eq_ignore_ascii_case("bearer") && !token.is_empty() && token.len() <= MAX_TOKEN_CHARS)

@@ -15,6 +15,6 @@ mod routes;
 pub mod token;
 
 pub use extractor::{Admin, Operator, Role};
-pub(crate) use extractor::{bearer, peer};
+pub(crate) use extractor::{bearer, bearer_token, peer};
 pub use routes::{TokenCreated, TokenInfo, router};
 pub use token::bootstrap;

@@ -76,6 +76,11 @@ pub struct PackEntry {
     pub io: Option<Bytes>,
     /// `ETag` of its downloads: `"<sha256>"`.
     pub etag: HeaderValue,
+    /// The open file the bytes were read and hashed from, when the store keeps packs as local
+    /// files ([`PackStore::local_file`]): the device lane `sendfile`s downloads from it. Packs are
+    /// never rewritten in place (a new pack is a new name; removal unlinks, and this descriptor
+    /// keeps the inode while a snapshot holds it).
+    pub file: Option<Arc<std::fs::File>>,
 }
 
 /// The keyring updates devices are sent (`keyring_updates`, by sequence): the 144-byte records
@@ -483,12 +488,25 @@ async fn load_pack(
     let digest: PackDigest = sha
         .parse()
         .map_err(|_| LoadError::Pack(format!("{sha:?} is not a digest")))?;
-    let mut reader = store
-        .open(digest)
-        .await
-        .map_err(|e| LoadError::Pack(format!("opening {sha}: {e}")))?
-        .ok_or_else(|| LoadError::Pack(format!("pack {sha} is missing")))?;
+    let opening = |e: std::io::Error| LoadError::Pack(format!("opening {sha}: {e}"));
     let keep = store.serve_from_memory();
+    // A local file is hashed through the very descriptor downloads are sent from.
+    let file = if keep {
+        store.local_file(digest).await.map_err(opening)?
+    } else {
+        None
+    };
+    let mut reader = match &file {
+        Some(f) => crate::store::PackReader {
+            len: f.metadata().map_err(opening)?.len(),
+            reader: Box::pin(tokio::fs::File::from_std(f.try_clone().map_err(opening)?)),
+        },
+        None => store
+            .open(digest)
+            .await
+            .map_err(opening)?
+            .ok_or_else(|| LoadError::Pack(format!("pack {sha} is missing")))?,
+    };
     let mut bytes = Vec::with_capacity(if keep {
         usize::try_from(reader.len).unwrap_or(0)
     } else {
@@ -538,5 +556,6 @@ async fn load_pack(
         bytes: keep.then(|| Bytes::from(bytes)),
         io,
         etag,
+        file: file.map(Arc::new),
     })
 }

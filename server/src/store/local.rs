@@ -66,6 +66,18 @@ impl PackStore for LocalStore {
         })
     }
 
+    fn local_file(&self, digest: PackDigest) -> StoreFuture<'_, Option<File>> {
+        let (_, path) = Self::path_of(&self.root, digest);
+        Box::pin(async move {
+            blocking(move || match File::open(&path) {
+                Ok(file) => Ok(Some(file)),
+                Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+                Err(e) => Err(e),
+            })
+            .await
+        })
+    }
+
     fn remove(&self, digest: PackDigest) -> StoreFuture<'_, bool> {
         let (dir, path) = Self::path_of(&self.root, digest);
         Box::pin(async move {

@@ -128,6 +128,14 @@ pub trait PackStore: Send + Sync + fmt::Debug + 'static {
         true
     }
 
+    /// The pack named `digest` as an open file on this machine's disk, for a store that keeps
+    /// packs as files: the device lane (`conn/lane.rs`) sends downloads from it with `sendfile`.
+    /// `None`: not a local file (an object store), or no such pack.
+    fn local_file(&self, digest: PackDigest) -> StoreFuture<'_, Option<std::fs::File>> {
+        let _ = digest;
+        Box::pin(async { Ok(None) })
+    }
+
     /// A URL a device may fetch the pack from itself, without a token (a presigned URL), when the
     /// store hands those out; `None` otherwise. The device route answers `307` to it.
     fn download_url(&self, digest: PackDigest) -> StoreFuture<'_, Option<String>> {

@@ -12,6 +12,14 @@
 //! None of them cuts off a slow but live transfer: a 2G (GPRS, ~5 kB/s) modem downloading a
 //! 1 MB pack keeps bytes moving every few seconds, far inside the idle limit, and no limit bounds
 //! a download's total time.
+//!
+//! Every connection starts in the device lane ([`lane`]), which answers manifest polls and pack
+//! downloads itself; at the first request it does not answer, hyper and the router take the
+//! connection over for good ([`rewind`]).
+mod lane;
+mod rewind;
+mod wire;
+
 use std::convert::Infallible;
 use std::future::Future;
 use std::io;
@@ -22,12 +30,10 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use axum::http::Method;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpListener;
 use tokio::time::Instant;
 
-use crate::fleet::device_api;
 use crate::state::AppState;
 
 /// Descriptors kept for everything that is not a connection: the database and its WAL, pack
@@ -98,7 +104,7 @@ content-type: application/json\r\nretry-after: 1\r\nconnection: close\r\ncontent
 /// `max_connections` permits; a connection that finds none is answered 503 and closed, so the
 /// process never runs out of descriptors while it can still accept. Accept errors (e.g.
 /// `EMFILE`) are logged and retried after a pause instead of spinning. On `shutdown`, stops
-/// accepting and lets requests in flight finish.
+/// accepting, closes idle connections and lets requests in flight finish.
 pub async fn serve(
     listener: TcpListener,
     router: axum::Router,
@@ -107,8 +113,9 @@ pub async fn serve(
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> io::Result<()> {
     let permits = Arc::new(tokio::sync::Semaphore::new(limits.max_connections));
-    let state = Arc::new(state);
-    let graceful = hyper_util::server::graceful::GracefulShutdown::new();
+    let lane = Arc::new(lane::Lane::new(Arc::new(state), limits.header_timeout));
+    // Every connection holds a receiver; a stop is a send, and it is over once all are dropped.
+    let (stop, _) = tokio::sync::watch::channel(());
     let mut builder = hyper::server::conn::http1::Builder::new();
     builder
         .timer(hyper_util::rt::TokioTimer::new())
@@ -139,23 +146,41 @@ pub async fn serve(
             continue;
         };
         let activity = Arc::new(Activity::new());
-        let service = hyper_util::service::TowerToHyperService::new(Tracked {
+        let tracked = Tracked {
             router: router.clone(),
-            state: Arc::clone(&state),
             peer,
             activity: Arc::clone(&activity),
-        });
-        let io = hyper_util::rt::TokioIo::new(Watched {
+        };
+        let io = Watched {
             inner: stream,
             activity: Arc::clone(&activity),
-        });
-        let conn = graceful.watch(builder.serve_connection(io, service));
+        };
         let idle = limits.idle_timeout;
+        let lane = Arc::clone(&lane);
+        let builder = builder.clone();
+        let mut stop = stop.subscribe();
         tokio::spawn(async move {
-            tokio::select! {
-                ended = conn => if let Err(e) = ended {
+            let connection = async {
+                let io = match lane::serve(&lane, io, &mut stop).await {
+                    lane::End::Closed => return,
+                    lane::End::HandOff(io) => io,
+                };
+                let service = hyper_util::service::TowerToHyperService::new(tracked);
+                let conn = builder.serve_connection(hyper_util::rt::TokioIo::new(io), service);
+                let mut conn = std::pin::pin!(conn);
+                let ended = tokio::select! {
+                    ended = conn.as_mut() => ended,
+                    _ = stop.changed() => {
+                        conn.as_mut().graceful_shutdown();
+                        conn.await
+                    }
+                };
+                if let Err(e) = ended {
                     tracing::debug!(%peer, error = %e, "connection ended with an error");
-                },
+                }
+            };
+            tokio::select! {
+                () = connection => {}
                 () = activity.idle_for(idle) => {
                     tracing::debug!(%peer, "idle connection closed");
                 }
@@ -164,7 +189,8 @@ pub async fn serve(
         });
     }
     drop(listener);
-    graceful.shutdown().await;
+    let _ = stop.send(());
+    stop.closed().await;
     Ok(())
 }
 
@@ -273,16 +299,9 @@ impl AsyncWrite for Watched {
 /// The router, with the connection's peer address put into every request as
 /// `ConnectInfo<SocketAddr>` (what `axum::serve` does), and each request counted as being
 /// handled until its response head is ready.
-///
-/// `GET /api/v1/device/manifest`, most of the traffic, is answered by
-/// [`device_api::poll`] without going through the router's layers (it answers exactly as the
-/// router would); every other request, including another method on that path, goes to the
-/// router.
 #[derive(Clone)]
 struct Tracked {
     router: axum::Router,
-    /// For the poll; one per process, shared by reference count rather than cloned field by field.
-    state: Arc<AppState>,
     peer: SocketAddr,
     activity: Arc<Activity>,
 }
@@ -320,19 +339,6 @@ where
     fn call(&mut self, mut request: axum::http::Request<B>) -> Self::Future {
         self.activity.handling.fetch_add(1, Ordering::Relaxed);
         let handling = Handling(Arc::clone(&self.activity));
-        if request.method() == Method::GET && request.uri().path() == device_api::MANIFEST_PATH {
-            // The poll reads no body (nor does the router's handler).
-            let (mut parts, _body) = request.into_parts();
-            parts
-                .extensions
-                .insert(axum::extract::ConnectInfo(self.peer));
-            let state = Arc::clone(&self.state);
-            return Box::pin(async move {
-                let response = device_api::poll(&state, &mut parts).await;
-                drop(handling);
-                Ok(response)
-            });
-        }
         request
             .extensions_mut()
             .insert(axum::extract::ConnectInfo(self.peer));

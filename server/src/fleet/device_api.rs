@@ -17,8 +17,7 @@ use axum::Json as JsonResponse;
 use std::sync::Arc;
 
 use axum::body::Body;
-use axum::extract::{FromRequestParts as _, Request, State};
-use axum::http::request::Parts;
+use axum::extract::{Request, State};
 use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use futures_util::StreamExt as _;
@@ -31,7 +30,7 @@ use utoipa_axum::routes;
 use super::Fleet;
 use super::deployments;
 use super::device_auth::Device;
-use super::poll_cache::{Assignment, Snapshot, TargetRow, targets};
+use super::poll_cache::{Assignment, DeviceEntry, PackEntry, Snapshot, TargetRow, targets};
 use super::rollout::{self, DeviceState};
 use crate::error::{ApiError, ErrorBody};
 use crate::extract::{Json, Path, Query};
@@ -152,36 +151,12 @@ async fn manifest(
     answer_manifest(&state, &device, &q, request.headers())
 }
 
-/// The path [`poll`] answers, outside the router.
+/// The manifest route: the device lane (`conn/lane.rs`) answers the plain polls on it.
 pub const MANIFEST_PATH: &str = "/api/v1/device/manifest";
-
-/// `GET /api/v1/device/manifest` as the router's [`manifest`] handler answers it (the same
-/// extractors in the same order, the same answer), for the accept loop to call without the
-/// router's layers: polls are most of the traffic, and routing, the middleware stack and their
-/// per-request clones cost more than the poll itself (`docs/performance.md`). The request
-/// counters are kept as the router's `metrics::track` keeps them.
-pub async fn poll(state: &AppState, parts: &mut Parts) -> Response {
-    let start = std::time::Instant::now();
-    let response = match poll_parts(state, parts).await {
-        Ok(response) => response,
-        Err(e) => e.into_response(),
-    };
-    state.metrics.observe_request(
-        crate::metrics::method_label(parts.method.as_str()),
-        MANIFEST_PATH,
-        response.status().as_u16(),
-        start.elapsed().as_secs_f64(),
-    );
-    response
-}
-
-/// The router's extractors, in the handler's order: the device (401/429 through the auth
-/// guard), then the query (the extractor's own 400).
-async fn poll_parts(state: &AppState, parts: &mut Parts) -> Result<Response, ApiError> {
-    let device = Device::from_request_parts(parts, state).await?;
-    let Query(q) = Query::<ManifestQuery>::from_request_parts(parts, state).await?;
-    Ok(answer_manifest(state, &device, &q, &parts.headers))
-}
+/// What a pack download's path starts with, before the SHA-256.
+pub const PACKS_PREFIX: &str = "/api/v1/device/packs/";
+/// The pack route's template, the label its requests are counted under.
+pub const PACK_ROUTE: &str = "/api/v1/device/packs/{sha256}";
 
 /// The answer to a device's manifest poll, once it is authenticated and its query parsed.
 fn answer_manifest(
@@ -190,41 +165,76 @@ fn answer_manifest(
     q: &ManifestQuery,
     headers: &HeaderMap,
 ) -> Response {
-    state.fleet.last_seen.touch(&device.entry.id, now_ms());
     if i64::try_from(q.seq).is_err() {
+        state.fleet.last_seen.touch(&device.entry.id, now_ms());
         // Sequences are i64 in the database; a larger one was never issued.
         return ApiError::invalid(format!("seq: at most {}", i64::MAX)).into_response();
     }
     let headers_always = always_headers(&state.fleet, &device.snapshot);
-    let Some(a) = newer(device, q.seq) else {
-        return (StatusCode::NO_CONTENT, headers_always).into_response();
-    };
-    if ranges::none_match(headers, &a.etag) {
-        return (
+    match decide_poll(
+        &state.fleet,
+        &device.entry,
+        &device.snapshot,
+        q.seq,
+        |etag| ranges::none_match(headers, etag),
+    ) {
+        PollAnswer::Nothing => (StatusCode::NO_CONTENT, headers_always).into_response(),
+        PollAnswer::NotModified(a) => (
             StatusCode::NOT_MODIFIED,
             headers_always,
             [(header::ETAG, a.etag.clone())],
         )
-            .into_response();
+            .into_response(),
+        PollAnswer::Offer(a) => (
+            StatusCode::OK,
+            headers_always,
+            [
+                (header::ETAG, a.etag.clone()),
+                (SEQUENCE_HEADER, HeaderValue::from(a.sequence)),
+                (
+                    header::CONTENT_TYPE,
+                    HeaderValue::from_static("application/octet-stream"),
+                ),
+            ],
+            Body::from(a.manifest.clone()),
+        )
+            .into_response(),
     }
-    state
-        .fleet
-        .last_seen
-        .offered(&device.entry.id, a.deployment_id, now_ms());
-    (
-        StatusCode::OK,
-        headers_always,
-        [
-            (header::ETAG, a.etag.clone()),
-            (SEQUENCE_HEADER, HeaderValue::from(a.sequence)),
-            (
-                header::CONTENT_TYPE,
-                HeaderValue::from_static("application/octet-stream"),
-            ),
-        ],
-        Body::from(a.manifest.clone()),
-    )
-        .into_response()
+}
+
+/// What a manifest poll is answered, besides [`always_headers`].
+#[derive(Debug, Clone, Copy)]
+pub enum PollAnswer<'s> {
+    /// 204: nothing newer than the device's `seq`.
+    Nothing,
+    /// 304: the manifest the device's `If-None-Match` names.
+    NotModified(&'s Arc<Assignment>),
+    /// 200: this manifest.
+    Offer(&'s Arc<Assignment>),
+}
+
+/// The decision of a manifest poll with `seq` (at most `i64::MAX`) from `device`, found in
+/// `snapshot`, and its bookkeeping: the device is seen, and noted as offered on a 200.
+/// `none_match` says whether the request's `If-None-Match` names an `ETag`. The router's handler
+/// and the accept loop's device lane (`conn/lane.rs`) both answer through this; allocates nothing
+/// once the device's last-seen entry exists.
+pub fn decide_poll<'s>(
+    fleet: &Fleet,
+    device: &DeviceEntry,
+    snapshot: &'s Snapshot,
+    seq: u64,
+    none_match: impl FnOnce(&HeaderValue) -> bool,
+) -> PollAnswer<'s> {
+    let now = now_ms();
+    fleet.last_seen.touch(&device.id, now);
+    let Some(a) = snapshot.assignment(&device.id).filter(|a| a.sequence > seq) else {
+        return PollAnswer::Nothing;
+    };
+    if none_match(&a.etag) {
+        return PollAnswer::NotModified(a);
+    }
+    fleet.last_seen.offered(&device.id, a.deployment_id, now);
+    PollAnswer::Offer(a)
 }
 
 /// `Npub-Poll-Interval` and `Npub-Keyring-Sequence`, on every manifest answer: clones of values
@@ -237,15 +247,6 @@ pub fn always_headers(fleet: &Fleet, snapshot: &Snapshot) -> [(HeaderName, Heade
             snapshot.keyring().newest_header().clone(),
         ),
     ]
-}
-
-/// The device's assignment if it is newer than the `seq` the device runs; `None` is the
-/// "nothing new" answer, decided without allocating.
-pub fn newer(device: &Device, seq: u64) -> Option<&Arc<Assignment>> {
-    device
-        .snapshot
-        .assignment(&device.entry.id)
-        .filter(|a| a.sequence > seq)
 }
 
 /// The keyring updates after `after`: what a device applies, in order, before it verifies a
@@ -393,19 +394,22 @@ async fn open_at(
     Ok(pack.reader)
 }
 
-fn assigned<'a>(
-    device: &'a Device,
+fn assigned<'a>(device: &'a Device, sha256: &str) -> Result<&'a PackEntry, ApiError> {
+    assigned_pack(&device.snapshot, &device.entry, sha256)
+        .ok_or_else(|| ApiError::NotFound(format!("pack {sha256:?} for this device")))
+}
+
+/// The pack `sha256` names if it is the one `device` is assigned in `snapshot` (the router's
+/// handler and the device lane both ask this).
+pub fn assigned_pack<'s>(
+    snapshot: &'s Snapshot,
+    device: &DeviceEntry,
     sha256: &str,
-) -> Result<&'a super::poll_cache::PackEntry, ApiError> {
-    let not_found = || ApiError::NotFound(format!("pack {sha256:?} for this device"));
-    let a = device
-        .snapshot
-        .assignment(&device.entry.id)
-        .ok_or_else(not_found)?;
-    if a.sha256 != sha256 {
-        return Err(not_found());
-    }
-    device.snapshot.pack(sha256).ok_or_else(not_found)
+) -> Option<&'s PackEntry> {
+    let a = snapshot.assignment(&device.id)?;
+    (a.sha256 == sha256)
+        .then(|| snapshot.pack(sha256))
+        .flatten()
 }
 
 /// The assigned pack's canonical IO bindings, to check against the manifest's `io_digest`.

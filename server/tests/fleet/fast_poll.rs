@@ -1,6 +1,8 @@
-//! The accept loop answers `GET /api/v1/device/manifest` without the router's layers
-//! (`conn.rs`, `device_api::poll`): every answer it gives over a real socket is compared with what
-//! the router itself answers to the same request, for each kind of answer.
+//! The accept loop's device lane (`server/src/conn/lane.rs`) answers manifest polls and pack
+//! downloads itself and hands every other request to hyper and the router: every answer the
+//! server gives over a real socket is compared with what the router itself answers to the same
+//! request, for each kind of answer, and each comparison also says which of the two answered
+//! (the lane's own counter), so that a lane that quietly stopped answering fails here.
 use std::collections::HashMap;
 use std::net::SocketAddr;
 
@@ -45,10 +47,18 @@ async fn by_router(s: &TestServer, method: Method, uri: &str, headers: &HeaderMa
     (parts.status, comparable(parts.headers), body.to_vec())
 }
 
-/// The answer over the server's socket (the fast path for `GET /api/v1/device/manifest`).
+/// A client that opens a new connection for every request: a connection handed to the router
+/// stays the router's, so reusing one would leave later requests untested by the lane.
+fn fresh_connections() -> reqwest::Client {
+    reqwest::Client::builder()
+        .pool_max_idle_per_host(0)
+        .build()
+        .unwrap()
+}
+
+/// The answer over the server's socket, on a new connection.
 async fn by_socket(s: &TestServer, method: Method, uri: &str, headers: &HeaderMap) -> Answer {
-    let r = s
-        .http
+    let r = fresh_connections()
         .request(method, format!("{}{uri}", s.url))
         .headers(headers.clone())
         .send()
@@ -59,16 +69,32 @@ async fn by_socket(s: &TestServer, method: Method, uri: &str, headers: &HeaderMa
     (status, headers, r.bytes().await.unwrap().to_vec())
 }
 
-/// Sends the request both ways, asserts the answers are the same and returns the status; counts
-/// the manifest GETs by status class in `tally` (both ways count).
+/// Who answered over the socket.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum By {
+    Lane,
+    Router,
+}
+
+/// Sends the request both ways, asserts the answers are the same and that `by` answered it over
+/// the socket, and returns the answer; counts the manifest GETs by status class in `tally` (both
+/// ways count).
 async fn same(
     s: &TestServer,
     tally: &mut HashMap<&'static str, u64>,
+    by: By,
     method: Method,
     uri: &str,
     headers: &HeaderMap,
 ) -> Answer {
+    let before = s.state.metrics.lane_answers();
     let socket = by_socket(s, method.clone(), uri, headers).await;
+    let answered = match s.state.metrics.lane_answers() - before {
+        0 => By::Router,
+        1 => By::Lane,
+        n => panic!("{n} lane answers for one request"),
+    };
+    assert_eq!(answered, by, "{method} {uri} {headers:?}: who answered");
     let router = by_router(s, method.clone(), uri, headers).await;
     assert_eq!(
         socket, router,
@@ -113,20 +139,28 @@ async fn survives_every_manifest_answer_the_same_without_the_router() {
     let auth = bearer(&token);
     let manifest = |q: &str| format!("/api/v1/device/manifest{q}");
 
-    let (status, _, body) =
-        same(&s, t, Method::GET, &manifest(&format!("?seq={seq}")), &auth).await;
+    let (status, _, body) = same(
+        &s,
+        t,
+        By::Lane,
+        Method::GET,
+        &manifest(&format!("?seq={seq}")),
+        &auth,
+    )
+    .await;
     assert_eq!((status, body.len()), (StatusCode::NO_CONTENT, 0));
 
-    let (status, headers, body) = same(&s, t, Method::GET, &manifest("?seq=0"), &auth).await;
+    let (status, headers, body) =
+        same(&s, t, By::Lane, Method::GET, &manifest("?seq=0"), &auth).await;
     assert_eq!((status, body.len()), (StatusCode::OK, 280));
     assert!(headers.contains_key("npub-poll-interval"), "{headers:?}");
     assert!(headers.contains_key("npub-keyring-sequence"), "{headers:?}");
-    let (status, _, _) = same(&s, t, Method::GET, &manifest(""), &auth).await;
+    let (status, _, _) = same(&s, t, By::Lane, Method::GET, &manifest(""), &auth).await;
     assert_eq!(status, StatusCode::OK, "seq defaults to 0");
 
     let mut cached = auth.clone();
     cached.insert(header::IF_NONE_MATCH, headers[header::ETAG].clone());
-    let (status, _, _) = same(&s, t, Method::GET, &manifest("?seq=0"), &cached).await;
+    let (status, _, _) = same(&s, t, By::Lane, Method::GET, &manifest("?seq=0"), &cached).await;
     assert_eq!(status, StatusCode::NOT_MODIFIED);
 
     for (query, want) in [
@@ -135,16 +169,24 @@ async fn survives_every_manifest_answer_the_same_without_the_router() {
         ("?seq=18446744073709551616", StatusCode::BAD_REQUEST),
         ("?seq=9223372036854775808", StatusCode::UNPROCESSABLE_ENTITY),
     ] {
-        let (status, _, body) = same(&s, t, Method::GET, &manifest(query), &auth).await;
+        let (status, _, body) = same(&s, t, By::Router, Method::GET, &manifest(query), &auth).await;
         assert_eq!(status, want, "{query}: {}", String::from_utf8_lossy(&body));
     }
 
-    let (status, _, _) = same(&s, t, Method::POST, &manifest("?seq=0"), &auth).await;
+    let (status, _, _) = same(&s, t, By::Router, Method::POST, &manifest("?seq=0"), &auth).await;
     assert_eq!(status, StatusCode::METHOD_NOT_ALLOWED);
 
     // Failures: the first is a 401 both ways; then a burst over the socket alone until the
     // peer's allowance is gone, after which both ways answer 429.
-    let (status, _, _) = same(&s, t, Method::GET, &manifest("?seq=0"), &HeaderMap::new()).await;
+    let (status, _, _) = same(
+        &s,
+        t,
+        By::Router,
+        Method::GET,
+        &manifest("?seq=0"),
+        &HeaderMap::new(),
+    )
+    .await;
     assert_eq!(status, StatusCode::UNAUTHORIZED, "no token");
     let wrong = bearer("npub_dev_0000");
     let mut failures = 2;
@@ -159,11 +201,20 @@ async fn survives_every_manifest_answer_the_same_without_the_router() {
         assert!(failures <= BURST, "still 401 after {failures} failures");
     }
     assert_eq!(failures, BURST + 1, "throttled once the burst is spent");
-    let (status, headers, _) = same(&s, t, Method::GET, &manifest("?seq=0"), &wrong).await;
+    let (status, headers, _) =
+        same(&s, t, By::Router, Method::GET, &manifest("?seq=0"), &wrong).await;
     assert_eq!(status, StatusCode::TOO_MANY_REQUESTS);
     assert!(headers.contains_key(header::RETRY_AFTER), "{headers:?}");
     // A valid token is never throttled.
-    let (status, _, _) = same(&s, t, Method::GET, &manifest(&format!("?seq={seq}")), &auth).await;
+    let (status, _, _) = same(
+        &s,
+        t,
+        By::Lane,
+        Method::GET,
+        &manifest(&format!("?seq={seq}")),
+        &auth,
+    )
+    .await;
     assert_eq!(status, StatusCode::NO_CONTENT);
 
     // Both ways counted the same, under the matched route.
@@ -174,5 +225,253 @@ async fn survives_every_manifest_answer_the_same_without_the_router() {
         );
         assert!(metrics.contains(&line), "{line} in\n{metrics}");
     }
+    s.stop().await;
+}
+
+fn with(mut headers: HeaderMap, name: header::HeaderName, value: &str) -> HeaderMap {
+    headers.append(name, value.parse().unwrap());
+    headers
+}
+
+#[tokio::test]
+async fn survives_every_pack_answer_the_same_without_the_router() {
+    let dir = TempDir::new().unwrap();
+    let s = TestServer::start(dir.path()).await;
+    fleet(&s).await;
+    let token = provision(&s, "field", &["d-1"]).await.remove(0);
+    let d = deploy(
+        &s,
+        json!({"model": "kws", "version": "1.0.0", "group": "field"}),
+    )
+    .await;
+    let sha = d["sha256"].as_str().unwrap().to_owned();
+    let mut tally = HashMap::new();
+    let t = &mut tally;
+    let auth = bearer(&token);
+    let path = format!("/api/v1/device/packs/{sha}");
+    let served = |s: &TestServer| {
+        let m = s.state.metrics.render();
+        m.lines()
+            .find_map(|l| l.strip_prefix("npub_pack_bytes_served_total "))
+            .unwrap()
+            .parse::<u64>()
+            .unwrap()
+    };
+
+    // The whole pack, by sendfile, is the stored pack.
+    let before = served(&s);
+    let (status, headers, whole) = same(&s, t, By::Lane, Method::GET, &path, &auth).await;
+    assert_eq!(status, StatusCode::OK);
+    let len = whole.len() as u64;
+    assert_eq!(served(&s) - before, 2 * len, "counted both ways");
+    assert_eq!(headers[header::ETAG], format!("\"{sha}\"").as_str());
+    let stored = s
+        .state
+        .store
+        .open(sha.parse().unwrap())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(stored.len, len);
+
+    // One range, in each form a client sends.
+    for (spec, start, end) in [
+        ("bytes=0-9", 0, 9),
+        ("bytes=100-", 100, len - 1),
+        ("bytes=-10", len - 10, len - 1),
+        ("bytes=5-99999999", 5, len - 1),
+        ("BYTES=1-1", 1, 1),
+    ] {
+        let (status, headers, body) = same(
+            &s,
+            t,
+            By::Lane,
+            Method::GET,
+            &path,
+            &with(auth.clone(), header::RANGE, spec),
+        )
+        .await;
+        assert_eq!(status, StatusCode::PARTIAL_CONTENT, "{spec}");
+        assert_eq!(body, whole[start as usize..=end as usize], "{spec}");
+        assert_eq!(
+            headers[header::CONTENT_RANGE],
+            format!("bytes {start}-{end}/{len}").as_str()
+        );
+    }
+    // Ranges the parser ignores are the whole pack, both ways.
+    for spec in ["items=0-9", "bytes=9-1", "bytes=0-1,5-6", "bytes=x"] {
+        let (status, _, body) = same(
+            &s,
+            t,
+            By::Lane,
+            Method::GET,
+            &path,
+            &with(auth.clone(), header::RANGE, spec),
+        )
+        .await;
+        assert_eq!((status, body.len() as u64), (StatusCode::OK, len), "{spec}");
+    }
+
+    // What the lane leaves to the router: past the end (416), conditionals, another pack, no
+    // or a wrong token, the IO route, two ranges.
+    let etag = format!("\"{sha}\"");
+    for (headers, uri, want) in [
+        (
+            with(auth.clone(), header::RANGE, &format!("bytes={len}-")),
+            path.clone(),
+            StatusCode::RANGE_NOT_SATISFIABLE,
+        ),
+        (
+            with(auth.clone(), header::IF_NONE_MATCH, &etag),
+            path.clone(),
+            StatusCode::NOT_MODIFIED,
+        ),
+        (
+            with(
+                with(auth.clone(), header::RANGE, "bytes=0-9"),
+                header::IF_RANGE,
+                "\"other\"",
+            ),
+            path.clone(),
+            StatusCode::OK,
+        ),
+        (
+            with(
+                with(auth.clone(), header::RANGE, "bytes=0-9"),
+                header::RANGE,
+                "bytes=10-19",
+            ),
+            path.clone(),
+            StatusCode::PARTIAL_CONTENT,
+        ),
+        (
+            auth.clone(),
+            format!("/api/v1/device/packs/{}", "0".repeat(64)),
+            StatusCode::NOT_FOUND,
+        ),
+        (auth.clone(), format!("{path}/io"), StatusCode::NOT_FOUND),
+        (HeaderMap::new(), path.clone(), StatusCode::UNAUTHORIZED),
+        (
+            auth.clone(),
+            format!("/api/v1/device/packs/{}", sha.to_uppercase()),
+            StatusCode::NOT_FOUND,
+        ),
+    ] {
+        let (status, _, body) = same(&s, t, By::Router, Method::GET, &uri, &headers).await;
+        assert_eq!(
+            status,
+            want,
+            "{uri} {headers:?}: {}",
+            String::from_utf8_lossy(&body)
+        );
+    }
+    s.stop().await;
+}
+
+/// Writes `requests` on one connection at once and reads until `answers` responses are complete
+/// (each a head, then `content-length` bytes); returns them as text.
+async fn pipelined(s: &TestServer, requests: &str, answers: usize) -> Vec<String> {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let addr = s.url.trim_start_matches("http://");
+    let mut socket = tokio::net::TcpStream::connect(addr).await.unwrap();
+    socket.write_all(requests.as_bytes()).await.unwrap();
+    let mut got = Vec::new();
+    let mut out = Vec::new();
+    let mut chunk = [0u8; 4096];
+    while out.len() < answers {
+        let n = socket.read(&mut chunk).await.unwrap();
+        assert!(n > 0, "closed after {} answers: {out:?}", out.len());
+        got.extend_from_slice(&chunk[..n]);
+        while let Some(end) = got.windows(4).position(|w| w == b"\r\n\r\n") {
+            let head = String::from_utf8(got[..end + 4].to_vec()).unwrap();
+            let len: usize = head
+                .lines()
+                .find_map(|l| l.strip_prefix("content-length: "))
+                .map_or(0, |v| v.trim().parse().unwrap());
+            if got.len() < end + 4 + len {
+                break;
+            }
+            out.push(head);
+            got.drain(..end + 4 + len);
+        }
+    }
+    out
+}
+
+#[tokio::test]
+async fn survives_pipelined_requests_and_a_handoff_in_the_middle() {
+    let dir = TempDir::new().unwrap();
+    let s = TestServer::start(dir.path()).await;
+    fleet(&s).await;
+    let token = provision(&s, "field", &["d-1"]).await.remove(0);
+    let seq = deploy(
+        &s,
+        json!({"model": "kws", "version": "1.0.0", "group": "field"}),
+    )
+    .await["sequence"]
+        .as_u64()
+        .unwrap();
+    let poll = |q: u64| {
+        format!(
+            "GET /api/v1/device/manifest?seq={q} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {token}\r\n\r\n"
+        )
+    };
+    let before = s.state.metrics.lane_answers();
+    // Three polls in one write: each answered in order by the lane.
+    let answers = pipelined(&s, &format!("{}{}{}", poll(seq), poll(0), poll(seq)), 3).await;
+    let statuses: Vec<_> = answers.iter().map(|h| &h[..12]).collect();
+    assert_eq!(statuses, ["HTTP/1.1 204", "HTTP/1.1 200", "HTTP/1.1 204"]);
+    assert_eq!(s.state.metrics.lane_answers() - before, 3);
+
+    // A poll, a request the router answers (the lane hands the connection over with the bytes
+    // it read, this request's and the one pipelined after it), then a poll the router answers.
+    let whoami =
+        format!("GET /api/v1/device HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {token}\r\n\r\n");
+    let before = s.state.metrics.lane_answers();
+    let handoffs = |s: &TestServer| {
+        let m = s.state.metrics.render();
+        m.lines()
+            .find_map(|l| l.strip_prefix("npub_device_lane_handoffs_total{reason=\"route\"} "))
+            .unwrap()
+            .parse::<u64>()
+            .unwrap()
+    };
+    let handoffs_before = handoffs(&s);
+    let answers = pipelined(&s, &format!("{}{whoami}{}", poll(seq), poll(0)), 3).await;
+    let statuses: Vec<_> = answers.iter().map(|h| &h[..12]).collect();
+    assert_eq!(statuses, ["HTTP/1.1 204", "HTTP/1.1 200", "HTTP/1.1 200"]);
+    assert!(answers[1].contains("application/json"), "{}", answers[1]);
+    assert_eq!(s.state.metrics.lane_answers() - before, 1);
+    assert_eq!(handoffs(&s) - handoffs_before, 1, "one hand-off, by reason");
+
+    // `Connection: close` is answered, said back, and the connection closed.
+    let close = poll(seq).replace("\r\n\r\n", "\r\nConnection: close\r\n\r\n");
+    let answers = pipelined(&s, &close, 1).await;
+    assert!(
+        answers[0].contains("connection: close\r\n"),
+        "{}",
+        answers[0]
+    );
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn rejects_a_head_that_never_ends_by_closing_at_the_header_timeout() {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let dir = TempDir::new().unwrap();
+    let s = TestServer::start_with(dir.path(), |c| c.header_timeout = 1).await;
+    let addr = s.url.trim_start_matches("http://");
+    let mut socket = tokio::net::TcpStream::connect(addr).await.unwrap();
+    socket
+        .write_all(b"GET /api/v1/device/manifest HTTP/1.1\r\nHost: x\r\n")
+        .await
+        .unwrap();
+    // No answer, and the server closes: read returns end-of-stream (within the test's timeout).
+    let mut buf = [0u8; 64];
+    let n = tokio::time::timeout(std::time::Duration::from_secs(20), socket.read(&mut buf))
+        .await
+        .expect("the server closed the connection")
+        .unwrap_or(0);
+    assert_eq!(n, 0, "{:?}", String::from_utf8_lossy(&buf[..n]));
     s.stop().await;
 }

@@ -1,0 +1,586 @@
+//! The device lane: the accept loop's own HTTP/1.1 for the two requests that are nearly all of a
+//! fleet's traffic, a manifest poll and a pack download, answered straight from the poll
+//! snapshot with no per-request allocation, and pack bodies sent by the kernel (`sendfile` from
+//! the file the snapshot hashed). Anything else is handed to hyper and the router, which then own
+//! the connection; their answer is the reference the lane's must equal
+//! (`tests/fleet/fast_poll.rs` compares them answer for answer).
+//!
+//! | Request (HTTP/1.1, no body)                                  | Lane                       | Handed to the router (`reason` label) |
+//! |--------------------------------------------------------------|----------------------------|---------------------------------------|
+//! | `GET /api/v1/device/manifest`, no query or `?seq=N` (N ≤ 2^63 − 1), a known device token | 204 / 304 / 200 ([`device_api::decide_poll`]) | another query (`query`): the router's 400 / 422 |
+//! | `GET /api/v1/device/packs/{sha256}` (64 hex), a known device token, its assigned pack, a local store | 200 whole, 206 for one `Range` (`bytes=A-B`, `A-`, `-N`), by `sendfile` | `If-None-Match`, `If-Range`, two `Range`s (`headers`); not assigned, past the end, an object store (`answer`): the router's 304 / 404 / 416 / 307 |
+//! | no token, an unknown or revoked one                          | —                          | `token`: the router's 401 / 429, counted as an auth failure |
+//! | `Expect`, `Upgrade`, `Transfer-Encoding`, a `Content-Length` other than 0, a `Connection` other than `keep-alive` / `close` | — | `headers` |
+//! | another method, path or HTTP version                         | —                          | `route` |
+//! | a head that does not parse, or is longer than [`HEAD_MAX`]   | —                          | `unparsed`: hyper's 400 / 431 |
+//!
+//! A hand-off happens at a request boundary, before anything of that request is answered: hyper
+//! reads the request again from its first byte ([`Rewind`]), with everything pipelined after it.
+//! The lane applies the accept loop's header timeout (also the keep-alive idle limit) and
+//! graceful shutdown the way hyper does: a head not complete in time closes the connection, and a
+//! stop closes it between requests.
+use std::fs::File;
+use std::io;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::http::HeaderValue;
+use bytes::Bytes;
+use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _, Interest};
+use tokio::sync::watch;
+use tokio::time::Instant;
+
+use super::Watched;
+use super::rewind::Rewind;
+use super::wire::Head;
+use crate::fleet::device_api::{self, PollAnswer};
+use crate::fleet::device_auth::DEVICE_TOKEN_PREFIX;
+use crate::fleet::poll_cache::{Assignment, Snapshot};
+use crate::metrics::RouteCounter;
+use crate::ranges;
+use crate::state::AppState;
+
+/// The longest request head the lane reads; a longer one goes to hyper (which has its own limit).
+/// A device's poll is about 200 bytes.
+pub(super) const HEAD_MAX: usize = 4096;
+/// Headers the lane parses; a request with more goes to hyper.
+const MAX_HEADERS: usize = 32;
+/// `If-None-Match` headers the lane considers; more go to hyper.
+const MAX_IF_NONE_MATCH: usize = 4;
+/// Room for a response head and a 280-byte manifest.
+const OUT_CAPACITY: usize = 1024;
+
+/// What the lane shares between connections: the state the snapshot comes from, and the two
+/// routes' counters, found once.
+pub(super) struct Lane {
+    state: Arc<AppState>,
+    manifest: RouteCounter,
+    pack: RouteCounter,
+    header_timeout: Duration,
+}
+
+impl Lane {
+    pub(super) fn new(state: Arc<AppState>, header_timeout: Duration) -> Self {
+        let manifest = state.metrics.route("GET", device_api::MANIFEST_PATH);
+        let pack = state.metrics.route("GET", device_api::PACK_ROUTE);
+        Self {
+            state,
+            manifest,
+            pack,
+            header_timeout,
+        }
+    }
+}
+
+/// How the lane left a connection.
+pub(super) enum End {
+    /// Closed: the peer left, a head timed out, a write failed, `Connection: close`, or a stop.
+    Closed,
+    /// The connection is hyper's from the request that starts the unread bytes on.
+    HandOff(Rewind<Watched>),
+}
+
+/// Why the lane leaves a request to the router: [`crate::metrics::HANDOFF_REASONS`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Reason {
+    Route,
+    Token,
+    Query,
+    Headers,
+    Answer,
+    Unparsed,
+}
+
+impl Reason {
+    fn label(self) -> &'static str {
+        match self {
+            Reason::Route => "route",
+            Reason::Token => "token",
+            Reason::Query => "query",
+            Reason::Headers => "headers",
+            Reason::Answer => "answer",
+            Reason::Unparsed => "unparsed",
+        }
+    }
+}
+
+/// What the lane answers a request it keeps.
+enum Plan {
+    Poll {
+        snapshot: Arc<Snapshot>,
+        answer: Polled,
+        close: bool,
+    },
+    Pack {
+        file: Arc<File>,
+        /// The same bytes in memory: what is sent if the file's filesystem refuses `sendfile`.
+        bytes: Option<Bytes>,
+        etag: HeaderValue,
+        len: u64,
+        range: Option<(u64, u64)>,
+        close: bool,
+    },
+}
+
+/// [`PollAnswer`] with its assignment held (a reference count), so that it outlives the parse.
+enum Polled {
+    Nothing,
+    NotModified(Arc<Assignment>),
+    Offer(Arc<Assignment>),
+}
+
+/// One request head, decided: the lane's plan or the reason it is the router's.
+enum Step {
+    /// The head is not complete yet.
+    More,
+    Keep {
+        head_len: usize,
+        plan: Plan,
+    },
+    Leave(Reason),
+}
+
+/// Serves `io` until it closes or a request is the router's.
+pub(super) async fn serve(lane: &Lane, mut io: Watched, stop: &mut watch::Receiver<()>) -> End {
+    let mut buf: Vec<u8> = Vec::with_capacity(HEAD_MAX);
+    let mut out: Vec<u8> = Vec::with_capacity(OUT_CAPACITY);
+    loop {
+        let deadline = Instant::now() + lane.header_timeout;
+        let (head_len, plan) = loop {
+            match decide(lane, &buf) {
+                Step::Keep { head_len, plan } => break (head_len, plan),
+                Step::Leave(reason) => {
+                    lane.state.metrics.observe_handoff(reason.label());
+                    return End::HandOff(Rewind::new(buf, io));
+                }
+                Step::More if buf.len() >= HEAD_MAX => {
+                    lane.state.metrics.observe_handoff(Reason::Unparsed.label());
+                    return End::HandOff(Rewind::new(buf, io));
+                }
+                Step::More => {}
+            }
+            let waiting = buf.is_empty();
+            let read = tokio::time::timeout_at(deadline, io.read_buf(&mut buf));
+            let read = if waiting {
+                // Waiting for the next request: a stop closes the connection now.
+                tokio::select! {
+                    read = read => read,
+                    _ = stop.changed() => return End::Closed,
+                }
+            } else {
+                read.await
+            };
+            match read {
+                Ok(Ok(n)) if n > 0 => {}
+                // The peer left, the read failed, or the head took longer than the timeout.
+                _ => return End::Closed,
+            }
+        };
+        let start = std::time::Instant::now();
+        let close = match plan {
+            Plan::Poll {
+                snapshot,
+                answer,
+                close,
+            } => {
+                let status = poll_head(&mut out, &lane.state, &snapshot, &answer, close);
+                if io.write_all(&out).await.is_err() {
+                    return End::Closed;
+                }
+                lane.manifest.observe(status, start.elapsed().as_secs_f64());
+                close
+            }
+            Plan::Pack {
+                file,
+                bytes,
+                etag,
+                len,
+                range,
+                close,
+            } => {
+                let (status, offset, count) = pack_head(&mut out, &etag, len, range, close);
+                lane.pack.observe(status, start.elapsed().as_secs_f64());
+                let body = Body {
+                    file: &file,
+                    bytes: bytes.as_ref(),
+                    offset,
+                    count,
+                };
+                if send_pack(lane, &mut io, &out, body).await.is_err() {
+                    return End::Closed;
+                }
+                close
+            }
+        };
+        lane.state.metrics.observe_lane_answer();
+        buf.drain(..head_len);
+        if close || stop.has_changed().unwrap_or(true) {
+            let _ = io.shutdown().await;
+            return End::Closed;
+        }
+    }
+}
+
+/// Decides the request at the start of `buf`.
+fn decide(lane: &Lane, buf: &[u8]) -> Step {
+    if buf.is_empty() {
+        return Step::More;
+    }
+    let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
+    let mut request = httparse::Request::new(&mut headers);
+    let head_len = match request.parse(buf) {
+        Ok(httparse::Status::Complete(n)) => n,
+        Ok(httparse::Status::Partial) => return Step::More,
+        Err(_) => return Step::Leave(Reason::Unparsed),
+    };
+    match plan(lane, &request) {
+        Ok(plan) => Step::Keep { head_len, plan },
+        Err(reason) => Step::Leave(reason),
+    }
+}
+
+/// The headers the lane reads, from one parsed head.
+#[derive(Default)]
+struct Seen<'h> {
+    authorization: Option<&'h [u8]>,
+    authorizations: usize,
+    range: Option<&'h [u8]>,
+    ranges: usize,
+    if_none_match: [&'h [u8]; MAX_IF_NONE_MATCH],
+    if_none_matches: usize,
+    close: bool,
+}
+
+impl<'h> Seen<'h> {
+    fn of(headers: &[httparse::Header<'h>]) -> Result<Self, Reason> {
+        let mut seen = Seen::default();
+        for h in headers {
+            let name = h.name.as_bytes();
+            let is = |n: &str| name.eq_ignore_ascii_case(n.as_bytes());
+            if is("authorization") {
+                seen.authorization = Some(h.value);
+                seen.authorizations += 1;
+            } else if is("range") {
+                seen.range = Some(h.value);
+                seen.ranges += 1;
+            } else if is("if-none-match") {
+                let slot = seen
+                    .if_none_match
+                    .get_mut(seen.if_none_matches)
+                    .ok_or(Reason::Headers)?;
+                *slot = h.value;
+                seen.if_none_matches += 1;
+            } else if is("content-length") {
+                if h.value.trim_ascii() != b"0" {
+                    return Err(Reason::Headers);
+                }
+            } else if is("connection") {
+                for token in h.value.split(|&b| b == b',') {
+                    let token = token.trim_ascii();
+                    if token.eq_ignore_ascii_case(b"close") {
+                        seen.close = true;
+                    } else if !token.eq_ignore_ascii_case(b"keep-alive") && !token.is_empty() {
+                        return Err(Reason::Headers);
+                    }
+                }
+            } else if is("transfer-encoding") || is("expect") || is("upgrade") || is("if-range") {
+                return Err(Reason::Headers);
+            }
+        }
+        Ok(seen)
+    }
+
+    fn if_none_match(&self) -> impl Iterator<Item = &'h [u8]> + '_ {
+        self.if_none_match[..self.if_none_matches].iter().copied()
+    }
+}
+
+/// A header value as `HeaderValue::to_str` would give it: visible ASCII only.
+fn visible(value: &[u8]) -> Option<&str> {
+    value
+        .iter()
+        .all(|&b| b == b'\t' || (0x20..0x7f).contains(&b))
+        .then(|| std::str::from_utf8(value).ok())
+        .flatten()
+}
+
+/// The plan for a parsed request, or why it is the router's.
+fn plan(lane: &Lane, request: &httparse::Request<'_, '_>) -> Result<Plan, Reason> {
+    let (Some("GET"), Some(target), Some(1)) = (request.method, request.path, request.version)
+    else {
+        return Err(Reason::Route);
+    };
+    let (path, query) = match target.split_once('?') {
+        Some((path, query)) => (path, Some(query)),
+        None => (target, None),
+    };
+    enum Route<'p> {
+        Manifest,
+        Pack(&'p str),
+    }
+    let route = if path == device_api::MANIFEST_PATH {
+        Route::Manifest
+    } else if let Some(sha) = path.strip_prefix(device_api::PACKS_PREFIX)
+        && sha.len() == 64
+        && sha
+            .bytes()
+            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+    {
+        Route::Pack(sha)
+    } else {
+        return Err(Reason::Route);
+    };
+    let seen = Seen::of(request.headers)?;
+    // The Device extractor's rule, before anything else is looked at (the router answers 401
+    // and counts the failure).
+    let token = match (seen.authorizations, seen.authorization) {
+        (1, Some(value)) => visible(value)
+            .and_then(crate::auth::bearer_token)
+            .filter(|t| t.starts_with(DEVICE_TOKEN_PREFIX))
+            .ok_or(Reason::Token)?,
+        _ => return Err(Reason::Token),
+    };
+    let snapshot = lane.state.fleet.cache.get();
+    let device = Arc::clone(snapshot.device(token).ok_or(Reason::Token)?);
+    match route {
+        Route::Manifest => {
+            let seq = match query {
+                None | Some("") => 0,
+                Some(q) => seq(q).ok_or(Reason::Query)?,
+            };
+            let answer =
+                match device_api::decide_poll(&lane.state.fleet, &device, &snapshot, seq, |etag| {
+                    ranges::none_match_values(seen.if_none_match(), etag)
+                }) {
+                    PollAnswer::Nothing => Polled::Nothing,
+                    PollAnswer::NotModified(a) => Polled::NotModified(Arc::clone(a)),
+                    PollAnswer::Offer(a) => Polled::Offer(Arc::clone(a)),
+                };
+            Ok(Plan::Poll {
+                snapshot,
+                answer,
+                close: seen.close,
+            })
+        }
+        Route::Pack(sha) => {
+            if query.is_some() || seen.if_none_matches > 0 || seen.ranges > 1 {
+                return Err(Reason::Headers);
+            }
+            let entry = device_api::assigned_pack(&snapshot, &device, sha).ok_or(Reason::Answer)?;
+            let file = entry.file.clone().ok_or(Reason::Answer)?;
+            let range = match seen.range {
+                None => None,
+                Some(value) => {
+                    let spec = visible(value).ok_or(Reason::Headers)?;
+                    match ranges::range(spec, entry.len) {
+                        ranges::Answer::Full => None,
+                        ranges::Answer::Partial { start, end } => Some((start, end)),
+                        ranges::Answer::Unsatisfiable | ranges::Answer::NotModified => {
+                            return Err(Reason::Answer);
+                        }
+                    }
+                }
+            };
+            Ok(Plan::Pack {
+                file,
+                bytes: entry.bytes.clone(),
+                etag: entry.etag.clone(),
+                len: entry.len,
+                range,
+                close: seen.close,
+            })
+        }
+    }
+}
+
+/// `seq=N` exactly, N at most `i64::MAX` (what a device sends; the query extractor's other
+/// spellings, and its errors, are the router's).
+fn seq(query: &str) -> Option<u64> {
+    let digits = query.strip_prefix("seq=")?;
+    if digits.is_empty() || digits.len() > 19 || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let n: u64 = digits.parse().ok()?;
+    (i64::try_from(n).is_ok()).then_some(n)
+}
+
+/// Writes the poll's answer (head and body) into `out`; returns its status.
+fn poll_head(
+    out: &mut Vec<u8>,
+    state: &AppState,
+    snapshot: &Snapshot,
+    answer: &Polled,
+    close: bool,
+) -> u16 {
+    let interval = state.fleet.poll_interval.as_bytes();
+    let keyring = snapshot.keyring().newest_header().as_bytes();
+    fn always<'o>(
+        out: &'o mut Vec<u8>,
+        status: &[u8],
+        interval: &[u8],
+        keyring: &[u8],
+    ) -> Head<'o> {
+        Head::new(out, status)
+            .header(
+                device_api::POLL_INTERVAL_HEADER.as_str().as_bytes(),
+                interval,
+            )
+            .header(
+                device_api::KEYRING_SEQUENCE_HEADER.as_str().as_bytes(),
+                keyring,
+            )
+    }
+    match answer {
+        Polled::Nothing => {
+            always(out, b"204 No Content", interval, keyring).finish(close, b"");
+            204
+        }
+        Polled::NotModified(a) => {
+            always(out, b"304 Not Modified", interval, keyring)
+                .header(b"etag", a.etag.as_bytes())
+                .finish(close, b"");
+            304
+        }
+        Polled::Offer(a) => {
+            always(out, b"200 OK", interval, keyring)
+                .header(b"etag", a.etag.as_bytes())
+                .number(device_api::SEQUENCE_HEADER.as_str().as_bytes(), a.sequence)
+                .header(b"content-type", b"application/octet-stream")
+                .number(b"content-length", a.manifest.len() as u64)
+                .finish(close, &a.manifest);
+            200
+        }
+    }
+}
+
+/// Writes a pack answer's head into `out`; returns its status and the body's span.
+fn pack_head(
+    out: &mut Vec<u8>,
+    etag: &HeaderValue,
+    len: u64,
+    range: Option<(u64, u64)>,
+    close: bool,
+) -> (u16, u64, u64) {
+    let (status, line, offset, count) = match range {
+        None => (200, &b"200 OK"[..], 0, len),
+        Some((start, end)) => (206, &b"206 Partial Content"[..], start, end - start + 1),
+    };
+    let mut head = Head::new(out, line)
+        .header(b"etag", etag.as_bytes())
+        .header(b"accept-ranges", b"bytes")
+        .header(b"content-type", b"application/octet-stream")
+        .number(b"content-length", count);
+    if let Some((start, end)) = range {
+        head = head.content_range(start, end, len);
+    }
+    head.finish(close, b"");
+    (status, offset, count)
+}
+
+/// A pack body: `count` bytes from `offset`.
+struct Body<'p> {
+    file: &'p File,
+    bytes: Option<&'p Bytes>,
+    offset: u64,
+    count: u64,
+}
+
+/// Sends `head` (with `MSG_MORE`, so that it leaves in the body's first segment) and then the
+/// body by `sendfile`: page cache to socket, no copy through this process. A slow reader holds
+/// only its own socket: each step waits for the socket to be writable. A filesystem that does
+/// not support `sendfile` (it refuses the first call) gets the snapshot's in-memory copy written
+/// instead.
+async fn send_pack(lane: &Lane, io: &mut Watched, head: &[u8], body: Body<'_>) -> io::Result<()> {
+    let mut sent = 0;
+    while sent < head.len() {
+        let socket = &io.inner;
+        let n = socket
+            .async_io(Interest::WRITABLE, || {
+                rustix::net::send(
+                    socket,
+                    &head[sent..],
+                    rustix::net::SendFlags::MORE | rustix::net::SendFlags::NOSIGNAL,
+                )
+                .map_err(io::Error::from)
+            })
+            .await?;
+        sent += n;
+        io.activity.touch();
+    }
+    let mut at = body.offset;
+    let end = body.offset + body.count;
+    while at < end {
+        let want = usize::try_from(end - at).unwrap_or(usize::MAX);
+        let socket = &io.inner;
+        let sent = socket
+            .async_io(Interest::WRITABLE, || {
+                rustix::fs::sendfile(socket, body.file, Some(&mut at), want)
+                    .map_err(io::Error::from)
+            })
+            .await;
+        let n = match sent {
+            Ok(0) => {
+                // The file is shorter than when it was hashed: the body cannot be finished.
+                tracing::error!(at, end, "a pack file ended early while it was being sent");
+                return Err(io::ErrorKind::UnexpectedEof.into());
+            }
+            Ok(n) => n,
+            Err(e) if at == body.offset && unsupported(&e) => {
+                let Some(bytes) = body.bytes else {
+                    return Err(e);
+                };
+                tracing::debug!(error = %e, "sendfile refused; writing the pack from memory");
+                // Both within the pack, whose length is a `usize` (it is in memory).
+                let slice = &bytes[at as usize..end as usize];
+                io.write_all(slice).await?;
+                lane.state.metrics.add_pack_bytes_served(slice.len() as u64);
+                return Ok(());
+            }
+            Err(e) => return Err(e),
+        };
+        lane.state.metrics.add_pack_bytes_served(n as u64);
+        io.activity.touch();
+    }
+    Ok(())
+}
+
+/// `sendfile`'s answers for a file or socket it cannot work with (`EINVAL`, `ENOSYS`,
+/// `EOPNOTSUPP`).
+fn unsupported(e: &io::Error) -> bool {
+    matches!(
+        e.raw_os_error().map(rustix::io::Errno::from_raw_os_error),
+        Some(rustix::io::Errno::INVAL | rustix::io::Errno::NOSYS | rustix::io::Errno::OPNOTSUPP)
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rejects_a_query_the_router_must_judge() {
+        assert_eq!(seq("seq=5"), Some(5));
+        assert_eq!(seq("seq=0009"), Some(9));
+        assert_eq!(seq(&format!("seq={}", i64::MAX)), Some(i64::MAX as u64));
+        for q in [
+            "seq=",
+            "seq=+5",
+            "seq=-1",
+            "seq=5&x=1",
+            "x=1&seq=5",
+            "seq=9223372036854775808",
+            "seq=99999999999999999999",
+            "SEQ=5",
+            "seq=%35",
+        ] {
+            assert_eq!(seq(q), None, "{q}");
+        }
+    }
+
+    #[test]
+    fn rejects_header_values_to_str_refuses() {
+        assert_eq!(visible(b"Bearer npub_dev_ab"), Some("Bearer npub_dev_ab"));
+        assert_eq!(visible(b"Bearer \xc3\xa9"), None);
+        assert_eq!(visible(b"Bearer \x7f"), None);
+    }
+}

@@ -4,8 +4,12 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 /// Milliseconds since the unix epoch, now.
 pub fn now_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
+    ms_of(SystemTime::now())
+}
+
+/// Milliseconds since the unix epoch at `t` (0 before it).
+pub fn ms_of(t: SystemTime) -> i64 {
+    t.duration_since(UNIX_EPOCH)
         .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
 }
 

@@ -119,7 +119,7 @@ async fn fleet() -> Fleet {
 fn poll(fleet: &npub_server::fleet::Fleet, secret: &str, seq: u64) -> Option<bool> {
     let snapshot = fleet.cache.get();
     let device = Arc::clone(snapshot.device(secret)?);
-    let answer = decide_poll(fleet, &device, &snapshot, seq, |_| false);
+    let answer = decide_poll(fleet, &device, &snapshot, seq, 1, |_| false);
     Some(matches!(answer, PollAnswer::Offer(_)))
 }
 

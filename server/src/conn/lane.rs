@@ -22,11 +22,11 @@
 use std::fs::File;
 use std::io;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use axum::http::HeaderValue;
 use bytes::Bytes;
-use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _, Interest};
+use tokio::io::{AsyncWriteExt as _, Interest};
 use tokio::sync::watch;
 use tokio::time::Instant;
 
@@ -110,6 +110,8 @@ enum Plan {
         snapshot: Arc<Snapshot>,
         answer: Polled,
         close: bool,
+        /// The request's time: its last-seen time and its `Date`.
+        now: SystemTime,
     },
     Pack {
         file: Arc<File>,
@@ -119,6 +121,7 @@ enum Plan {
         len: u64,
         range: Option<(u64, u64)>,
         close: bool,
+        now: SystemTime,
     },
 }
 
@@ -140,27 +143,59 @@ enum Step {
     Leave(Reason),
 }
 
+/// The bytes of request heads read so far: `bytes[..filled]` of a buffer of [`HEAD_MAX`]
+/// zeroed bytes (initialised once, so that the kernel reads into it without unsafe code).
+struct Heads {
+    bytes: Vec<u8>,
+    filled: usize,
+}
+
+impl Heads {
+    fn read(&self) -> &[u8] {
+        &self.bytes[..self.filled]
+    }
+
+    /// Drops the first `n` bytes (an answered head), keeping what was pipelined after it.
+    fn consume(&mut self, n: usize) {
+        self.bytes.copy_within(n..self.filled, 0);
+        self.filled -= n;
+    }
+
+    /// What hyper must read first.
+    fn into_unread(mut self) -> Vec<u8> {
+        self.bytes.truncate(self.filled);
+        self.bytes
+    }
+}
+
 /// Serves `io` until it closes or a request is the router's.
-pub(super) async fn serve(lane: &Lane, mut io: Watched, stop: &mut watch::Receiver<()>) -> End {
-    let mut buf: Vec<u8> = Vec::with_capacity(HEAD_MAX);
+pub(super) async fn serve(lane: &Lane, io: Watched, stop: &mut watch::Receiver<()>) -> End {
+    let mut heads = Heads {
+        bytes: vec![0; HEAD_MAX],
+        filled: 0,
+    };
     let mut out: Vec<u8> = Vec::with_capacity(OUT_CAPACITY);
+    let mut io = io;
+    // The header timeout runs from when a request is awaited: the connection's start, then the
+    // end of each answer.
+    let mut awaited = Instant::now();
     loop {
-        let deadline = Instant::now() + lane.header_timeout;
-        let (head_len, plan) = loop {
-            match decide(lane, &buf) {
-                Step::Keep { head_len, plan } => break (head_len, plan),
+        let deadline = awaited + lane.header_timeout;
+        let (head_len, received, plan) = loop {
+            match decide(lane, heads.read()) {
+                Step::Keep { head_len, plan } => break (head_len, Instant::now(), plan),
                 Step::Leave(reason) => {
                     lane.state.metrics.observe_handoff(reason.label());
-                    return End::HandOff(Rewind::new(buf, io));
+                    return End::HandOff(Rewind::new(heads.into_unread(), io));
                 }
-                Step::More if buf.len() >= HEAD_MAX => {
+                Step::More if heads.filled == HEAD_MAX => {
                     lane.state.metrics.observe_handoff(Reason::Unparsed.label());
-                    return End::HandOff(Rewind::new(buf, io));
+                    return End::HandOff(Rewind::new(heads.into_unread(), io));
                 }
                 Step::More => {}
             }
-            let waiting = buf.is_empty();
-            let read = tokio::time::timeout_at(deadline, io.read_buf(&mut buf));
+            let waiting = heads.filled == 0;
+            let read = tokio::time::timeout_at(deadline, read_more(&io, &mut heads));
             let read = if waiting {
                 // Waiting for the next request: a stop closes the connection now.
                 tokio::select! {
@@ -176,18 +211,20 @@ pub(super) async fn serve(lane: &Lane, mut io: Watched, stop: &mut watch::Receiv
                 _ => return End::Closed,
             }
         };
-        let start = std::time::Instant::now();
         let close = match plan {
             Plan::Poll {
                 snapshot,
                 answer,
                 close,
+                now,
             } => {
-                let status = poll_head(&mut out, &lane.state, &snapshot, &answer, close);
+                let status = poll_head(&mut out, &lane.state, &snapshot, &answer, close, now);
                 if io.write_all(&out).await.is_err() {
                     return End::Closed;
                 }
-                lane.manifest.observe(status, start.elapsed().as_secs_f64());
+                awaited = Instant::now();
+                lane.manifest
+                    .observe(status, (awaited - received).as_secs_f64());
                 close
             }
             Plan::Pack {
@@ -197,9 +234,10 @@ pub(super) async fn serve(lane: &Lane, mut io: Watched, stop: &mut watch::Receiv
                 len,
                 range,
                 close,
+                now,
             } => {
-                let (status, offset, count) = pack_head(&mut out, &etag, len, range, close);
-                lane.pack.observe(status, start.elapsed().as_secs_f64());
+                let (status, offset, count) = pack_head(&mut out, &etag, len, range, close, now);
+                lane.pack.observe(status, received.elapsed().as_secs_f64());
                 let body = Body {
                     file: &file,
                     bytes: bytes.as_ref(),
@@ -209,14 +247,56 @@ pub(super) async fn serve(lane: &Lane, mut io: Watched, stop: &mut watch::Receiv
                 if send_pack(lane, &mut io, &out, body).await.is_err() {
                     return End::Closed;
                 }
+                awaited = Instant::now();
                 close
             }
         };
         lane.state.metrics.observe_lane_answer();
-        buf.drain(..head_len);
+        heads.consume(head_len);
         if close || stop.has_changed().unwrap_or(true) {
             let _ = io.shutdown().await;
             return End::Closed;
+        }
+    }
+}
+
+/// Reads what the socket has into the rest of `heads`; `Ok(0)` at end of stream.
+///
+/// A read that does not fill the room it was given took everything the kernel had queued, so it
+/// also clears the socket's readiness: the next read then waits for epoll's next event instead
+/// of trying a `recv` that can only say `EAGAIN` (one system call a request saved; nginx does
+/// the same). tokio only clears readiness that no newer event has set since.
+async fn read_more(io: &Watched, heads: &mut Heads) -> io::Result<usize> {
+    let socket = &io.inner;
+    loop {
+        socket.readable().await?;
+        let room = &mut heads.bytes[heads.filled..];
+        let want = room.len();
+        let mut got = 0;
+        let read = socket.try_io(Interest::READABLE, || {
+            let (n, _) = rustix::net::recv(socket, &mut *room, rustix::net::RecvFlags::empty())?;
+            got = n;
+            if n > 0 && n < want {
+                // Drained: report WouldBlock so that tokio clears readiness; `got` has the count.
+                return Err(io::ErrorKind::WouldBlock.into());
+            }
+            Ok(n)
+        });
+        match read {
+            Ok(n) => {
+                heads.filled += n;
+                if n > 0 {
+                    io.activity.touch();
+                }
+                return Ok(n);
+            }
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock && got > 0 => {
+                heads.filled += got;
+                io.activity.touch();
+                return Ok(got);
+            }
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+            Err(e) => return Err(e),
         }
     }
 }
@@ -342,24 +422,30 @@ fn plan(lane: &Lane, request: &httparse::Request<'_, '_>) -> Result<Plan, Reason
     };
     let snapshot = lane.state.fleet.cache.get();
     let device = Arc::clone(snapshot.device(token).ok_or(Reason::Token)?);
+    let now = SystemTime::now();
     match route {
         Route::Manifest => {
             let seq = match query {
                 None | Some("") => 0,
                 Some(q) => seq(q).ok_or(Reason::Query)?,
             };
-            let answer =
-                match device_api::decide_poll(&lane.state.fleet, &device, &snapshot, seq, |etag| {
-                    ranges::none_match_values(seen.if_none_match(), etag)
-                }) {
-                    PollAnswer::Nothing => Polled::Nothing,
-                    PollAnswer::NotModified(a) => Polled::NotModified(Arc::clone(a)),
-                    PollAnswer::Offer(a) => Polled::Offer(Arc::clone(a)),
-                };
+            let answer = match device_api::decide_poll(
+                &lane.state.fleet,
+                &device,
+                &snapshot,
+                seq,
+                crate::time::ms_of(now),
+                |etag| ranges::none_match_values(seen.if_none_match(), etag),
+            ) {
+                PollAnswer::Nothing => Polled::Nothing,
+                PollAnswer::NotModified(a) => Polled::NotModified(Arc::clone(a)),
+                PollAnswer::Offer(a) => Polled::Offer(Arc::clone(a)),
+            };
             Ok(Plan::Poll {
                 snapshot,
                 answer,
                 close: seen.close,
+                now,
             })
         }
         Route::Pack(sha) => {
@@ -388,6 +474,7 @@ fn plan(lane: &Lane, request: &httparse::Request<'_, '_>) -> Result<Plan, Reason
                 len: entry.len,
                 range,
                 close: seen.close,
+                now,
             })
         }
     }
@@ -411,6 +498,7 @@ fn poll_head(
     snapshot: &Snapshot,
     answer: &Polled,
     close: bool,
+    now: SystemTime,
 ) -> u16 {
     let interval = state.fleet.poll_interval.as_bytes();
     let keyring = snapshot.keyring().newest_header().as_bytes();
@@ -432,13 +520,13 @@ fn poll_head(
     }
     match answer {
         Polled::Nothing => {
-            always(out, b"204 No Content", interval, keyring).finish(close, b"");
+            always(out, b"204 No Content", interval, keyring).finish(close, now, b"");
             204
         }
         Polled::NotModified(a) => {
             always(out, b"304 Not Modified", interval, keyring)
                 .header(b"etag", a.etag.as_bytes())
-                .finish(close, b"");
+                .finish(close, now, b"");
             304
         }
         Polled::Offer(a) => {
@@ -447,7 +535,7 @@ fn poll_head(
                 .number(device_api::SEQUENCE_HEADER.as_str().as_bytes(), a.sequence)
                 .header(b"content-type", b"application/octet-stream")
                 .number(b"content-length", a.manifest.len() as u64)
-                .finish(close, &a.manifest);
+                .finish(close, now, &a.manifest);
             200
         }
     }
@@ -460,6 +548,7 @@ fn pack_head(
     len: u64,
     range: Option<(u64, u64)>,
     close: bool,
+    now: SystemTime,
 ) -> (u16, u64, u64) {
     let (status, line, offset, count) = match range {
         None => (200, &b"200 OK"[..], 0, len),
@@ -473,7 +562,7 @@ fn pack_head(
     if let Some((start, end)) = range {
         head = head.content_range(start, end, len);
     }
-    head.finish(close, b"");
+    head.finish(close, now, b"");
     (status, offset, count)
 }
 

@@ -63,10 +63,11 @@ impl<'o> Head<'o> {
         self
     }
 
-    /// Ends the head with `date` (and `connection: close` if `close`), then appends `body`.
-    pub(super) fn finish(self, close: bool, body: &[u8]) {
+    /// Ends the head with `date` for `now` (and `connection: close` if `close`), then appends
+    /// `body`.
+    pub(super) fn finish(self, close: bool, now: SystemTime, body: &[u8]) {
         self.out.extend_from_slice(b"date: ");
-        self.out.extend_from_slice(&date());
+        self.out.extend_from_slice(&date(now));
         if close {
             self.out.extend_from_slice(b"\r\nconnection: close");
         }
@@ -75,9 +76,8 @@ impl<'o> Head<'o> {
     }
 }
 
-/// The `Date` value now, formatted once a second per thread.
-fn date() -> [u8; DATE_LEN] {
-    let now = SystemTime::now();
+/// The `Date` value of `now`, formatted once a second per thread.
+fn date(now: SystemTime) -> [u8; DATE_LEN] {
     let second = now.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
     DATE.with(|cached| {
         let (at, value) = cached.get();
@@ -103,9 +103,11 @@ mod tests {
             .header(b"etag", b"\"ab\"")
             .number(b"content-length", 10)
             .content_range(90, 99, 100)
-            .finish(true, b"body");
+            .finish(true, SystemTime::now(), b"body");
         let text = std::str::from_utf8(&out).unwrap();
-        let date = std::str::from_utf8(&date()).unwrap().to_owned();
+        let date = std::str::from_utf8(&date(SystemTime::now()))
+            .unwrap()
+            .to_owned();
         assert_eq!(
             text,
             format!(

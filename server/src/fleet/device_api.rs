@@ -176,6 +176,7 @@ fn answer_manifest(
         &device.entry,
         &device.snapshot,
         q.seq,
+        now_ms(),
         |etag| ranges::none_match(headers, etag),
     ) {
         PollAnswer::Nothing => (StatusCode::NO_CONTENT, headers_always).into_response(),
@@ -214,7 +215,7 @@ pub enum PollAnswer<'s> {
 }
 
 /// The decision of a manifest poll with `seq` (at most `i64::MAX`) from `device`, found in
-/// `snapshot`, and its bookkeeping: the device is seen, and noted as offered on a 200.
+/// `snapshot`, at `now_ms`, and its bookkeeping: the device is seen, and noted as offered on a 200.
 /// `none_match` says whether the request's `If-None-Match` names an `ETag`. The router's handler
 /// and the accept loop's device lane (`conn/lane.rs`) both answer through this; allocates nothing
 /// once the device's last-seen entry exists.
@@ -223,9 +224,10 @@ pub fn decide_poll<'s>(
     device: &DeviceEntry,
     snapshot: &'s Snapshot,
     seq: u64,
+    now_ms: i64,
     none_match: impl FnOnce(&HeaderValue) -> bool,
 ) -> PollAnswer<'s> {
-    let now = now_ms();
+    let now = now_ms;
     fleet.last_seen.touch(&device.id, now);
     let Some(a) = snapshot.assignment(&device.id).filter(|a| a.sequence > seq) else {
         return PollAnswer::Nothing;

@@ -554,7 +554,7 @@ async fn target_states(
             .iter()
             .map(|id| {
                 reports
-                    .get(id)
+                    .get(*id)
                     .map_or(DeviceState::Pending, |s| DeviceState::from_db(s))
             })
             .collect(),

@@ -228,7 +228,7 @@ pub fn decide_poll<'s>(
     none_match: impl FnOnce(&HeaderValue) -> bool,
 ) -> PollAnswer<'s> {
     let now = now_ms;
-    fleet.last_seen.touch(&device.id, now);
+    fleet.last_seen.seen(device, now);
     let Some(a) = snapshot.assignment(&device.id).filter(|a| a.sequence > seq) else {
         return PollAnswer::Nothing;
     };
@@ -470,7 +470,7 @@ async fn offered(conn: &mut crate::db::Conn, d: &Reported, device: &str) -> Resu
     let batches: Vec<u8> = serde_json::from_str(&d.batches).map_err(ApiError::internal)?;
     let open = usize::try_from(d.open_batches).unwrap_or(0);
     let n = rollout::offered_count(&batches, open, ranked.len());
-    Ok(ranked[..n].iter().any(|t| t == device))
+    Ok(ranked[..n].contains(&device))
 }
 
 /// Reports the device's progress on a deployment; feeds the rollout (batches, auto-abort).

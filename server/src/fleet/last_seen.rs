@@ -19,8 +19,10 @@
 //! deployment by two replicas has one `offered` event, with the earliest time of the replica
 //! that flushed first.
 use std::collections::HashMap;
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, PoisonError};
 
+use super::poll_cache::DeviceEntry;
 use crate::db::Db;
 
 /// Last-seen times waiting to be written, by device id.
@@ -30,7 +32,24 @@ pub struct LastSeen {
     offers: Mutex<HashMap<(Arc<str>, i64), i64>>,
 }
 
+/// How much newer than the last recorded time a poll must be to be recorded again. Devices
+/// poll every minute or so; anything between (a device retrying, a saturated benchmark's
+/// hundreds of polls a device) would only make the flush write the same row again.
+pub const RESOLUTION_MS: i64 = 30_000;
+
 impl LastSeen {
+    /// Records that the device of `entry` polled at `at_ms`, unless a time less than
+    /// [`RESOLUTION_MS`] older was recorded already: then this costs one atomic load and
+    /// nothing is written (`devices.last_seen` is at most this much behind the last poll).
+    pub fn seen(&self, entry: &DeviceEntry, at_ms: i64) {
+        let recorded = entry.recorded_ms.load(Ordering::Relaxed);
+        if (recorded..recorded.saturating_add(RESOLUTION_MS)).contains(&at_ms) {
+            return;
+        }
+        entry.recorded_ms.store(at_ms, Ordering::Relaxed);
+        self.touch(&entry.id, at_ms);
+    }
+
     /// Records that `device` was seen at `at_ms`.
     pub fn touch(&self, device: &Arc<str>, at_ms: i64) {
         let mut pending = self.pending.lock().unwrap_or_else(PoisonError::into_inner);
@@ -175,6 +194,27 @@ fn update_statement(rows: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn pending(seen: &LastSeen, id: &str) -> Option<i64> {
+        seen.pending.lock().unwrap().get(id).copied()
+    }
+
+    #[test]
+    fn survives_a_burst_of_polls_by_recording_once_per_resolution() {
+        let seen = LastSeen::default();
+        let entry = DeviceEntry::new(Arc::from("d-1"), 1, 0, "field".into());
+        seen.seen(&entry, 1_000_000);
+        assert_eq!(pending(&seen, "d-1"), Some(1_000_000), "the first poll is recorded");
+        seen.pending.lock().unwrap().clear(); // as a flush does
+        seen.seen(&entry, 1_000_000 + RESOLUTION_MS - 1);
+        assert_eq!(pending(&seen, "d-1"), None, "inside the resolution: nothing to write");
+        seen.seen(&entry, 1_000_000 + RESOLUTION_MS);
+        assert_eq!(pending(&seen, "d-1"), Some(1_000_000 + RESOLUTION_MS));
+        // A clock that stepped back is recorded (the flush keeps the newer stored time).
+        seen.seen(&entry, 5);
+        assert_eq!(pending(&seen, "d-1"), Some(1_000_000 + RESOLUTION_MS));
+        assert_eq!(entry.recorded_ms.load(Ordering::Relaxed), 5);
+    }
 
     #[test]
     fn numbers_every_parameter_once() {

@@ -117,8 +117,8 @@ impl Rollout {
 }
 
 /// Orders target ids by SHA-256 of the id (batch order).
-pub fn rank(ids: &mut [String]) {
-    ids.sort_by_cached_key(|id| Sha256::digest(id.as_bytes()));
+pub fn rank<T: AsRef<str>>(ids: &mut [T]) {
+    ids.sort_by_cached_key(|id| Sha256::digest(id.as_ref().as_bytes()));
 }
 
 /// Devices in batches `0..=k` of `n` targets, for each `k`: `ceil(batches[k] × n / 100)`, but

@@ -10,7 +10,6 @@
 //!   hyper and the router instead costs about 58.
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use npub_server::fleet::device_api::{PollAnswer, decide_poll};
@@ -118,8 +117,15 @@ async fn fleet() -> Fleet {
 /// offered.
 fn poll(fleet: &npub_server::fleet::Fleet, secret: &str, seq: u64) -> Option<bool> {
     let snapshot = fleet.cache.get();
-    let device = Arc::clone(snapshot.device(secret)?);
-    let answer = decide_poll(fleet, &device, &snapshot, seq, 1, |_| false);
+    let polled = snapshot.polled(secret)?;
+    let answer = decide_poll(
+        fleet,
+        &polled.entry,
+        polled.assignment.as_ref(),
+        seq,
+        1,
+        |_| false,
+    );
     Some(matches!(answer, PollAnswer::Offer(_)))
 }
 

@@ -421,7 +421,8 @@ fn plan(lane: &Lane, request: &httparse::Request<'_, '_>) -> Result<Plan, Reason
         _ => return Err(Reason::Token),
     };
     let snapshot = lane.state.fleet.cache.get();
-    let device = Arc::clone(snapshot.device(token).ok_or(Reason::Token)?);
+    let polled = snapshot.polled(token).ok_or(Reason::Token)?;
+    let device = &polled.entry;
     let now = SystemTime::now();
     match route {
         Route::Manifest => {
@@ -431,8 +432,8 @@ fn plan(lane: &Lane, request: &httparse::Request<'_, '_>) -> Result<Plan, Reason
             };
             let answer = match device_api::decide_poll(
                 &lane.state.fleet,
-                &device,
-                &snapshot,
+                device,
+                polled.assignment.as_ref(),
                 seq,
                 crate::time::ms_of(now),
                 |etag| ranges::none_match_values(seen.if_none_match(), etag),
@@ -452,7 +453,7 @@ fn plan(lane: &Lane, request: &httparse::Request<'_, '_>) -> Result<Plan, Reason
             if query.is_some() || seen.if_none_matches > 0 || seen.ranges > 1 {
                 return Err(Reason::Headers);
             }
-            let entry = device_api::assigned_pack(&snapshot, &device, sha).ok_or(Reason::Answer)?;
+            let entry = device_api::assigned_pack(&snapshot, device, sha).ok_or(Reason::Answer)?;
             let file = entry.file.clone().ok_or(Reason::Answer)?;
             let range = match seen.range {
                 None => None,

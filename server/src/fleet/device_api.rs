@@ -174,7 +174,7 @@ fn answer_manifest(
     match decide_poll(
         &state.fleet,
         &device.entry,
-        &device.snapshot,
+        device.snapshot.assignment(&device.entry.id),
         q.seq,
         now_ms(),
         |etag| ranges::none_match(headers, etag),
@@ -214,22 +214,22 @@ pub enum PollAnswer<'s> {
     Offer(&'s Arc<Assignment>),
 }
 
-/// The decision of a manifest poll with `seq` (at most `i64::MAX`) from `device`, found in
-/// `snapshot`, at `now_ms`, and its bookkeeping: the device is seen, and noted as offered on a 200.
+/// The decision of a manifest poll with `seq` (at most `i64::MAX`) from `device`, whose
+/// snapshot assigns it `assignment`, at `now_ms`, and its bookkeeping: the device is seen, and noted as offered on a 200.
 /// `none_match` says whether the request's `If-None-Match` names an `ETag`. The router's handler
 /// and the accept loop's device lane (`conn/lane.rs`) both answer through this; allocates nothing
 /// once the device's last-seen entry exists.
 pub fn decide_poll<'s>(
     fleet: &Fleet,
     device: &DeviceEntry,
-    snapshot: &'s Snapshot,
+    assignment: Option<&'s Arc<Assignment>>,
     seq: u64,
     now_ms: i64,
     none_match: impl FnOnce(&HeaderValue) -> bool,
 ) -> PollAnswer<'s> {
     let now = now_ms;
     fleet.last_seen.seen(device, now);
-    let Some(a) = snapshot.assignment(&device.id).filter(|a| a.sequence > seq) else {
+    let Some(a) = assignment.filter(|a| a.sequence > seq) else {
         return PollAnswer::Nothing;
     };
     if none_match(&a.etag) {

@@ -204,10 +204,18 @@ mod tests {
         let seen = LastSeen::default();
         let entry = DeviceEntry::new(Arc::from("d-1"), 1, 0, "field".into());
         seen.seen(&entry, 1_000_000);
-        assert_eq!(pending(&seen, "d-1"), Some(1_000_000), "the first poll is recorded");
+        assert_eq!(
+            pending(&seen, "d-1"),
+            Some(1_000_000),
+            "the first poll is recorded"
+        );
         seen.pending.lock().unwrap().clear(); // as a flush does
         seen.seen(&entry, 1_000_000 + RESOLUTION_MS - 1);
-        assert_eq!(pending(&seen, "d-1"), None, "inside the resolution: nothing to write");
+        assert_eq!(
+            pending(&seen, "d-1"),
+            None,
+            "inside the resolution: nothing to write"
+        );
         seen.seen(&entry, 1_000_000 + RESOLUTION_MS);
         assert_eq!(pending(&seen, "d-1"), Some(1_000_000 + RESOLUTION_MS));
         // A clock that stepped back is recorded (the flush keeps the newer stored time).

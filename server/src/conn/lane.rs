@@ -177,10 +177,14 @@ pub(super) async fn serve(lane: &Lane, io: Watched, stop: &mut watch::Receiver<(
     let mut out: Vec<u8> = Vec::with_capacity(OUT_CAPACITY);
     let mut io = io;
     // The header timeout runs from when a request is awaited: the connection's start, then the
-    // end of each answer.
+    // end of each answer. One timer for the connection's life, moved forward for each request
+    // (an atomic update in tokio's timer, where a new timeout per read took the timer driver's
+    // lock twice).
     let mut awaited = Instant::now();
+    let timeout = tokio::time::sleep_until(awaited + lane.header_timeout);
+    let mut timeout = std::pin::pin!(timeout);
     loop {
-        let deadline = awaited + lane.header_timeout;
+        timeout.as_mut().reset(awaited + lane.header_timeout);
         let (head_len, received, plan) = loop {
             match decide(lane, heads.read()) {
                 Step::Keep { head_len, plan } => break (head_len, Instant::now(), plan),
@@ -195,19 +199,16 @@ pub(super) async fn serve(lane: &Lane, io: Watched, stop: &mut watch::Receiver<(
                 Step::More => {}
             }
             let waiting = heads.filled == 0;
-            let read = tokio::time::timeout_at(deadline, read_more(&io, &mut heads));
-            let read = if waiting {
+            let read = tokio::select! {
+                read = read_more(&io, &mut heads) => read,
+                // The head took longer than the timeout.
+                () = timeout.as_mut() => return End::Closed,
                 // Waiting for the next request: a stop closes the connection now.
-                tokio::select! {
-                    read = read => read,
-                    _ = stop.changed() => return End::Closed,
-                }
-            } else {
-                read.await
+                _ = stop.changed(), if waiting => return End::Closed,
             };
             match read {
-                Ok(Ok(n)) if n > 0 => {}
-                // The peer left, the read failed, or the head took longer than the timeout.
+                Ok(n) if n > 0 => {}
+                // The peer left, or the read failed.
                 _ => return End::Closed,
             }
         };

@@ -63,6 +63,28 @@ fn agent(bin: &Path, url: &str, token: &str, flash: &Path, trust: &Path) -> std:
         .unwrap()
 }
 
+/// Waits until the replica at `url` answers the device's poll with a manifest.
+async fn offered_by(url: &str, token: &str) {
+    let client = reqwest::Client::new();
+    let start = Instant::now();
+    loop {
+        let status = client
+            .get(format!("{url}/api/v1/device/manifest"))
+            .bearer_auth(token)
+            .send()
+            .await
+            .map(|r| r.status().as_u16());
+        if let Ok(200) = status {
+            return;
+        }
+        assert!(
+            start.elapsed() < PATIENCE,
+            "{url} never offered the deployment: {status:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
 fn text(out: &Output) -> String {
     format!(
         "{}{}",
@@ -106,6 +128,9 @@ async fn survives_replica_a_killed_mid_download_and_the_device_resumes_from_b() 
         )
         .await;
     let seq = d["sequence"].as_u64().unwrap();
+    // B deployed; A learns of it by NOTIFY, a few milliseconds later. Until A offers it, the
+    // device's poll through A is answered "nothing newer" and `--once` exits up to date.
+    offered_by(&cluster.a, &token).await;
     let lb = Lb::start([addr(&cluster.a), addr(&cluster.b)], PACE).await;
 
     // The device polls A (the balancer's first choice) and starts downloading from it.
@@ -113,10 +138,14 @@ async fn survives_replica_a_killed_mid_download_and_the_device_resumes_from_b() 
     let start = Instant::now();
     while lb.pack_ranges(0).is_empty() || lb.seen.bytes_from[0].load(Ordering::Relaxed) < 48 * 1024
     {
-        assert!(
-            first.try_wait().unwrap().is_none(),
-            "the agent finished before A was killed"
-        );
+        if first.try_wait().unwrap().is_some() {
+            let out = first.wait_with_output().unwrap();
+            panic!(
+                "the agent finished before A was killed ({} bytes from A): {}",
+                lb.seen.bytes_from[0].load(Ordering::Relaxed),
+                text(&out)
+            );
+        }
         assert!(start.elapsed() < PATIENCE, "no download from A");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }

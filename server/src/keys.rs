@@ -553,9 +553,11 @@ async fn import_key(
             })
         })?;
     }
-    if update.is_some() {
-        crate::fleet::bump_generation(&mut tx).await?;
-    }
+    let committed = if update.is_some() {
+        Some(crate::fleet::bump_generation(&mut tx).await?)
+    } else {
+        None
+    };
     audit::record(
         &mut tx,
         &op,
@@ -571,8 +573,8 @@ async fn import_key(
     let public_key = to_hex(&pair.public_key());
     state.keys.set_active(pair);
     drop(_serial);
-    if update.is_some() {
-        crate::fleet::refresh(&state).await;
+    if let Some(committed) = committed {
+        crate::fleet::refresh(&state, committed).await;
     }
     tracing::info!(%key_id, "signing key imported and active");
     Ok((
@@ -683,7 +685,7 @@ async fn rotate_key(
     }
     insert_key(&mut tx, &pair, "generated").await?;
     let update = store_update(&mut tx, &state.keys, &op, change, now).await?;
-    crate::fleet::bump_generation(&mut tx).await?;
+    let committed = crate::fleet::bump_generation(&mut tx).await?;
     audit::record(
         &mut tx,
         &op,
@@ -701,7 +703,7 @@ async fn rotate_key(
     let public_key = to_hex(&pair.public_key());
     state.keys.set_active(pair);
     drop(serial);
-    crate::fleet::refresh(&state).await;
+    crate::fleet::refresh(&state, committed).await;
     tracing::info!(%key_id, previous = %previous_id, sequence = update.sequence, "signing key rotated");
     Ok((
         StatusCode::CREATED,
@@ -778,7 +780,7 @@ async fn revoke_key(
         now,
     )
     .await?;
-    crate::fleet::bump_generation(&mut tx).await?;
+    let committed = crate::fleet::bump_generation(&mut tx).await?;
     audit::record(
         &mut tx,
         &op,
@@ -789,7 +791,7 @@ async fn revoke_key(
     .await?;
     tx.commit().await?;
     drop(serial);
-    crate::fleet::refresh(&state).await;
+    crate::fleet::refresh(&state, committed).await;
     tracing::info!(key_id = %id, sequence = update.sequence, "signing key revoked");
     key.revoked_at = Some(rfc3339(now));
     Ok((

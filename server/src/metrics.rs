@@ -368,12 +368,14 @@ pub fn router() -> OpenApiRouter<AppState> {
     responses((status = 200, description = "Prometheus text format", content_type = "text/plain", body = String))
 )]
 async fn metrics(State(state): State<AppState>) -> impl IntoResponse {
+    let mut text = state.metrics.render();
+    state.fleet.cache.render(&mut text);
     (
         [(
             header::CONTENT_TYPE,
             "text/plain; version=0.0.4; charset=utf-8",
         )],
-        state.metrics.render(),
+        text,
     )
 }
 

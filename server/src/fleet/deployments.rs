@@ -467,10 +467,10 @@ pub(crate) async fn create(
         }),
     )
     .await?;
-    super::bump_generation(&mut tx).await?;
+    let committed = super::bump_generation(&mut tx).await?;
     tx.commit().await?;
     drop(serial);
-    super::refresh(state).await;
+    super::refresh(state, committed).await;
     load(&mut *state.db.acquire().await?, id).await
 }
 
@@ -843,10 +843,10 @@ async fn transition(
     if to == "active" {
         evaluate_in(&mut tx, id).await?;
     }
-    super::bump_generation(&mut tx).await?;
+    let committed = super::bump_generation(&mut tx).await?;
     tx.commit().await?;
     drop(serial);
-    super::refresh(state).await;
+    super::refresh(state, committed).await;
     Ok(JsonResponse(
         load(&mut *state.db.acquire().await?, id).await?,
     ))

@@ -586,14 +586,16 @@ async fn status(
         .await?;
     }
     let changed = deployments::evaluate_in(&mut tx, deployment_id).await?;
-    if changed {
-        super::bump_generation(&mut tx).await?;
-    }
+    let committed = if changed {
+        Some(super::bump_generation(&mut tx).await?)
+    } else {
+        None
+    };
     tx.commit().await?;
     offers.written();
     drop(serial);
-    if changed {
-        super::refresh(&state).await;
+    if let Some(committed) = committed {
+        super::refresh(&state, committed).await;
     }
     Ok(StatusCode::NO_CONTENT)
 }

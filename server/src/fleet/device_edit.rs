@@ -131,10 +131,10 @@ pub(super) async fn patch_device(
         serde_json::Value::Object(changes),
     )
     .await?;
-    super::bump_generation(&mut tx).await?;
+    let committed = super::bump_generation(&mut tx).await?;
     tx.commit().await?;
     drop(serial);
-    super::refresh(&state).await;
+    super::refresh(&state, committed).await;
     Ok(JsonResponse(after))
 }
 
@@ -183,10 +183,10 @@ pub(super) async fn new_token(
         serde_json::json!({}),
     )
     .await?;
-    super::bump_generation(&mut tx).await?;
+    let committed = super::bump_generation(&mut tx).await?;
     tx.commit().await?;
     drop(serial);
-    super::refresh(&state).await;
+    super::refresh(&state, committed).await;
     Ok(JsonResponse(DeviceCreated {
         device,
         token: secret,

@@ -5,6 +5,7 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use npub_core::Accel;
 use serde::{Deserialize, Serialize};
+use sha2::{Digest as _, Sha256};
 use utoipa::{IntoParams, ToSchema};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
@@ -184,6 +185,7 @@ async fn provision(
     }
     let now = now_ms();
     let mut out = Vec::with_capacity(devices.len());
+    let mut added = Vec::with_capacity(devices.len());
     let mut tx = crate::db::begin_write(&state.db).await?;
     for d in devices {
         check_field("id", &d.id)?;
@@ -235,6 +237,13 @@ async fn provision(
             serde_json::json!({"group": group, "hw_class": d.hw_class, "accelerator": accel.name()}),
         )
         .await?;
+        added.push(super::Added {
+            digest: Sha256::digest(secret.as_bytes()).into(),
+            id: d.id.clone(),
+            hw_class: d.hw_class,
+            accel: accel.word(),
+            group: group.clone(),
+        });
         out.push(DeviceCreated {
             device: DeviceInfo {
                 id: d.id,
@@ -257,9 +266,9 @@ async fn provision(
             token: secret,
         });
     }
-    super::bump_generation(&mut tx).await?;
+    let committed = super::bump_generation(&mut tx).await?;
     tx.commit().await?;
-    super::refresh(&state).await;
+    super::refresh_provisioned(&state, committed, added).await;
     Ok((StatusCode::CREATED, JsonResponse(out)))
 }
 
@@ -459,9 +468,9 @@ async fn revoke(state: &AppState, op: &Operator, id: &str) -> Result<StatusCode,
         serde_json::json!({}),
     )
     .await?;
-    super::bump_generation(&mut tx).await?;
+    let committed = super::bump_generation(&mut tx).await?;
     tx.commit().await?;
     drop(serial);
-    super::refresh(state).await;
+    super::refresh(state, committed).await;
     Ok(StatusCode::NO_CONTENT)
 }

@@ -41,7 +41,7 @@ pub mod poll_cache;
 pub mod rollout;
 pub mod targeting;
 
-pub use poll_cache::{PollCache, Snapshot};
+pub use poll_cache::{Added, Generation, PollCache, Snapshot};
 
 /// Default suggested interval between two manifest polls (`Npub-Poll-Interval`), in seconds.
 pub const DEFAULT_POLL_INTERVAL_SECS: u32 = 60;
@@ -167,17 +167,38 @@ impl Fleet {
 /// the caller rebuilds its own cache ([`PollCache::rebuild`]) and other replicas notice the new
 /// generation at once on PostgreSQL (the commit delivers [`notify::notify_in`]'s notification),
 /// or within [`FleetTimers::cache_check`] when a notification was missed.
-pub async fn bump_generation(conn: &mut Conn) -> Result<(), sqlx::Error> {
-    sqlx::query("UPDATE fleet_generation SET value = value + 1 WHERE id = 1")
-        .execute(&mut *conn)
-        .await?;
-    notify::notify_in(conn).await
+pub async fn bump_generation(conn: &mut Conn) -> Result<Generation, sqlx::Error> {
+    let (value,): (i64,) = sqlx::query_as(
+        "UPDATE fleet_generation SET value = value + 1 WHERE id = 1 RETURNING value",
+    )
+    .fetch_one(&mut *conn)
+    .await?;
+    notify::notify_in(conn).await?;
+    Ok(Generation(value))
 }
 
-/// Rebuilds this replica's cache after a committed change; a failure is logged (the periodic
-/// generation check retries) rather than failing a request whose change is already committed.
-pub async fn refresh(state: &AppState) {
-    if let Err(e) = state.fleet.cache.rebuild(&state.db, &state.store).await {
+/// Brings this replica's cache up to a committed change ([`PollCache::catch_up`]); a failure is
+/// logged (the periodic generation check retries) rather than failing a request whose change is
+/// already committed.
+pub async fn refresh(state: &AppState, committed: Generation) {
+    if let Err(e) = state
+        .fleet
+        .cache
+        .catch_up(&state.db, &state.store, committed)
+        .await
+    {
+        tracing::error!(error = %e, "rebuilding the fleet cache");
+    }
+}
+
+/// [`refresh`] after a change that only provisioned `added` ([`PollCache::add_devices`]).
+pub async fn refresh_provisioned(state: &AppState, committed: Generation, added: Vec<Added>) {
+    if let Err(e) = state
+        .fleet
+        .cache
+        .add_devices(&state.db, &state.store, committed, added)
+        .await
+    {
         tracing::error!(error = %e, "rebuilding the fleet cache");
     }
 }

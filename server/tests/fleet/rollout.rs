@@ -178,3 +178,97 @@ async fn an_operator_abort_stops_the_offer() {
     assert_eq!(audit[0]["action"], "deployment.abort");
     s.stop().await;
 }
+
+/// What `token`'s device is offered in `snapshot`: its id and the assignment's sequence, pack
+/// and manifest bytes.
+fn offer(
+    snapshot: &npub_server::fleet::Snapshot,
+    token: &str,
+) -> (String, Option<(u64, String, Vec<u8>)>) {
+    let polled = snapshot
+        .polled(token)
+        .expect("the device is in the snapshot");
+    let assignment = polled
+        .assignment
+        .as_ref()
+        .map(|a| (a.sequence, a.sha256.clone(), a.manifest.to_vec()));
+    (polled.entry.id.to_string(), assignment)
+}
+
+/// Devices provisioned while a staged rollout is open join its ranking and can move its batch
+/// boundary. The snapshot extended with them (the database not read again) offers every device
+/// exactly what a snapshot read from the database offers it.
+#[tokio::test]
+async fn provisioning_into_an_open_rollout_offers_what_a_database_read_offers() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = TestServer::start(dir.path()).await;
+    fleet(&s).await;
+    let mut tokens = provision(&s, "field", &IDS).await;
+    tokens.extend(provision(&s, "lab", &["lab-0"]).await);
+    deploy(
+        &s,
+        json!({"model": "kws", "version": "1.0.0", "group": "field",
+               "rollout": {"batches": [30, 100]}}),
+    )
+    .await;
+    deploy(
+        &s,
+        json!({"model": "kws", "version": "2.0.0", "group": "lab"}),
+    )
+    .await;
+    let (read, extended, _) = s.state.fleet.cache.builds();
+
+    let more: Vec<String> = (10..20).map(|i| format!("d{i:02}")).collect();
+    let more: Vec<&str> = more.iter().map(String::as_str).collect();
+    tokens.extend(provision(&s, "field", &more).await);
+    tokens.extend(provision(&s, "lab", &["lab-1", "lab-2"]).await);
+    let (read_now, extended_now, _) = s.state.fleet.cache.builds();
+    assert_eq!(
+        extended_now,
+        extended + 2,
+        "each provisioning extended the snapshot"
+    );
+    assert_eq!(read_now, read, "nothing was read from the database");
+
+    let grown = s.state.fleet.cache.get();
+    s.state
+        .fleet
+        .cache
+        .rebuild(&s.state.db, &s.state.store)
+        .await
+        .unwrap();
+    let from_db = s.state.fleet.cache.get();
+    assert_eq!(grown.generation, from_db.generation);
+    let offers: Vec<_> = tokens.iter().map(|t| offer(&grown, t)).collect();
+    for (t, o) in tokens.iter().zip(&offers) {
+        assert_eq!(*o, offer(&from_db, t), "{}", o.0);
+    }
+    // 30 % of 20 field devices, and every lab device, new ones included.
+    let offered = |prefix: &str| {
+        offers
+            .iter()
+            .filter(|(id, a)| id.starts_with(prefix) && a.is_some())
+            .count()
+    };
+    assert_eq!(offered("d"), 6);
+    assert_eq!(offered("lab-"), 3);
+    let r = Sim::new(&s, &tokens[tokens.len() - 1]).await.poll().await;
+    assert_eq!(r.status(), StatusCode::OK);
+
+    let metrics = s
+        .req(Method::GET, "/metrics")
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        metrics.contains(&format!(
+            "npub_fleet_snapshots_total{{kind=\"extended\"}} {extended_now}\n"
+        )),
+        "{metrics}"
+    );
+    assert!(metrics.contains("npub_fleet_devices 23\n"), "{metrics}");
+    s.stop().await;
+}

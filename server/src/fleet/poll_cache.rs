@@ -356,15 +356,7 @@ impl PollCache {
         store: &Arc<dyn PackStore>,
         committed: Generation,
     ) -> Result<(), LoadError> {
-        let _one_at_a_time = self.rebuild.lock().await;
-        let current = self.get();
-        if current.generation >= committed.0 {
-            self.caught_up.fetch_add(1, Ordering::Relaxed);
-            return Ok(());
-        }
-        let next = build(db, store, &current).await?;
-        self.make_current(next, &self.read);
-        Ok(())
+        self.advance(db, store, committed, None).await
     }
 
     /// Makes the snapshot reflect a committed change that only provisioned `added` and moved the
@@ -380,18 +372,32 @@ impl PollCache {
         committed: Generation,
         added: Vec<Added>,
     ) -> Result<(), LoadError> {
+        self.advance(db, store, committed, Some(added)).await
+    }
+
+    /// [`Self::catch_up`] (`added`: `None`) and [`Self::add_devices`].
+    async fn advance(
+        &self,
+        db: &Db,
+        store: &Arc<dyn PackStore>,
+        committed: Generation,
+        added: Option<Vec<Added>>,
+    ) -> Result<(), LoadError> {
         let _one_at_a_time = self.rebuild.lock().await;
         let current = self.get();
         if current.generation >= committed.0 {
             self.caught_up.fetch_add(1, Ordering::Relaxed);
             return Ok(());
         }
-        if current.generation + 1 == committed.0 {
-            let next = extend(store, &current, committed.0, added).await?;
-            self.make_current(next, &self.extended);
-        } else {
-            let next = build(db, store, &current).await?;
-            self.make_current(next, &self.read);
+        match added {
+            Some(added) if current.generation + 1 == committed.0 => {
+                let next = extend(store, &current, committed.0, added).await?;
+                self.make_current(next, &self.extended);
+            }
+            _ => {
+                let next = build(db, store, &current).await?;
+                self.make_current(next, &self.read);
+            }
         }
         Ok(())
     }

@@ -28,6 +28,7 @@ pub mod db;
 pub mod error;
 pub mod extract;
 pub mod fleet;
+pub mod header_text;
 pub mod health;
 pub mod key_store;
 pub mod keys;

@@ -131,12 +131,7 @@ pub fn none_match_values<'a>(
 ) -> bool {
     values
         .into_iter()
-        .filter_map(|v| {
-            v.iter()
-                .all(|&b| b == b'\t' || (0x20..0x7f).contains(&b))
-                .then(|| std::str::from_utf8(v).ok())
-                .flatten()
-        })
+        .filter_map(crate::header_text::text)
         .flat_map(|v| v.split(','))
         .map(str::trim)
         .any(|t| t == "*" || t.trim_start_matches("W/").as_bytes() == etag.as_bytes())

@@ -117,7 +117,7 @@ async fn fleet() -> Fleet {
 /// offered.
 fn poll(fleet: &npub_server::fleet::Fleet, secret: &str, seq: u64) -> Option<bool> {
     let snapshot = fleet.cache.get();
-    let polled = snapshot.polled(secret)?;
+    let polled = snapshot.polled(secret.as_bytes())?;
     let answer = decide_poll(
         fleet,
         &polled.entry,

@@ -119,14 +119,47 @@ pub(crate) fn bearer(parts: &Parts) -> Option<&str> {
     if values.next().is_some() {
         return None; // two Authorization headers: ambiguous, refuse
     }
-    bearer_token(value.to_str().ok()?)
+    std::str::from_utf8(bearer_token(value.as_bytes())?).ok()
 }
 
-/// The token in one `Authorization` value, `Bearer <token>` (the rule [`bearer`] applies; the
-/// device lane applies it to the raw header).
-pub(crate) fn bearer_token(value: &str) -> Option<&str> {
-    let (scheme, token) = value.split_once(' ')?;
-    let token = token.trim();
-    (scheme.eq_ignore_ascii_case("bearer") && !token.is_empty() && token.len() <= MAX_TOKEN_CHARS)
+/// The token in one raw `Authorization` value, `Bearer <token>`: the rule [`bearer`] applies,
+/// on bytes, which the device lane applies to the raw header. A value that is not text
+/// (`HeaderValue::to_str`'s rule, [`crate::header_text`]) has no token.
+pub(crate) fn bearer_token(value: &[u8]) -> Option<&[u8]> {
+    if !crate::header_text::is_text(value) {
+        return None;
+    }
+    let space = value.iter().position(|&b| b == b' ')?;
+    let scheme = &value[..space];
+    // On text, `trim_ascii` trims what `str::trim` would: spaces and tabs.
+    let token = value[space + 1..].trim_ascii();
+    (scheme.eq_ignore_ascii_case(b"bearer") && !token.is_empty() && token.len() <= MAX_TOKEN_CHARS)
         .then_some(token)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::bearer_token;
+
+    #[test]
+    fn rejects_a_value_without_a_bearer_token() {
+        assert_eq!(bearer_token(b"Bearer abc"), Some(&b"abc"[..]));
+        assert_eq!(bearer_token(b"bEaReR \t abc \t"), Some(&b"abc"[..]));
+        for value in [
+            &b"Bearer"[..],
+            b"Bearer ",
+            b"Bearer  \t ",
+            b"Basic abc",
+            b"Bearerabc",
+            b"Bearer ab\x7fc",
+            b"Bearer \xc3\xa9",
+            b"Bearer a\x0bb",
+        ] {
+            assert_eq!(bearer_token(value), None, "{value:?}");
+        }
+        let long = format!("Bearer {}", "a".repeat(super::MAX_TOKEN_CHARS + 1));
+        assert_eq!(bearer_token(long.as_bytes()), None);
+        let longest = format!("Bearer {}", "a".repeat(super::MAX_TOKEN_CHARS));
+        assert!(bearer_token(longest.as_bytes()).is_some());
+    }
 }

@@ -20,8 +20,12 @@
 //! graceful shutdown the way hyper does: a head not complete in time closes the connection, and a
 //! stop closes it between requests.
 use std::fs::File;
+use std::future::Future;
 use std::io;
+use std::pin::Pin;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::task::Poll;
 use std::time::{Duration, SystemTime};
 
 use axum::http::HeaderValue;
@@ -32,10 +36,12 @@ use tokio::time::Instant;
 
 use super::Watched;
 use super::rewind::Rewind;
+use super::timer::Deadline;
 use super::wire::Head;
 use crate::fleet::device_api::{self, PollAnswer};
 use crate::fleet::device_auth::DEVICE_TOKEN_PREFIX;
 use crate::fleet::poll_cache::{Assignment, Snapshot};
+use crate::header_text;
 use crate::metrics::RouteCounter;
 use crate::ranges;
 use crate::state::AppState;
@@ -57,18 +63,34 @@ pub(super) struct Lane {
     manifest: RouteCounter,
     pack: RouteCounter,
     header_timeout: Duration,
+    starts: PollStarts,
+    /// Set by [`Self::stop`] before the accept loop's stop is sent: what a connection checks
+    /// (one load) when it wakes, where polling the channel again cost a lock.
+    stopping: AtomicBool,
 }
 
 impl Lane {
     pub(super) fn new(state: Arc<AppState>, header_timeout: Duration) -> Self {
         let manifest = state.metrics.route("GET", device_api::MANIFEST_PATH);
         let pack = state.metrics.route("GET", device_api::PACK_ROUTE);
+        let starts = PollStarts::new(&state.fleet.poll_interval);
         Self {
             state,
             manifest,
             pack,
             header_timeout,
+            starts,
+            stopping: AtomicBool::new(false),
         }
+    }
+
+    /// Marks the lane stopping; the caller then sends the stop that wakes every connection.
+    pub(super) fn stop(&self) {
+        self.stopping.store(true, Ordering::Release);
+    }
+
+    fn stopping(&self) -> bool {
+        self.stopping.load(Ordering::Acquire)
     }
 }
 
@@ -176,18 +198,27 @@ pub(super) async fn serve(lane: &Lane, io: Watched, stop: &mut watch::Receiver<(
     };
     let mut out: Vec<u8> = Vec::with_capacity(OUT_CAPACITY);
     let mut io = io;
+    // A stop, awaited for the connection's life: the channel's `changed()` is polled once, which
+    // registers the task to be woken, and after that a wake checks the lane's flag (where a new
+    // `changed()` for every read took the channel's waiter lock twice a request).
+    let stopped = stop.changed();
+    let mut stopped = std::pin::pin!(stopped);
+    let mut stop_registered = false;
     // The header timeout runs from when a request is awaited: the connection's start, then the
-    // end of each answer. One timer for the connection's life, moved forward for each request
-    // (an atomic update in tokio's timer, where a new timeout per read took the timer driver's
-    // lock twice).
+    // end of each answer. One timer for the connection's life, set lazily: `deadline` moves with
+    // each request, and the timer, when it fires before the deadline, is set to it then (at
+    // most once a timeout, where setting it for every request cost as much as the parse).
     let mut awaited = Instant::now();
-    let timeout = tokio::time::sleep_until(awaited + lane.header_timeout);
-    let mut timeout = std::pin::pin!(timeout);
+    let sleep = tokio::time::sleep_until(awaited + lane.header_timeout);
+    let sleep = std::pin::pin!(sleep);
+    let mut timer = Deadline::new(sleep);
+    // When the bytes of the request being decided were read: its latency starts there.
+    let mut last_read = awaited;
     loop {
-        timeout.as_mut().reset(awaited + lane.header_timeout);
-        let (head_len, received, plan) = loop {
+        let deadline = awaited + lane.header_timeout;
+        let (head_len, plan) = loop {
             match decide(lane, heads.read()) {
-                Step::Keep { head_len, plan } => break (head_len, Instant::now(), plan),
+                Step::Keep { head_len, plan } => break (head_len, plan),
                 Step::Leave(reason) => {
                     lane.state.metrics.observe_handoff(reason.label());
                     return End::HandOff(Rewind::new(heads.into_unread(), io));
@@ -196,22 +227,36 @@ pub(super) async fn serve(lane: &Lane, io: Watched, stop: &mut watch::Receiver<(
                     lane.state.metrics.observe_handoff(Reason::Unparsed.label());
                     return End::HandOff(Rewind::new(heads.into_unread(), io));
                 }
+                // Part of a head: the connection is not idle.
+                Step::More if heads.filled > 0 => io.activity.touch_at(last_read),
                 Step::More => {}
             }
             let waiting = heads.filled == 0;
+            // The read first: it is what woke the task, nearly always. It cannot starve the
+            // timer: a peer that always has bytes ready fills the head or `HEAD_MAX` at once.
             let read = tokio::select! {
+                biased;
                 read = read_more(&io, &mut heads) => read,
-                // The head took longer than the timeout.
-                () = timeout.as_mut() => return End::Closed,
+                () = timer.fired() => {
+                    if Instant::now() < deadline {
+                        timer.reset(deadline);
+                        continue;
+                    }
+                    // The head took longer than the timeout.
+                    return End::Closed;
+                }
                 // Waiting for the next request: a stop closes the connection now.
-                _ = stop.changed(), if waiting => return End::Closed,
+                () = stop_signal(lane, stopped.as_mut(), &mut stop_registered), if waiting => {
+                    return End::Closed;
+                }
             };
             match read {
-                Ok(n) if n > 0 => {}
+                Ok(n) if n > 0 => last_read = Instant::now(),
                 // The peer left, or the read failed.
                 _ => return End::Closed,
             }
         };
+        let received = last_read;
         let close = match plan {
             Plan::Poll {
                 snapshot,
@@ -219,8 +264,11 @@ pub(super) async fn serve(lane: &Lane, io: Watched, stop: &mut watch::Receiver<(
                 close,
                 now,
             } => {
-                let status = poll_head(&mut out, &lane.state, &snapshot, &answer, close, now);
-                if io.write_all(&out).await.is_err() {
+                let status = poll_head(&mut out, &lane.starts, &snapshot, &answer, close, now);
+                if send_all(&io, &out, rustix::net::SendFlags::NOSIGNAL)
+                    .await
+                    .is_err()
+                {
                     return End::Closed;
                 }
                 awaited = Instant::now();
@@ -252,13 +300,37 @@ pub(super) async fn serve(lane: &Lane, io: Watched, stop: &mut watch::Receiver<(
                 close
             }
         };
+        io.activity.touch_at(awaited);
         lane.state.metrics.observe_lane_answer();
         heads.consume(head_len);
-        if close || stop.has_changed().unwrap_or(true) {
+        if close || lane.stopping() {
             let _ = io.shutdown().await;
             return End::Closed;
         }
     }
+}
+
+/// Ready once the lane is stopping. `stopped` (the channel's `changed()`) is polled until it has
+/// registered the task's waker, and never again after it is ready.
+fn stop_signal<'f, F: Future>(
+    lane: &'f Lane,
+    stopped: Pin<&'f mut F>,
+    registered: &'f mut bool,
+) -> impl Future<Output = ()> + 'f {
+    let mut stopped = stopped;
+    std::future::poll_fn(move |cx| {
+        if lane.stopping() {
+            return Poll::Ready(());
+        }
+        if !*registered {
+            if stopped.as_mut().poll(cx).is_ready() {
+                // The channel closed or changed without the flag: a stop all the same.
+                return Poll::Ready(());
+            }
+            *registered = true;
+        }
+        Poll::Pending
+    })
 }
 
 /// Reads what the socket has into the rest of `heads`; `Ok(0)` at end of stream.
@@ -286,20 +358,35 @@ async fn read_more(io: &Watched, heads: &mut Heads) -> io::Result<usize> {
         match read {
             Ok(n) => {
                 heads.filled += n;
-                if n > 0 {
-                    io.activity.touch();
-                }
                 return Ok(n);
             }
             Err(e) if e.kind() == io::ErrorKind::WouldBlock && got > 0 => {
                 heads.filled += got;
-                io.activity.touch();
                 return Ok(got);
             }
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
             Err(e) => return Err(e),
         }
     }
+}
+
+/// Sends all of `bytes` with `flags`, straight to the socket: tried at once (a socket with room
+/// takes a poll's answer in one call), waiting for room only when the kernel has none.
+async fn send_all(io: &Watched, bytes: &[u8], flags: rustix::net::SendFlags) -> io::Result<()> {
+    let socket = &io.inner;
+    let mut sent = 0;
+    while sent < bytes.len() {
+        let send = || rustix::net::send(socket, &bytes[sent..], flags).map_err(io::Error::from);
+        let n = match socket.try_io(Interest::WRITABLE, send) {
+            Ok(n) => n,
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                socket.async_io(Interest::WRITABLE, send).await?
+            }
+            Err(e) => return Err(e),
+        };
+        sent += n;
+    }
+    Ok(())
 }
 
 /// Decides the request at the start of `buf`.
@@ -376,48 +463,19 @@ impl<'h> Seen<'h> {
     }
 }
 
-/// A header value as `HeaderValue::to_str` would give it: visible ASCII only.
-fn visible(value: &[u8]) -> Option<&str> {
-    value
-        .iter()
-        .all(|&b| b == b'\t' || (0x20..0x7f).contains(&b))
-        .then(|| std::str::from_utf8(value).ok())
-        .flatten()
-}
-
 /// The plan for a parsed request, or why it is the router's.
 fn plan(lane: &Lane, request: &httparse::Request<'_, '_>) -> Result<Plan, Reason> {
     let (Some("GET"), Some(target), Some(1)) = (request.method, request.path, request.version)
     else {
         return Err(Reason::Route);
     };
-    let (path, query) = match target.split_once('?') {
-        Some((path, query)) => (path, Some(query)),
-        None => (target, None),
-    };
-    enum Route<'p> {
-        Manifest,
-        Pack(&'p str),
-    }
-    let route = if path == device_api::MANIFEST_PATH {
-        Route::Manifest
-    } else if let Some(sha) = path.strip_prefix(device_api::PACKS_PREFIX)
-        && sha.len() == 64
-        && sha
-            .bytes()
-            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
-    {
-        Route::Pack(sha)
-    } else {
-        return Err(Reason::Route);
-    };
+    let (route, query) = route(target).ok_or(Reason::Route)?;
     let seen = Seen::of(request.headers)?;
     // The Device extractor's rule, before anything else is looked at (the router answers 401
     // and counts the failure).
     let token = match (seen.authorizations, seen.authorization) {
-        (1, Some(value)) => visible(value)
-            .and_then(crate::auth::bearer_token)
-            .filter(|t| t.starts_with(DEVICE_TOKEN_PREFIX))
+        (1, Some(value)) => crate::auth::bearer_token(value)
+            .filter(|t| t.starts_with(DEVICE_TOKEN_PREFIX.as_bytes()))
             .ok_or(Reason::Token)?,
         _ => return Err(Reason::Token),
     };
@@ -459,7 +517,7 @@ fn plan(lane: &Lane, request: &httparse::Request<'_, '_>) -> Result<Plan, Reason
             let range = match seen.range {
                 None => None,
                 Some(value) => {
-                    let spec = visible(value).ok_or(Reason::Headers)?;
+                    let spec = header_text::text(value).ok_or(Reason::Headers)?;
                     match ranges::range(spec, entry.len) {
                         ranges::Answer::Full => None,
                         ranges::Answer::Partial { start, end } => Some((start, end)),
@@ -482,6 +540,37 @@ fn plan(lane: &Lane, request: &httparse::Request<'_, '_>) -> Result<Plan, Reason
     }
 }
 
+/// The lane's two routes.
+#[derive(Debug, PartialEq, Eq)]
+enum Route<'p> {
+    Manifest,
+    /// A pack, by its SHA-256 in lowercase hex.
+    Pack(&'p str),
+}
+
+/// The route of a request target and its query (after the first `?`), or `None` for a target
+/// that is neither route exactly. Matched by prefix, so that the poll's path is compared once and
+/// never searched.
+fn route(target: &str) -> Option<(Route<'_>, Option<&str>)> {
+    let (route, rest) = if let Some(rest) = target.strip_prefix(device_api::MANIFEST_PATH) {
+        (Route::Manifest, rest)
+    } else {
+        let rest = target.strip_prefix(device_api::PACKS_PREFIX)?;
+        let sha = rest.get(..64)?;
+        if !sha
+            .bytes()
+            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+        {
+            return None;
+        }
+        (Route::Pack(sha), &rest[64..])
+    };
+    match rest.strip_prefix('?') {
+        Some(query) => Some((route, Some(query))),
+        None => rest.is_empty().then_some((route, None)),
+    }
+}
+
 /// `seq=N` exactly, N at most `i64::MAX` (what a device sends; the query extractor's other
 /// spellings, and its errors, are the router's).
 fn seq(query: &str) -> Option<u64> {
@@ -496,49 +585,64 @@ fn seq(query: &str) -> Option<u64> {
 /// Writes the poll's answer (head and body) into `out`; returns its status.
 fn poll_head(
     out: &mut Vec<u8>,
-    state: &AppState,
+    starts: &PollStarts,
     snapshot: &Snapshot,
     answer: &Polled,
     close: bool,
     now: SystemTime,
 ) -> u16 {
-    let interval = state.fleet.poll_interval.as_bytes();
     let keyring = snapshot.keyring().newest_header().as_bytes();
-    fn always<'o>(
-        out: &'o mut Vec<u8>,
-        status: &[u8],
-        interval: &[u8],
-        keyring: &[u8],
-    ) -> Head<'o> {
-        Head::new(out, status)
-            .header(
-                device_api::POLL_INTERVAL_HEADER.as_str().as_bytes(),
-                interval,
-            )
-            .header(
-                device_api::KEYRING_SEQUENCE_HEADER.as_str().as_bytes(),
-                keyring,
-            )
-    }
+    let keyring_name = device_api::KEYRING_SEQUENCE_HEADER;
+    let keyring_name = keyring_name.as_str().as_bytes();
     match answer {
         Polled::Nothing => {
-            always(out, b"204 No Content", interval, keyring).finish(close, now, b"");
+            Head::resume(out, &starts.nothing)
+                .header(keyring_name, keyring)
+                .finish(close, now, b"");
             204
         }
         Polled::NotModified(a) => {
-            always(out, b"304 Not Modified", interval, keyring)
+            Head::resume(out, &starts.not_modified)
+                .header(keyring_name, keyring)
                 .header(b"etag", a.etag.as_bytes())
                 .finish(close, now, b"");
             304
         }
         Polled::Offer(a) => {
-            always(out, b"200 OK", interval, keyring)
+            Head::resume(out, &starts.offer)
+                .header(keyring_name, keyring)
                 .header(b"etag", a.etag.as_bytes())
                 .number(device_api::SEQUENCE_HEADER.as_str().as_bytes(), a.sequence)
                 .header(b"content-type", b"application/octet-stream")
                 .number(b"content-length", a.manifest.len() as u64)
                 .finish(close, now, &a.manifest);
             200
+        }
+    }
+}
+
+/// The first bytes of each poll answer, the same for the process's life: the status line and
+/// `npub-poll-interval`, written once (then a "nothing new" answer is four copies and the date).
+struct PollStarts {
+    nothing: Vec<u8>,
+    not_modified: Vec<u8>,
+    offer: Vec<u8>,
+}
+
+impl PollStarts {
+    fn new(interval: &HeaderValue) -> Self {
+        let start = |status: &[u8]| {
+            let mut out = Vec::new();
+            Head::new(&mut out, status).header(
+                device_api::POLL_INTERVAL_HEADER.as_str().as_bytes(),
+                interval.as_bytes(),
+            );
+            out
+        };
+        Self {
+            nothing: start(b"204 No Content"),
+            not_modified: start(b"304 Not Modified"),
+            offer: start(b"200 OK"),
         }
     }
 }
@@ -582,22 +686,13 @@ struct Body<'p> {
 /// not support `sendfile` (it refuses the first call) gets the snapshot's in-memory copy written
 /// instead.
 async fn send_pack(lane: &Lane, io: &mut Watched, head: &[u8], body: Body<'_>) -> io::Result<()> {
-    let mut sent = 0;
-    while sent < head.len() {
-        let socket = &io.inner;
-        let n = socket
-            .async_io(Interest::WRITABLE, || {
-                rustix::net::send(
-                    socket,
-                    &head[sent..],
-                    rustix::net::SendFlags::MORE | rustix::net::SendFlags::NOSIGNAL,
-                )
-                .map_err(io::Error::from)
-            })
-            .await?;
-        sent += n;
-        io.activity.touch();
-    }
+    send_all(
+        io,
+        head,
+        rustix::net::SendFlags::MORE | rustix::net::SendFlags::NOSIGNAL,
+    )
+    .await?;
+    io.activity.touch();
     let mut at = body.offset;
     let end = body.offset + body.count;
     while at < end {
@@ -669,9 +764,39 @@ mod tests {
     }
 
     #[test]
-    fn rejects_header_values_to_str_refuses() {
-        assert_eq!(visible(b"Bearer npub_dev_ab"), Some("Bearer npub_dev_ab"));
-        assert_eq!(visible(b"Bearer \xc3\xa9"), None);
-        assert_eq!(visible(b"Bearer \x7f"), None);
+    fn rejects_a_target_that_is_not_exactly_a_lane_route() {
+        let sha = "0123456789abcdef".repeat(4);
+        let pack = format!("{}{sha}", device_api::PACKS_PREFIX);
+        let manifest = device_api::MANIFEST_PATH;
+        assert_eq!(route(manifest), Some((Route::Manifest, None)));
+        assert_eq!(
+            route(&format!("{manifest}?seq=3")),
+            Some((Route::Manifest, Some("seq=3")))
+        );
+        assert_eq!(
+            route(&format!("{manifest}?")),
+            Some((Route::Manifest, Some("")))
+        );
+        assert_eq!(route(&pack), Some((Route::Pack(&sha), None)));
+        assert_eq!(
+            route(&format!("{pack}?a?b")),
+            Some((Route::Pack(&sha), Some("a?b")))
+        );
+        for target in [
+            format!("{manifest}x"),
+            format!("{manifest}/"),
+            format!("{manifest}#x"),
+            manifest[..manifest.len() - 1].to_owned(),
+            format!("{pack}0"),
+            format!("{pack}/"),
+            pack[..pack.len() - 1].to_owned(),
+            pack.to_uppercase(),
+            format!("{}{}", device_api::PACKS_PREFIX, "g".repeat(64)),
+            format!("{}{}é", device_api::PACKS_PREFIX, "a".repeat(63)),
+            "/".to_owned(),
+            format!("{manifest}x").replace("manifest", "manifests"),
+        ] {
+            assert_eq!(route(&target), None, "{target}");
+        }
     }
 }

@@ -18,6 +18,7 @@
 //! connection over for good ([`rewind`]).
 mod lane;
 mod rewind;
+mod timer;
 mod wire;
 
 use std::convert::Infallible;
@@ -180,6 +181,8 @@ pub async fn serve(
                 }
             };
             tokio::select! {
+                // The connection first: it is what woke the task, nearly always.
+                biased;
                 () = connection => {}
                 () = activity.idle_for(idle) => {
                     tracing::debug!(%peer, "idle connection closed");
@@ -189,6 +192,7 @@ pub async fn serve(
         });
     }
     drop(listener);
+    lane.stop();
     let _ = stop.send(());
     stop.closed().await;
     Ok(())
@@ -214,25 +218,39 @@ impl Activity {
     }
 
     fn touch(&self) {
-        let ms = u64::try_from(self.start.elapsed().as_millis()).unwrap_or(u64::MAX);
-        self.last_ms.fetch_max(ms, Ordering::Relaxed);
+        self.touch_at(Instant::now());
+    }
+
+    /// [`Self::touch`] with a time the caller read already (the device lane reads the clock
+    /// once a request). A touch in the millisecond already recorded is one load.
+    fn touch_at(&self, at: Instant) {
+        let ms =
+            u64::try_from(at.saturating_duration_since(self.start).as_millis()).unwrap_or(u64::MAX);
+        if ms > self.last_ms.load(Ordering::Relaxed) {
+            self.last_ms.fetch_max(ms, Ordering::Relaxed);
+        }
     }
 
     /// Resolves once no byte has moved for `idle` while no request was being handled. A handler
     /// that takes long (waiting for the write lock, validating a large upload) is never cut off:
     /// its client is waiting for an answer, not idling.
     async fn idle_for(&self, idle: Duration) {
+        let sleep = tokio::time::sleep_until(self.start + idle);
+        let sleep = std::pin::pin!(sleep);
+        let mut timer = timer::Deadline::new(sleep);
         loop {
+            timer.fired().await;
+            let now = Instant::now();
             let last = self.start + Duration::from_millis(self.last_ms.load(Ordering::Relaxed));
             let deadline = last + idle;
-            if Instant::now() >= deadline {
-                if self.handling.load(Ordering::Relaxed) == 0 {
-                    return;
-                }
-                tokio::time::sleep(idle).await;
+            if now < deadline {
+                timer.reset(deadline);
                 continue;
             }
-            tokio::time::sleep_until(deadline).await;
+            if self.handling.load(Ordering::Relaxed) == 0 {
+                return;
+            }
+            timer.reset(now + idle);
         }
     }
 }

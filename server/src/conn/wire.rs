@@ -39,6 +39,13 @@ impl<'o> Head<'o> {
         Self { out }
     }
 
+    /// Starts a head with `start`: a status line and headers written by [`Self::new`] before.
+    pub(super) fn resume(out: &'o mut Vec<u8>, start: &[u8]) -> Self {
+        out.clear();
+        out.extend_from_slice(start);
+        Self { out }
+    }
+
     /// One header; `value` is a header value already (from a `HeaderValue` or a constant).
     pub(super) fn header(self, name: &[u8], value: &[u8]) -> Self {
         self.out.extend_from_slice(name);

@@ -40,6 +40,7 @@ pub mod notify;
 pub mod poll_cache;
 pub mod rollout;
 pub mod targeting;
+pub mod token_index;
 
 pub use poll_cache::{Added, Generation, PollCache, Snapshot};
 

@@ -44,6 +44,7 @@ use tokio::io::AsyncReadExt;
 use npub_core::manifest::ROTATION_BYTES;
 
 use super::rollout;
+use super::token_index::{self, TokenIndex};
 use crate::db::Db;
 use crate::store::{PackDigest, PackStore};
 
@@ -168,7 +169,7 @@ pub struct Snapshot {
     pub generation: i64,
     /// Each device with its assignment beside it, so that a poll finds both with one lookup
     /// (at 100,000 devices every lookup is a cache miss or two).
-    devices: HashMap<TokenDigest, Polled>,
+    devices: TokenIndex,
     assignments: HashMap<Arc<str>, Arc<Assignment>>,
     packs: HashMap<String, PackEntry>,
     keyring: KeyringRecords,
@@ -209,12 +210,12 @@ impl Snapshot {
     /// The device whose token is `secret`, unless unknown or revoked. Hashes on the stack and
     /// looks up the digest: no allocation, no scan.
     pub fn device(&self, secret: &str) -> Option<&Arc<DeviceEntry>> {
-        self.polled(secret).map(|p| &p.entry)
+        self.polled(secret.as_bytes()).map(|p| &p.entry)
     }
 
     /// The device whose token is `secret` and what it is offered now, from one lookup.
-    pub fn polled(&self, secret: &str) -> Option<&Polled> {
-        let digest: TokenDigest = Sha256::digest(secret.as_bytes()).into();
+    pub fn polled(&self, secret: &[u8]) -> Option<&Polled> {
+        let digest: TokenDigest = Sha256::digest(secret).into();
         self.devices.get(&digest)
     }
 
@@ -531,7 +532,7 @@ async fn build(
     // Row by row: 100,000 rows held at once (four strings each) were freed around the entries
     // built from them, leaving holes the allocator kept (idle RSS after provisioning was
     // 130-152 MB against 57 MB after a restart over the same data).
-    let mut devices = HashMap::with_capacity(previous.devices.len());
+    let mut devices = token_index::with_capacity(previous.devices.len());
     let mut entries: Vec<Arc<DeviceEntry>> = Vec::with_capacity(previous.devices.len());
     {
         let mut rows = sqlx::query_as::<_, DeviceRow>(
@@ -619,7 +620,7 @@ async fn extend(
     added: Vec<Added>,
 ) -> Result<Snapshot, LoadError> {
     let len = previous.devices.len() + added.len();
-    let mut devices = HashMap::with_capacity(len);
+    let mut devices = token_index::with_capacity(len);
     let mut entries = Vec::with_capacity(len);
     for (digest, polled) in &previous.devices {
         entries.push(Arc::clone(&polled.entry));
@@ -661,7 +662,7 @@ async fn extend(
 /// targeting), the keyring updates and the deployments, all of one generation.
 struct Fleet {
     generation: i64,
-    devices: HashMap<TokenDigest, Polled>,
+    devices: TokenIndex,
     entries: Vec<Arc<DeviceEntry>>,
     keyring: KeyringRecords,
     offers: Arc<Offers>,

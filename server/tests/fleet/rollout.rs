@@ -186,7 +186,7 @@ fn offer(
     token: &str,
 ) -> (String, Option<(u64, String, Vec<u8>)>) {
     let polled = snapshot
-        .polled(token)
+        .polled(token.as_bytes())
         .expect("the device is in the snapshot");
     let assignment = polled
         .assignment

@@ -49,6 +49,10 @@ use crate::state::AppState;
 /// The longest request head the lane reads; a longer one goes to hyper (which has its own limit).
 /// A device's poll is about 200 bytes.
 pub(super) const HEAD_MAX: usize = 4096;
+/// The room a connection's head buffer starts with: a poll, a download and what a client
+/// pipelines after one, without holding [`HEAD_MAX`] for each of the 10,000 connections of a
+/// deployment wave. A head that needs more grows the buffer to [`HEAD_MAX`] once.
+const HEAD_START: usize = 1024;
 /// Headers the lane parses; a request with more goes to hyper.
 const MAX_HEADERS: usize = 32;
 /// `If-None-Match` headers the lane considers; more go to hyper.
@@ -165,8 +169,9 @@ enum Step {
     Leave(Reason),
 }
 
-/// The bytes of request heads read so far: `bytes[..filled]` of a buffer of [`HEAD_MAX`]
-/// zeroed bytes (initialised once, so that the kernel reads into it without unsafe code).
+/// The bytes of request heads read so far: `bytes[..filled]` of a buffer of zeroed bytes
+/// ([`HEAD_START`], grown to [`HEAD_MAX`] when a head needs it), initialised when allocated so
+/// that the kernel reads into it without unsafe code.
 struct Heads {
     bytes: Vec<u8>,
     filled: usize,
@@ -175,6 +180,18 @@ struct Heads {
 impl Heads {
     fn read(&self) -> &[u8] {
         &self.bytes[..self.filled]
+    }
+
+    /// Makes room for more of a head that fills the buffer; `false` at [`HEAD_MAX`].
+    fn grow(&mut self) -> bool {
+        if self.filled < self.bytes.len() {
+            return true;
+        }
+        if self.bytes.len() >= HEAD_MAX {
+            return false;
+        }
+        self.bytes.resize(HEAD_MAX, 0);
+        true
     }
 
     /// Drops the first `n` bytes (an answered head), keeping what was pipelined after it.
@@ -193,7 +210,7 @@ impl Heads {
 /// Serves `io` until it closes or a request is the router's.
 pub(super) async fn serve(lane: &Lane, io: Watched, stop: &mut watch::Receiver<()>) -> End {
     let mut heads = Heads {
-        bytes: vec![0; HEAD_MAX],
+        bytes: vec![0; HEAD_START],
         filled: 0,
     };
     let mut out: Vec<u8> = Vec::with_capacity(OUT_CAPACITY);
@@ -223,7 +240,7 @@ pub(super) async fn serve(lane: &Lane, io: Watched, stop: &mut watch::Receiver<(
                     lane.state.metrics.observe_handoff(reason.label());
                     return End::HandOff(Rewind::new(heads.into_unread(), io));
                 }
-                Step::More if heads.filled == HEAD_MAX => {
+                Step::More if !heads.grow() => {
                     lane.state.metrics.observe_handoff(Reason::Unparsed.label());
                     return End::HandOff(Rewind::new(heads.into_unread(), io));
                 }

@@ -475,3 +475,104 @@ async fn rejects_a_head_that_never_ends_by_closing_at_the_header_timeout() {
     assert_eq!(n, 0, "{:?}", String::from_utf8_lossy(&buf[..n]));
     s.stop().await;
 }
+
+#[tokio::test]
+async fn survives_heads_longer_than_the_first_buffer_and_many_pipelined() {
+    let dir = TempDir::new().unwrap();
+    let s = TestServer::start(dir.path()).await;
+    fleet(&s).await;
+    let token = provision(&s, "field", &["d-1"]).await.remove(0);
+    let seq = deploy(
+        &s,
+        json!({"model": "kws", "version": "1.0.0", "group": "field"}),
+    )
+    .await["sequence"]
+        .as_u64()
+        .unwrap();
+    let poll = |pad: usize| {
+        format!(
+            "GET /api/v1/device/manifest?seq={seq} HTTP/1.1\r\nHost: x\r\nX-Pad: {}\r\nAuthorization: Bearer {token}\r\n\r\n",
+            "p".repeat(pad)
+        )
+    };
+    // One head of 3 KiB (the buffer starts at 1 KiB and grows), then twenty pipelined polls
+    // (3 KiB in all, read in several pieces): every one answered by the lane.
+    let before = s.state.metrics.lane_answers();
+    let answers = pipelined(&s, &poll(3000), 1).await;
+    assert!(answers[0].starts_with("HTTP/1.1 204"), "{}", answers[0]);
+    let many: String = (0..20).map(|_| poll(40)).collect();
+    assert!(many.len() > 3000);
+    let answers = pipelined(&s, &many, 20).await;
+    assert!(answers.iter().all(|a| a.starts_with("HTTP/1.1 204")));
+    assert_eq!(s.state.metrics.lane_answers() - before, 21);
+    // A head longer than the lane reads is hyper's, which refuses it as too large or answers
+    // it; either way the lane does not.
+    let before = s.state.metrics.lane_answers();
+    let _ = pipelined(&s, &poll(5000), 1).await;
+    assert_eq!(s.state.metrics.lane_answers() - before, 0);
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn survives_keep_alive_past_the_first_header_deadline_then_closes_when_idle() {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let dir = TempDir::new().unwrap();
+    let s = TestServer::start_with(dir.path(), |c| c.header_timeout = 1).await;
+    fleet(&s).await;
+    let token = provision(&s, "field", &["d-1"]).await.remove(0);
+    let poll = format!(
+        "GET /api/v1/device/manifest HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {token}\r\n\r\n"
+    );
+    let addr = s.url.trim_start_matches("http://");
+    let mut socket = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let mut buf = [0u8; 1024];
+    // A poll every 0.4 s for 2 s: the connection outlives the deadline its first timer was set
+    // to, because each answer moved it.
+    let start = std::time::Instant::now();
+    while start.elapsed() < std::time::Duration::from_secs(2) {
+        socket.write_all(poll.as_bytes()).await.unwrap();
+        let n = socket.read(&mut buf).await.unwrap();
+        assert!(n > 0, "closed while polling, after {:?}", start.elapsed());
+        assert!(buf.starts_with(b"HTTP/1.1 204"));
+        tokio::time::sleep(std::time::Duration::from_millis(400)).await;
+    }
+    // Then idle: closed about a second after the last answer.
+    let idle = std::time::Instant::now();
+    let n = tokio::time::timeout(std::time::Duration::from_secs(20), socket.read(&mut buf))
+        .await
+        .expect("the server closed the idle connection")
+        .unwrap_or(0);
+    assert_eq!(n, 0);
+    assert!(idle.elapsed() < std::time::Duration::from_secs(10));
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn survives_a_stop_with_idle_keep_alive_connections_by_closing_them() {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let dir = TempDir::new().unwrap();
+    // The header timeout (also the keep-alive limit) far longer than the test may wait.
+    let s = TestServer::start_with(dir.path(), |c| c.header_timeout = 300).await;
+    fleet(&s).await;
+    let token = provision(&s, "field", &["d-1"]).await.remove(0);
+    let poll = format!(
+        "GET /api/v1/device/manifest HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {token}\r\n\r\n"
+    );
+    let addr = s.url.trim_start_matches("http://").to_owned();
+    let mut sockets = Vec::new();
+    for _ in 0..3 {
+        let mut socket = tokio::net::TcpStream::connect(&addr).await.unwrap();
+        socket.write_all(poll.as_bytes()).await.unwrap();
+        let mut buf = [0u8; 1024];
+        assert!(socket.read(&mut buf).await.unwrap() > 0);
+        sockets.push(socket);
+    }
+    // Each connection now waits in the lane for its next request; the stop must end them.
+    tokio::time::timeout(std::time::Duration::from_secs(20), s.stop())
+        .await
+        .expect("the stop closed the idle lane connections");
+    for mut socket in sockets {
+        let mut buf = [0u8; 64];
+        assert_eq!(socket.read(&mut buf).await.unwrap_or(0), 0);
+    }
+}

@@ -99,35 +99,7 @@ cp "$work/v1.npub" "$work/nginx/www/pack.npub"
 # nginx's workers drop root for an unprivileged user, who must be able to reach the file.
 chmod 755 "$work" "$work/nginx" "$work/nginx/www"
 chmod 644 "$work/nginx/www/pack.npub"
-cat > "$work/nginx/nginx.conf" <<CONF
-worker_processes $workers;
-worker_rlimit_nofile 20000;
-daemon off;
-pid $work/nginx/nginx.pid;
-error_log $work/nginx/logs/error.log warn;
-events { worker_connections 16384; }
-http {
-    access_log off;
-    sendfile on;
-    tcp_nopush on;
-    tcp_nodelay on;
-    open_file_cache max=1000 inactive=60s;
-    open_file_cache_valid 60s;
-    open_file_cache_errors on;
-    keepalive_timeout 65s;
-    keepalive_requests 1000000;
-    client_body_temp_path $work/nginx/tmp;
-    proxy_temp_path $work/nginx/tmp;
-    fastcgi_temp_path $work/nginx/tmp;
-    uwsgi_temp_path $work/nginx/tmp;
-    scgi_temp_path $work/nginx/tmp;
-    server {
-        listen 127.0.0.1:$nport backlog=1024;
-        location = /poll { add_header Npub-Poll-Interval 60 always; return 204; }
-        location = /pack { alias $work/nginx/www/pack.npub; default_type application/octet-stream; }
-    }
-}
-CONF
+nginx_conf "$work/nginx" "$nport" "$workers"
 taskset -c "$serve_cpus" "$nginx" -p "$work/nginx" -c "$work/nginx/nginx.conf" &
 nginx_pid=$!
 for _ in $(seq 1 200); do

@@ -10,7 +10,9 @@
 # The server's count is split into SHA-256 of the token (valgrind hides SHA-NI, so the portable
 # code runs here: more instructions than on the machine itself), the SQLite worker (the last-seen
 # flush: a row per device at most every 30 s, not per poll, so its share depends on how many
-# devices the window reaches) and the rest. Environment: CONNECTIONS (16), RUN_SECONDS (10).
+# devices the window reaches) and the rest. Each side's idle cost per second (its timers, measured
+# in an idle window first) is taken off. Environment: CONNECTIONS (16), RUN_SECONDS (10),
+# IDLE_SECONDS (5).
 # Needs valgrind and Debian's nginx. Not part of `cargo test`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -18,6 +20,7 @@ cd "$(dirname "$0")/.."
 devices=${1:-10000}
 connections=${CONNECTIONS:-16}
 seconds=${RUN_SECONDS:-10}
+idle=${IDLE_SECONDS:-5}
 target=${CARGO_TARGET_DIR:-target}
 command -v valgrind > /dev/null || { echo "bench/poll_instructions.sh: needs valgrind" >&2; exit 1; }
 nginx=$(command -v nginx || echo /usr/sbin/nginx)
@@ -70,10 +73,20 @@ count() {
     fi
     lg saturate --connections "$connections" --seconds 3 --tokens "$work/tokens" --label warm \
         --url "$base" --path "$path" --expect 204 > /dev/null
+    # An idle window first (dump 1): what the process spends per second on its own (timers,
+    # the runtime), taken off the loaded window (dump 2) in proportion to its length.
+    local t0 t1 t2
+    t0=$(date +%s.%N)
     callgrind_control -i on "$pid" > /dev/null
+    read -rt "$idle" < /dev/zero || true
+    callgrind_control -d "$pid" > /dev/null
+    t1=$(date +%s.%N)
     lg saturate --connections "$connections" --seconds "$seconds" --tokens "$work/tokens" \
         --label "$label" --url "$base" --path "$path" --expect 204 > "$work/$label.load"
+    callgrind_control -d "$pid" > /dev/null
+    t2=$(date +%s.%N)
     callgrind_control -i off "$pid" > /dev/null
+    echo "$t0 $t1 $t2" > "$work/$label.times"
     kill -TERM "$pid"
     # nginx without a master process under valgrind may not take TERM at once.
     for _ in $(seq 1 100); do kill -0 "$pid" 2>/dev/null || break; read -rt 0.1 < /dev/zero || true; done
@@ -91,32 +104,7 @@ server_req=$(NPUB_ADMIN_TOKEN="$admin" NPUB_LOG=warn TOKIO_WORKER_THREADS=1 \
     "$server_bin" --data-dir "$work/data" --listen 127.0.0.1:0)
 
 nport=$(free_port)
-mkdir -p "$work/nginx/logs" "$work/nginx/tmp"
-cat > "$work/nginx/nginx.conf" <<CONF
-worker_processes 1;
-master_process off;
-daemon off;
-pid $work/nginx/nginx.pid;
-error_log $work/nginx/logs/error.log warn;
-events { worker_connections 1024; }
-http {
-    access_log off;
-    sendfile on;
-    tcp_nopush on;
-    tcp_nodelay on;
-    keepalive_timeout 65s;
-    keepalive_requests 1000000;
-    client_body_temp_path $work/nginx/tmp;
-    proxy_temp_path $work/nginx/tmp;
-    fastcgi_temp_path $work/nginx/tmp;
-    uwsgi_temp_path $work/nginx/tmp;
-    scgi_temp_path $work/nginx/tmp;
-    server {
-        listen 127.0.0.1:$nport backlog=1024;
-        location = /poll { add_header Npub-Poll-Interval 60 always; return 204; }
-    }
-}
-CONF
+nginx_conf "$work/nginx" "$nport" 1 off
 nginx_req=$(count nginx "http://127.0.0.1:$nport" /poll "$work/nginx.cg" -- \
     "$nginx" -p "$work/nginx" -c "$work/nginx/nginx.conf")
 
@@ -132,15 +120,20 @@ def total(path):
     return next(num(l) for l in annotate(path, False) if "PROGRAM TOTALS" in l)
 def inclusive(path, pattern):
     return sum(num(l) for l in annotate(path, True) if re.search(pattern, l))
-s = total(f"{work}/server.cg")
-sha = inclusive(f"{work}/server.cg", r"sha2::sha256::compress256 \[")
-sql = inclusive(f"{work}/server.cg", r"sqlx-sqlite.*worker\.rs:std::sys::backtrace::__rust_begin_short_backtrace")
-n = total(f"{work}/nginx.cg")
+def loaded(label):
+    """Instructions of the loaded window less the idle rate over its length, and the idle rate."""
+    t0, t1, t2 = (float(t) for t in open(f"{work}/{label}.times").read().split())
+    idle_rate = total(f"{work}/{label}.cg.1") / (t1 - t0)
+    return total(f"{work}/{label}.cg.2") - idle_rate * (t2 - t1), idle_rate
+s, s_idle = loaded("server")
+sha = inclusive(f"{work}/server.cg.2", r"sha2::sha256::compress256 \[")
+sql = inclusive(f"{work}/server.cg.2", r"sqlx-sqlite.*worker\.rs:std::sys::backtrace::__rust_begin_short_backtrace")
+n, n_idle = loaded("nginx")
 rest = s - sha - sql
-print(f"RESULT label=server requests={server_req} instr_per_poll={s // server_req} sha256={sha // server_req} "
-      f"sqlite_flush={sql // server_req} rest={rest // server_req}")
-print(f"RESULT label=nginx requests={nginx_req} instr_per_poll={n // nginx_req}")
-print(f"SUMMARY instructions per poll in user space: server {rest // server_req} "
-      f"(+ SHA-256 {sha // server_req} portable, + last-seen flush {sql // server_req}) "
-      f"vs nginx {n // nginx_req}")
+print(f"RESULT label=server requests={server_req} instr_per_poll={s / server_req:.0f} sha256={sha / server_req:.0f} "
+      f"sqlite_flush={sql / server_req:.0f} rest={rest / server_req:.0f} idle_instr_per_s={s_idle:.0f}")
+print(f"RESULT label=nginx requests={nginx_req} instr_per_poll={n / nginx_req:.0f} idle_instr_per_s={n_idle:.0f}")
+print(f"SUMMARY instructions per poll in user space: server {rest / server_req:.0f} "
+      f"(+ SHA-256 {sha / server_req:.0f} portable, + last-seen flush {sql / server_req:.0f}) "
+      f"vs nginx {n / nginx_req:.0f}")
 PY

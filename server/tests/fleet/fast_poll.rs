@@ -398,19 +398,26 @@ async fn pipelined(s: &TestServer, requests: &str, answers: usize) -> Vec<String
     out
 }
 
-#[tokio::test]
-async fn survives_pipelined_requests_and_a_handoff_in_the_middle() {
-    let dir = TempDir::new().unwrap();
-    let s = TestServer::start(dir.path()).await;
-    fleet(&s).await;
-    let token = provision(&s, "field", &["d-1"]).await.remove(0);
+/// Group `field` with device `d-1` in it and a deployment to the group: the device's token and
+/// the deployment's sequence.
+async fn one_device_deployed(s: &TestServer) -> (String, u64) {
+    fleet(s).await;
+    let token = provision(s, "field", &["d-1"]).await.remove(0);
     let seq = deploy(
-        &s,
+        s,
         json!({"model": "kws", "version": "1.0.0", "group": "field"}),
     )
     .await["sequence"]
         .as_u64()
         .unwrap();
+    (token, seq)
+}
+
+#[tokio::test]
+async fn survives_pipelined_requests_and_a_handoff_in_the_middle() {
+    let dir = TempDir::new().unwrap();
+    let s = TestServer::start(dir.path()).await;
+    let (token, seq) = one_device_deployed(&s).await;
     let poll = |q: u64| {
         format!(
             "GET /api/v1/device/manifest?seq={q} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {token}\r\n\r\n"
@@ -480,15 +487,7 @@ async fn rejects_a_head_that_never_ends_by_closing_at_the_header_timeout() {
 async fn survives_heads_longer_than_the_first_buffer_and_many_pipelined() {
     let dir = TempDir::new().unwrap();
     let s = TestServer::start(dir.path()).await;
-    fleet(&s).await;
-    let token = provision(&s, "field", &["d-1"]).await.remove(0);
-    let seq = deploy(
-        &s,
-        json!({"model": "kws", "version": "1.0.0", "group": "field"}),
-    )
-    .await["sequence"]
-        .as_u64()
-        .unwrap();
+    let (token, seq) = one_device_deployed(&s).await;
     let poll = |pad: usize| {
         format!(
             "GET /api/v1/device/manifest?seq={seq} HTTP/1.1\r\nHost: x\r\nX-Pad: {}\r\nAuthorization: Bearer {token}\r\n\r\n",

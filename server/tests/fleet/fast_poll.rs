@@ -512,16 +512,21 @@ async fn survives_heads_longer_than_the_first_buffer_and_many_pipelined() {
     s.stop().await;
 }
 
+/// A poll of device `d-1` (group `field`, nothing deployed: answered 204), as one request head.
+async fn undeployed_poll(s: &TestServer) -> String {
+    fleet(s).await;
+    let token = provision(s, "field", &["d-1"]).await.remove(0);
+    format!(
+        "GET /api/v1/device/manifest HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {token}\r\n\r\n"
+    )
+}
+
 #[tokio::test]
 async fn survives_keep_alive_past_the_first_header_deadline_then_closes_when_idle() {
     use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
     let dir = TempDir::new().unwrap();
     let s = TestServer::start_with(dir.path(), |c| c.header_timeout = 1).await;
-    fleet(&s).await;
-    let token = provision(&s, "field", &["d-1"]).await.remove(0);
-    let poll = format!(
-        "GET /api/v1/device/manifest HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {token}\r\n\r\n"
-    );
+    let poll = undeployed_poll(&s).await;
     let addr = s.url.trim_start_matches("http://");
     let mut socket = tokio::net::TcpStream::connect(addr).await.unwrap();
     let mut buf = [0u8; 1024];
@@ -552,11 +557,7 @@ async fn survives_a_stop_with_idle_keep_alive_connections_by_closing_them() {
     let dir = TempDir::new().unwrap();
     // The header timeout (also the keep-alive limit) far longer than the test may wait.
     let s = TestServer::start_with(dir.path(), |c| c.header_timeout = 300).await;
-    fleet(&s).await;
-    let token = provision(&s, "field", &["d-1"]).await.remove(0);
-    let poll = format!(
-        "GET /api/v1/device/manifest HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {token}\r\n\r\n"
-    );
+    let poll = undeployed_poll(&s).await;
     let addr = s.url.trim_start_matches("http://").to_owned();
     let mut sockets = Vec::new();
     for _ in 0..3 {

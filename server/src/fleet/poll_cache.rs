@@ -357,7 +357,7 @@ impl PollCache {
         store: &Arc<dyn PackStore>,
         committed: Generation,
     ) -> Result<(), LoadError> {
-        self.advance(db, store, committed, None).await
+        self.advance(db, store, committed, None).await.map(drop)
     }
 
     /// Makes the snapshot reflect a committed change that only provisioned `added` and moved the
@@ -373,22 +373,25 @@ impl PollCache {
         committed: Generation,
         added: Vec<Added>,
     ) -> Result<(), LoadError> {
-        self.advance(db, store, committed, Some(added)).await
+        self.advance(db, store, committed, Some(added))
+            .await
+            .map(drop)
     }
 
-    /// [`Self::catch_up`] (`added`: `None`) and [`Self::add_devices`].
+    /// [`Self::catch_up`] (`added`: `None`) and [`Self::add_devices`]; whether a snapshot was
+    /// made (`false`: the current one was already at `committed`, checked under the lock).
     async fn advance(
         &self,
         db: &Db,
         store: &Arc<dyn PackStore>,
         committed: Generation,
         added: Option<Vec<Added>>,
-    ) -> Result<(), LoadError> {
+    ) -> Result<bool, LoadError> {
         let _one_at_a_time = self.rebuild.lock().await;
         let current = self.get();
         if current.generation >= committed.0 {
             self.caught_up.fetch_add(1, Ordering::Relaxed);
-            return Ok(());
+            return Ok(false);
         }
         match added {
             Some(added) if current.generation + 1 == committed.0 => {
@@ -400,10 +403,14 @@ impl PollCache {
                 self.make_current(next, &self.read);
             }
         }
-        Ok(())
+        Ok(true)
     }
 
-    /// Rebuilds if `fleet_generation` differs from the current snapshot's.
+    /// Rebuilds if `fleet_generation` is past the current snapshot's, looked at again under the
+    /// rebuild lock: a change of this server that committed just before the read, and whose
+    /// own [`Self::add_devices`] or [`Self::catch_up`] took the lock first, needs no second
+    /// snapshot (without the second look, every provisioning the periodic check or a
+    /// notification saw between its commit and its extension cost a read of the whole fleet).
     pub async fn refresh_if_stale(
         &self,
         db: &Db,
@@ -416,8 +423,7 @@ impl PollCache {
         if generation == self.get().generation {
             return Ok(false);
         }
-        self.rebuild(db, store).await?;
-        Ok(true)
+        self.advance(db, store, Generation(generation), None).await
     }
 }
 

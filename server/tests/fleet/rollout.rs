@@ -201,7 +201,10 @@ fn offer(
 #[tokio::test]
 async fn provisioning_into_an_open_rollout_offers_what_a_database_read_offers() {
     let dir = tempfile::tempdir().unwrap();
-    let s = TestServer::start(dir.path()).await;
+    // No periodic cache check: the counts below are of provisioning's own snapshots. With the
+    // 1 s default, a check that read the generation between a provisioning's commit and its
+    // extension took the rebuild lock first and read the fleet (CI saw 1 extension of 2).
+    let s = TestServer::start_with(dir.path(), |c| c.cache_check = 3600).await;
     fleet(&s).await;
     let mut tokens = provision(&s, "field", &IDS).await;
     tokens.extend(provision(&s, "lab", &["lab-0"]).await);

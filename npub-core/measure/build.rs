@@ -4,10 +4,14 @@
 use std::path::PathBuf;
 
 use npub_core::format::build::{RegionSpec, build_pack};
-use npub_core::keys::KeyPair;
+use npub_core::keypair::KeyPair;
 use npub_core::manifest::{
     HW_CLASS_RA8P1, KeyringChange, KeyringUpdate, ManifestFields, PackFacts, sign_keyring_update,
     sign_manifest,
+};
+use npub_core::release::{
+    ModelId, ReleaseChange, ReleaseFields, ReleasePolicy, TrustChange, TrustUpdate, encode_bundle,
+    sign_release, sign_trust_update,
 };
 use npub_core::{Accel, Role};
 
@@ -62,4 +66,43 @@ fn main() {
     std::fs::write(out.join("pack.bin"), &pack).unwrap();
     std::fs::write(out.join("manifest.bin"), manifest).unwrap();
     std::fs::write(out.join("pubkey.bin"), key.public_key()).unwrap();
+
+    // A two-person release of the same pack (release keys 0x45 and 0x46), and a release-root
+    // record (0x47) that sets a 2-of-2 policy for it.
+    let release = ReleaseFields {
+        pack_sha256: facts.sha256,
+        model_name: "measure",
+        model_version: "1.0.0",
+        accel: Accel::EthosU55_256,
+        io_digest: [0; 32],
+        selftest_digest: [0; 32],
+        signed_at: 1_700_000_000,
+    };
+    let (alice, bob) = (
+        KeyPair::from_seed([0x45; 32]),
+        KeyPair::from_seed([0x46; 32]),
+    );
+    let bundle = encode_bundle(&[
+        sign_release(&release, &alice).unwrap(),
+        sign_release(&release, &bob).unwrap(),
+    ])
+    .unwrap();
+    let release_root = KeyPair::from_seed([0x47; 32]);
+    let policy =
+        ReleasePolicy::new(ModelId::of("measure"), 2, &[alice.key_id(), bob.key_id()]).unwrap();
+    let policy_update = TrustUpdate {
+        sequence: 2,
+        change: TrustChange::Release(ReleaseChange::SetPolicy(policy)),
+        issued_at: 1_700_000_000,
+    };
+    let mut release_keys = alice.public_key().to_vec();
+    release_keys.extend_from_slice(&bob.public_key());
+    std::fs::write(out.join("bundle.bin"), bundle).unwrap();
+    std::fs::write(out.join("release_keys.bin"), release_keys).unwrap();
+    std::fs::write(out.join("release_root.bin"), release_root.public_key()).unwrap();
+    std::fs::write(
+        out.join("policy_update.bin"),
+        sign_trust_update(&policy_update, &release_root).unwrap(),
+    )
+    .unwrap();
 }

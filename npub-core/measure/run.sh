@@ -21,7 +21,7 @@ for sha in compact default; do
   if [ "$sha" = compact ]; then flags=(); else flags=(--no-default-features); fi
   cargo build --quiet --release --bins "${flags[@]}"
   base=$(text baseline)
-  for bin in manifest_only deployment npu1_stream; do
+  for bin in manifest_only deployment release_check npu1_stream; do
     t=$(text "$bin")
     echo "sha=$sha $bin: .text $t bytes ($((t - base)) above the $base-byte runtime baseline;" \
       "$(mem_routines "$bin") of it compiler-builtins mem*), .rodata $(rodata "$bin") bytes"

@@ -40,7 +40,7 @@ pub struct ChecksumReport {
 
 /// Everything `npub inspect` knows about a buffer.
 #[derive(Debug, Clone, Serialize)]
-pub struct Report {
+pub struct Inspection {
     /// The buffer's length.
     pub bytes: u64,
     /// The header words, annotated (empty below 32 bytes).
@@ -71,7 +71,7 @@ pub struct Report {
 }
 
 /// Builds the report for `bytes`.
-pub fn report(bytes: &[u8]) -> Report {
+pub fn report(bytes: &[u8]) -> Inspection {
     let parsed = Blob::parse(bytes);
     let header = Header::read(bytes);
     let (command_stream, command_stream_error) = match parsed.as_ref().map(cmdstream::verify_blob) {
@@ -86,7 +86,7 @@ pub fn report(bytes: &[u8]) -> Report {
         ),
         Err(_) => (None, None),
     };
-    Report {
+    Inspection {
         bytes: bytes.len() as u64,
         header: header.map(|h| header_rows(bytes, &h)).unwrap_or_default(),
         accel: header.map(|h| h.accel()),

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use npub_core::format::build::{RegionSpec, build_pack, build_pack_for_driver};
 use npub_core::format::cop1::{self, driver_payload};
 use npub_core::format::{HEADER_BYTES, REGION_DESC_BYTES};
-use npub_core::{Accel, Blob, Error, Role, StreamValidator, vela};
+use npub_core::{Accel, Blob, Cop1Error, Error, FormatError, Role, StreamValidator, vela};
 
 fn fixtures() -> PathBuf {
     Path::new(concat!(
@@ -145,7 +145,10 @@ fn the_loader_checks_are_those_of_a_pack_without_the_header() {
         let mut flipped = with.clone();
         flipped[off + 9] ^= 0x10;
         assert!(
-            matches!(Blob::parse(&flipped), Err(Error::ChecksumMismatch { .. })),
+            matches!(
+                Blob::parse(&flipped),
+                Err(Error::Format(FormatError::ChecksumMismatch { .. }))
+            ),
             "{name}: {:?}",
             Blob::parse(&flipped).err()
         );
@@ -190,6 +193,6 @@ fn rejects_a_driver_header_that_is_not_whole_words() {
     }];
     assert_eq!(
         build_pack_for_driver(&[0; 6], &[0; 16], &regions, Accel::EthosU55_256).unwrap_err(),
-        Error::Cop1NotWords { len: 6 }
+        Error::Cop1(Cop1Error::NotWords { len: 6 })
     );
 }

@@ -5,7 +5,7 @@ mod common;
 use common::*;
 use npub_core::format::build::{RegionSpec, build_pack};
 use npub_core::{
-    Accel, Blob, BoundRegion, Error, Role, StreamValidator, arena_bytes_required,
+    Accel, Blob, BoundRegion, Error, FormatError, Role, StreamValidator, arena_bytes_required,
     arena_bytes_required_aligned, bind,
 };
 
@@ -30,7 +30,10 @@ fn accepts_a_built_pack() {
 fn rejects_buffer_shorter_than_header() {
     let b = small_pack();
     for len in 0..32 {
-        assert_eq!(parse_err(&b[..len]), Error::TooShort { len: len as u64 });
+        assert_eq!(
+            parse_err(&b[..len]),
+            Error::Format(FormatError::TooShort { len: len as u64 })
+        );
     }
 }
 
@@ -38,11 +41,17 @@ fn rejects_buffer_shorter_than_header() {
 fn rejects_wrong_magic() {
     let mut b = small_pack();
     b[3] = b'2'; // "NPU2"
-    assert_eq!(parse_err(&b), Error::BadMagic { found: 0x3255_504E });
+    assert_eq!(
+        parse_err(&b),
+        Error::Format(FormatError::BadMagic { found: 0x3255_504E })
+    );
     // Byte-swapped magic: a big-endian writer.
     let mut b = small_pack();
     set(&mut b, 0, 0x4E50_5531);
-    assert_eq!(parse_err(&b), Error::BadMagic { found: 0x4E50_5531 });
+    assert_eq!(
+        parse_err(&b),
+        Error::Format(FormatError::BadMagic { found: 0x4E50_5531 })
+    );
 }
 
 #[test]
@@ -50,7 +59,10 @@ fn rejects_wrong_version() {
     for v in [0, 2, u32::MAX] {
         let mut b = small_pack();
         set(&mut b, 4, v);
-        assert_eq!(parse_err(&b), Error::UnsupportedVersion { found: v });
+        assert_eq!(
+            parse_err(&b),
+            Error::Format(FormatError::UnsupportedVersion { found: v })
+        );
     }
 }
 
@@ -62,25 +74,28 @@ fn rejects_total_bytes_different_from_buffer_length() {
     let cut = &b[..b.len() - 1];
     assert_eq!(
         parse_err(cut),
-        Error::TotalBytesMismatch {
+        Error::Format(FormatError::TotalBytesMismatch {
             total_bytes: total,
             actual: u64::from(total) - 1
-        }
+        })
     );
     // Padded buffer.
     let mut padded = b.clone();
     padded.push(0);
     assert_eq!(
         parse_err(&padded),
-        Error::TotalBytesMismatch {
+        Error::Format(FormatError::TotalBytesMismatch {
             total_bytes: total,
             actual: u64::from(total) + 1
-        }
+        })
     );
     // Header lies.
     let mut lie = b.clone();
     set(&mut lie, 8, total - 16);
-    assert!(matches!(parse_err(&lie), Error::TotalBytesMismatch { .. }));
+    assert!(matches!(
+        parse_err(&lie),
+        Error::Format(FormatError::TotalBytesMismatch { .. })
+    ));
 }
 
 #[test]
@@ -91,11 +106,11 @@ fn rejects_huge_region_count() {
     reseal(&mut b);
     assert_eq!(
         parse_err(&b),
-        Error::RegionTableOutOfBounds {
+        Error::Format(FormatError::RegionTableOutOfBounds {
             region_count: 1_000_000,
             table_end: 32 + 16_000_000,
             total_bytes: total
-        }
+        })
     );
 }
 
@@ -107,14 +122,14 @@ fn rejects_region_count_whose_table_size_wraps_u32() {
     reseal(&mut b);
     assert!(matches!(
         parse_err(&b),
-        Error::RegionTableOutOfBounds { table_end, .. } if table_end == 32 + (1u64 << 32)
+        Error::Format(FormatError::RegionTableOutOfBounds { table_end, .. }) if table_end == 32 + (1u64 << 32)
     ));
     let mut b = small_pack();
     set(&mut b, 12, u32::MAX);
     reseal(&mut b);
     assert!(matches!(
         parse_err(&b),
-        Error::RegionTableOutOfBounds { .. }
+        Error::Format(FormatError::RegionTableOutOfBounds { .. })
     ));
 }
 
@@ -123,7 +138,10 @@ fn rejects_empty_command_stream() {
     let mut b = small_pack();
     set(&mut b, 20, 0);
     reseal(&mut b);
-    assert_eq!(parse_err(&b), Error::EmptyCommandStream);
+    assert_eq!(
+        parse_err(&b),
+        Error::Format(FormatError::EmptyCommandStream)
+    );
 }
 
 #[test]
@@ -135,18 +153,18 @@ fn rejects_command_stream_past_total_bytes() {
     reseal(&mut b);
     assert_eq!(
         parse_err(&b),
-        Error::CommandStreamOutOfBounds {
+        Error::Format(FormatError::CommandStreamOutOfBounds {
             cmd_offset: off,
             cmd_bytes: total - off + 1,
             total_bytes: total
-        }
+        })
     );
     let mut b = small_pack();
     set(&mut b, 16, total);
     reseal(&mut b);
     assert!(matches!(
         parse_err(&b),
-        Error::CommandStreamOutOfBounds { .. }
+        Error::Format(FormatError::CommandStreamOutOfBounds { .. })
     ));
 }
 
@@ -159,7 +177,7 @@ fn rejects_command_stream_whose_end_wraps_u32() {
     reseal(&mut b);
     assert!(matches!(
         parse_err(&b),
-        Error::CommandStreamOutOfBounds { .. }
+        Error::Format(FormatError::CommandStreamOutOfBounds { .. })
     ));
     let mut b = small_pack();
     set(&mut b, 16, 0x40);
@@ -167,7 +185,7 @@ fn rejects_command_stream_whose_end_wraps_u32() {
     reseal(&mut b);
     assert!(matches!(
         parse_err(&b),
-        Error::CommandStreamOutOfBounds { .. }
+        Error::Format(FormatError::CommandStreamOutOfBounds { .. })
     ));
 }
 
@@ -181,19 +199,19 @@ fn rejects_baked_region_past_total_bytes() {
     reseal(&mut b);
     assert_eq!(
         parse_err(&b),
-        Error::BakedRegionOutOfBounds {
+        Error::Format(FormatError::BakedRegionOutOfBounds {
             region: 0,
             data_offset: off,
             size: size + 1,
             total_bytes: total
-        }
+        })
     );
     let mut b = small_pack();
     set(&mut b, desc(0, 3), total);
     reseal(&mut b);
     assert!(matches!(
         parse_err(&b),
-        Error::BakedRegionOutOfBounds { region: 0, .. }
+        Error::Format(FormatError::BakedRegionOutOfBounds { region: 0, .. })
     ));
 }
 
@@ -205,7 +223,7 @@ fn rejects_baked_region_whose_end_wraps_u32() {
     reseal(&mut b);
     assert!(matches!(
         parse_err(&b),
-        Error::BakedRegionOutOfBounds { .. }
+        Error::Format(FormatError::BakedRegionOutOfBounds { .. })
     ));
     let mut b = small_pack();
     set(&mut b, desc(0, 3), 64);
@@ -213,7 +231,7 @@ fn rejects_baked_region_whose_end_wraps_u32() {
     reseal(&mut b);
     assert!(matches!(
         parse_err(&b),
-        Error::BakedRegionOutOfBounds { .. }
+        Error::Format(FormatError::BakedRegionOutOfBounds { .. })
     ));
 }
 
@@ -227,7 +245,7 @@ fn rejects_baked_flag_on_a_runtime_descriptor_with_garbage_offset() {
     reseal(&mut b);
     assert!(matches!(
         parse_err(&b),
-        Error::BakedRegionOutOfBounds { region: 1, .. }
+        Error::Format(FormatError::BakedRegionOutOfBounds { region: 1, .. })
     ));
 }
 
@@ -238,12 +256,12 @@ fn rejects_runtime_region_larger_than_the_arena() {
     let (mut buf, start) = arena(999, 0);
     assert_eq!(
         bind(&blob, &mut buf[start..start + 999]).unwrap_err(),
-        Error::ArenaTooSmall {
+        Error::Format(FormatError::ArenaTooSmall {
             region: 1,
             size: 1000,
             offset: 0,
             arena_len: 999
-        }
+        })
     );
 }
 
@@ -256,12 +274,12 @@ fn rejects_runtime_region_that_only_overflows_after_alignment() {
     let (mut buf, start) = arena(1000, 1);
     assert_eq!(
         bind(&blob, &mut buf[start..start + 1000]).unwrap_err(),
-        Error::ArenaTooSmall {
+        Error::Format(FormatError::ArenaTooSmall {
             region: 1,
             size: 1000,
             offset: 15,
             arena_len: 1000
-        }
+        })
     );
 }
 
@@ -274,11 +292,11 @@ fn rejects_runtime_region_whose_size_is_hostile() {
     let (mut buf, start) = arena(4096, 0);
     assert!(matches!(
         bind(&blob, &mut buf[start..start + 4096]),
-        Err(Error::ArenaTooSmall {
+        Err(Error::Format(FormatError::ArenaTooSmall {
             region: 1,
             size: u32::MAX,
             ..
-        })
+        }))
     ));
 }
 
@@ -290,10 +308,10 @@ fn rejects_bit_rot_in_the_payload() {
         let mut b = good.clone();
         b[at] ^= 0x10;
         match parse_err(&b) {
-            Error::ChecksumMismatch {
+            Error::Format(FormatError::ChecksumMismatch {
                 stored: s,
                 computed,
-            } => {
+            }) => {
                 assert_eq!(s, stored);
                 assert_ne!(computed, stored);
             }
@@ -301,7 +319,8 @@ fn rejects_bit_rot_in_the_payload() {
             other if at < 80 => assert!(
                 matches!(
                     other,
-                    Error::UnknownRegionFlags { .. } | Error::BakedRegionOutOfBounds { .. }
+                    Error::Format(FormatError::UnknownRegionFlags { .. })
+                        | Error::Format(FormatError::BakedRegionOutOfBounds { .. })
                 ),
                 "{other}"
             ),
@@ -311,7 +330,10 @@ fn rejects_bit_rot_in_the_payload() {
     // A flip in the checksum word itself.
     let mut b = good.clone();
     b[28] ^= 1;
-    assert!(matches!(parse_err(&b), Error::ChecksumMismatch { .. }));
+    assert!(matches!(
+        parse_err(&b),
+        Error::Format(FormatError::ChecksumMismatch { .. })
+    ));
 }
 
 // ----- beyond the table: decisions where the spec is silent ------------------------------------------
@@ -323,10 +345,10 @@ fn rejects_unknown_region_flags() {
     reseal(&mut b);
     assert_eq!(
         parse_err(&b),
-        Error::UnknownRegionFlags {
+        Error::Format(FormatError::UnknownRegionFlags {
             region: 2,
             flags: 0x8000_0000
-        }
+        })
     );
 }
 
@@ -345,10 +367,10 @@ fn rejects_binding_more_than_eight_regions() {
     let err = bind(&blob, &mut buf[start..start + 1024]).unwrap_err();
     assert_eq!(
         err,
-        Error::TooManyRegions {
+        Error::Format(FormatError::TooManyRegions {
             region_count: 9,
             max: 8
-        }
+        })
     );
     assert!(err.to_string().contains("BASEP0..BASEP7"), "{err}");
 }
@@ -357,7 +379,7 @@ fn rejects_binding_more_than_eight_regions() {
 fn rejects_empty_command_stream_when_building() {
     assert_eq!(
         build_pack(&[], &[], Accel::Unspecified).unwrap_err(),
-        Error::EmptyCommandStream
+        Error::Format(FormatError::EmptyCommandStream)
     );
 }
 
@@ -373,22 +395,40 @@ fn checks_run_in_the_spec_order() {
     set(&mut b, desc(0, 1), 6);
     b[40 + 32] ^= 1;
     let total = b.len() as u32;
-    assert!(matches!(parse_err(&b), Error::BadMagic { .. }));
+    assert!(matches!(
+        parse_err(&b),
+        Error::Format(FormatError::BadMagic { .. })
+    ));
     set(&mut b, 0, npub_core::format::MAGIC);
-    assert!(matches!(parse_err(&b), Error::UnsupportedVersion { .. }));
+    assert!(matches!(
+        parse_err(&b),
+        Error::Format(FormatError::UnsupportedVersion { .. })
+    ));
     set(&mut b, 4, 1);
-    assert!(matches!(parse_err(&b), Error::TotalBytesMismatch { .. }));
+    assert!(matches!(
+        parse_err(&b),
+        Error::Format(FormatError::TotalBytesMismatch { .. })
+    ));
     set(&mut b, 8, total);
     assert!(matches!(
         parse_err(&b),
-        Error::RegionTableOutOfBounds { .. }
+        Error::Format(FormatError::RegionTableOutOfBounds { .. })
     ));
     set(&mut b, 12, 3);
-    assert!(matches!(parse_err(&b), Error::EmptyCommandStream));
+    assert!(matches!(
+        parse_err(&b),
+        Error::Format(FormatError::EmptyCommandStream)
+    ));
     set(&mut b, 20, 40);
-    assert!(matches!(parse_err(&b), Error::UnknownRegionFlags { .. }));
+    assert!(matches!(
+        parse_err(&b),
+        Error::Format(FormatError::UnknownRegionFlags { .. })
+    ));
     set(&mut b, desc(0, 1), 1);
-    assert!(matches!(parse_err(&b), Error::ChecksumMismatch { .. }));
+    assert!(matches!(
+        parse_err(&b),
+        Error::Format(FormatError::ChecksumMismatch { .. })
+    ));
 }
 
 // ----- the three rows accepted by design -------------------------------------------------------------
@@ -641,7 +681,10 @@ fn rejects_bad_magic_after_four_bytes() {
     b[0] = b'X';
     let mut v = StreamValidator::new(b.len() as u32);
     v.feed(&b[..3]).unwrap();
-    assert!(matches!(v.feed(&b[3..4]), Err(Error::BadMagic { .. })));
+    assert!(matches!(
+        v.feed(&b[3..4]),
+        Err(Error::Format(FormatError::BadMagic { .. }))
+    ));
 }
 
 #[test]
@@ -651,10 +694,10 @@ fn rejects_unexpected_total_bytes_after_twelve_bytes() {
     v.feed(&b[..11]).unwrap();
     assert_eq!(
         v.feed(&b[11..12]),
-        Err(Error::TotalBytesMismatch {
+        Err(Error::Format(FormatError::TotalBytesMismatch {
             total_bytes: b.len() as u32,
             actual: b.len() as u64 + 1
-        })
+        }))
     );
     // And it stays failed.
     assert!(v.feed(&b[12..]).is_err());
@@ -668,7 +711,10 @@ fn rejects_bad_descriptor_as_soon_as_it_arrives() {
     v.feed(&b[..desc(0, 3) + 3]).unwrap();
     assert!(matches!(
         v.feed(&b[desc(0, 3) + 3..desc(0, 3) + 4]),
-        Err(Error::BakedRegionOutOfBounds { region: 0, .. })
+        Err(Error::Format(FormatError::BakedRegionOutOfBounds {
+            region: 0,
+            ..
+        }))
     ));
 }
 
@@ -679,9 +725,9 @@ fn rejects_bytes_past_the_expected_length() {
     v.feed(&b).unwrap();
     assert_eq!(
         v.feed(&[0]),
-        Err(Error::StreamOverrun {
+        Err(Error::Format(FormatError::StreamOverrun {
             expected: b.len() as u32
-        })
+        }))
     );
 }
 
@@ -692,10 +738,10 @@ fn rejects_stream_that_stops_short() {
     v.feed(&b[..100]).unwrap();
     assert_eq!(
         v.finish(),
-        Err(Error::TotalBytesMismatch {
+        Err(Error::Format(FormatError::TotalBytesMismatch {
             total_bytes: b.len() as u32,
             actual: 100
-        })
+        }))
     );
 }
 
@@ -709,14 +755,14 @@ fn parse_prehashed_agrees_with_parse() {
     );
     assert!(matches!(
         Blob::parse_prehashed(&b, fnv ^ 1),
-        Err(Error::ChecksumMismatch { .. })
+        Err(Error::Format(FormatError::ChecksumMismatch { .. }))
     ));
     // Structural checks still come first.
     let mut bad = b.clone();
     set(&mut bad, 20, 0);
     assert!(matches!(
         Blob::parse_prehashed(&bad, fnv),
-        Err(Error::EmptyCommandStream)
+        Err(Error::Format(FormatError::EmptyCommandStream))
     ));
 }
 

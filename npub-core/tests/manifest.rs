@@ -2,13 +2,13 @@
 //! stops, and asserts the exact error. Plus the legitimate operations that must keep working:
 //! install, rollback by a higher sequence, key rotation.
 use npub_core::format::build::{RegionSpec, build_pack};
-use npub_core::keys::KeyPair;
+use npub_core::keypair::KeyPair;
 use npub_core::manifest::{
     self, KeyId, Keyring, KeyringChange, KeyringUpdate, MANIFEST_BYTES, ManifestFields, PackCheck,
     PackFacts, Policy, SIGNED_BYTES, Sha256Prefix, VerifiedManifest, sign_keyring_update,
     sign_manifest,
 };
-use npub_core::{Accel, Error, Role};
+use npub_core::{Accel, Error, KeyringError, ManifestError, Role};
 
 const HW: u32 = manifest::HW_CLASS_RA8P1;
 const SLOT: u32 = 1 << 20;
@@ -174,9 +174,9 @@ fn rejects_garbled_signature_arbitrary_installation() {
         m[SIGNED_BYTES + bit / 8] ^= 1 << (bit % 8);
         assert_eq!(
             manifest::verify(&m, &keyring(), &policy(4)).unwrap_err(),
-            Error::ManifestBadSignature {
+            Error::Manifest(ManifestError::BadSignature {
                 key_id: signer().key_id()
-            }
+            })
         );
     }
 }
@@ -188,9 +188,9 @@ fn rejects_unsigned_manifest_arbitrary_installation() {
     m[SIGNED_BYTES..].fill(0);
     assert_eq!(
         manifest::verify(&m, &keyring(), &policy(4)).unwrap_err(),
-        Error::ManifestBadSignature {
+        Error::Manifest(ManifestError::BadSignature {
             key_id: signer().key_id()
-        }
+        })
     );
 }
 
@@ -220,9 +220,9 @@ fn rejects_any_signed_byte_changed_after_signing_arbitrary_installation() {
         m[at] ^= 0x01;
         assert_eq!(
             manifest::verify(&m, &keyring(), &policy(4)).unwrap_err(),
-            Error::ManifestBadSignature {
+            Error::Manifest(ManifestError::BadSignature {
                 key_id: signer().key_id()
-            },
+            }),
             "byte {at}"
         );
     }
@@ -247,9 +247,9 @@ fn rejects_malleated_signature_s_plus_group_order() {
     }
     assert_eq!(
         manifest::verify(&m, &keyring(), &policy(4)).unwrap_err(),
-        Error::ManifestBadSignature {
+        Error::Manifest(ManifestError::BadSignature {
             key_id: signer().key_id()
-        }
+        })
     );
 }
 
@@ -259,9 +259,9 @@ fn rejects_manifest_signed_by_an_unknown_key_arbitrary_installation() {
     let m = sign_manifest(&fields_for(&p, 5, "2.0.0"), &other_signer()).unwrap();
     assert_eq!(
         manifest::verify(&m, &keyring(), &policy(4)).unwrap_err(),
-        Error::ManifestUnknownKey {
+        Error::Manifest(ManifestError::UnknownKey {
             key_id: other_signer().key_id()
-        }
+        })
     );
 }
 
@@ -272,9 +272,9 @@ fn rejects_manifest_claiming_a_trusted_key_id_but_signed_by_another_key() {
     m[8..16].copy_from_slice(&signer().key_id().0);
     assert_eq!(
         manifest::verify(&m, &keyring(), &policy(4)).unwrap_err(),
-        Error::ManifestBadSignature {
+        Error::Manifest(ManifestError::BadSignature {
             key_id: signer().key_id()
-        }
+        })
     );
 }
 
@@ -293,7 +293,7 @@ fn rejects_a_keyring_update_passed_off_as_a_manifest_domain_separation() {
     let record = sign_keyring_update(&update, &root);
     assert!(matches!(
         manifest::verify(&record, &keyring(), &policy(0)),
-        Err(Error::ManifestWrongLength { len: 144 })
+        Err(Error::Manifest(ManifestError::WrongLength { len: 144 }))
     ));
 }
 
@@ -317,9 +317,9 @@ fn rejects_manifest_signed_by_a_revoked_key_key_compromise() {
     .unwrap();
     assert_eq!(
         manifest::verify(&signed(&p, 5), &ring, &policy(4)).unwrap_err(),
-        Error::ManifestKeyRevoked {
+        Error::Manifest(ManifestError::KeyRevoked {
             key_id: signer().key_id()
-        }
+        })
     );
 }
 
@@ -345,9 +345,9 @@ fn accepts_the_new_key_and_refuses_the_old_after_a_rotation() {
     assert!(manifest::verify(&new, &ring, &policy(4)).is_ok());
     assert_eq!(
         manifest::verify(&signed(&p, 5), &ring, &policy(4)).unwrap_err(),
-        Error::ManifestKeyRevoked {
+        Error::Manifest(ManifestError::KeyRevoked {
             key_id: signer().key_id()
-        }
+        })
     );
 }
 
@@ -366,9 +366,9 @@ fn rejects_keyring_update_signed_by_a_signing_key_not_a_root() {
     assert_eq!(
         ring.apply_update(&record, &[root().public_key()])
             .unwrap_err(),
-        Error::RotationUnknownRootKey {
+        Error::Keyring(KeyringError::UpdateUnknownRootKey {
             key_id: signer().key_id()
-        }
+        })
     );
     assert_eq!(ring, before);
 }
@@ -388,9 +388,9 @@ fn rejects_keyring_update_with_a_garbled_signature() {
     assert_eq!(
         ring.apply_update(&record, &[root().public_key()])
             .unwrap_err(),
-        Error::RotationBadSignature {
+        Error::Keyring(KeyringError::UpdateBadSignature {
             key_id: root().key_id()
-        }
+        })
     );
     // And a changed body under the original signature.
     let mut record = sign_keyring_update(&add, &root());
@@ -398,9 +398,9 @@ fn rejects_keyring_update_with_a_garbled_signature() {
     assert_eq!(
         ring.apply_update(&record, &[root().public_key()])
             .unwrap_err(),
-        Error::RotationBadSignature {
+        Error::Keyring(KeyringError::UpdateBadSignature {
             key_id: root().key_id()
-        }
+        })
     );
 }
 
@@ -432,10 +432,10 @@ fn rejects_replayed_keyring_update_re_adding_a_revoked_key() {
     ring.apply_update(&revoke, &roots).unwrap();
     assert_eq!(
         ring.apply_update(&add, &roots).unwrap_err(),
-        Error::RotationReplayed {
+        Error::Keyring(KeyringError::UpdateReplayed {
             sequence: 1,
             last: 2
-        }
+        })
     );
     // Even freshly signed at a higher sequence, a revoked key stays revoked.
     let re_add = sign_keyring_update(
@@ -450,9 +450,9 @@ fn rejects_replayed_keyring_update_re_adding_a_revoked_key() {
     );
     assert_eq!(
         ring.apply_update(&re_add, &roots).unwrap_err(),
-        Error::KeyringKeyRevoked {
+        Error::Keyring(KeyringError::KeyRevoked {
             key_id: other_signer().key_id()
-        }
+        })
     );
     assert_eq!(ring.update_sequence(), 2);
 }
@@ -533,7 +533,7 @@ fn rejects_a_replace_that_cannot_complete_and_changes_nothing() {
     );
     assert_eq!(
         ring.apply_update(&replace, &roots).unwrap_err(),
-        Error::KeyringFull { capacity: 1 }
+        Error::Keyring(KeyringError::Full { capacity: 1 })
     );
     assert_eq!(ring, before);
 }
@@ -551,19 +551,26 @@ fn rejects_keyring_update_with_unused_fields_set_or_an_unknown_action() {
     record[32] = 1; // revoke_key_id, unused by "add"
     assert_eq!(
         KeyringUpdate::decode(&record).unwrap_err(),
-        Error::RotationUnusedFieldNotZero {
+        Error::Keyring(KeyringError::UpdateUnusedFieldNotZero {
             field: "revoke_key_id"
-        }
+        })
     );
     let mut record = sign_keyring_update(&add, &root());
+    record[24] = 9;
+    assert_eq!(
+        KeyringUpdate::decode(&record).unwrap_err(),
+        Error::Keyring(KeyringError::UpdateBadAction { action: 9 })
+    );
+    // Actions 4 to 8 change release keys and policies: a signing keyring alone refuses them by
+    // name (`release::apply_update` applies them).
     record[24] = 4;
     assert_eq!(
         KeyringUpdate::decode(&record).unwrap_err(),
-        Error::RotationBadAction { action: 4 }
+        Error::Keyring(KeyringError::UpdateReleaseAction { action: 4 })
     );
     assert_eq!(
         KeyringUpdate::decode(&record[..143]).unwrap_err(),
-        Error::RotationWrongLength { len: 143 }
+        Error::Keyring(KeyringError::UpdateWrongLength { len: 143 })
     );
 }
 
@@ -574,10 +581,10 @@ fn rejects_replayed_older_sequence_rollback_attack() {
     let p = pack(&[7; 300]);
     assert_eq!(
         manifest::verify(&signed(&p, 5), &keyring(), &policy(6)).unwrap_err(),
-        Error::ManifestReplayed {
+        Error::Manifest(ManifestError::Replayed {
             sequence: 5,
             last: 6
-        }
+        })
     );
 }
 
@@ -586,10 +593,10 @@ fn rejects_replayed_equal_sequence_replay_attack() {
     let p = pack(&[7; 300]);
     assert_eq!(
         manifest::verify(&signed(&p, 5), &keyring(), &policy(5)).unwrap_err(),
-        Error::ManifestReplayed {
+        Error::Manifest(ManifestError::Replayed {
             sequence: 5,
             last: 5
-        }
+        })
     );
 }
 
@@ -606,10 +613,10 @@ fn rejects_expired_manifest_freeze_attack() {
     let m = sign_manifest(&f, &signer()).unwrap();
     assert_eq!(
         manifest::verify(&m, &keyring(), &policy(4)).unwrap_err(),
-        Error::ManifestExpired {
+        Error::Manifest(ManifestError::Expired {
             expires_at: NOW - 1,
             now: NOW
-        }
+        })
     );
     // The expiry instant itself is already too late.
     let f = ManifestFields {
@@ -619,10 +626,10 @@ fn rejects_expired_manifest_freeze_attack() {
     let m = sign_manifest(&f, &signer()).unwrap();
     assert_eq!(
         manifest::verify(&m, &keyring(), &policy(4)).unwrap_err(),
-        Error::ManifestExpired {
+        Error::Manifest(ManifestError::Expired {
             expires_at: NOW,
             now: NOW
-        }
+        })
     );
 }
 
@@ -635,10 +642,10 @@ fn rejects_pack_longer_than_stated_endless_data() {
     let mut check = PackCheck::new(verified(&p, 5));
     check.feed(&p).unwrap();
     // The first byte past pack_len aborts, and the check stays failed.
-    let want = Error::PackLongerThanManifest {
+    let want = Error::Manifest(ManifestError::PackLongerThanManifest {
         expected: len,
         received: u64::from(len) + 1,
-    };
+    });
     assert_eq!(check.feed(&[0]).unwrap_err(), want);
     assert_eq!(check.feed(&[]).unwrap_err(), want);
     assert_eq!(check.finish().unwrap_err(), want);
@@ -654,10 +661,10 @@ fn rejects_endless_data_in_the_chunk_that_overruns_before_hashing_it() {
     check.feed(&longer[..100]).unwrap();
     assert_eq!(
         check.feed(&longer[100..]).unwrap_err(),
-        Error::PackLongerThanManifest {
+        Error::Manifest(ManifestError::PackLongerThanManifest {
             expected: len,
             received: 100 + longer.len() as u64 - 100
-        }
+        })
     );
     assert_eq!(check.received(), 100);
 }
@@ -667,10 +674,10 @@ fn rejects_pack_shorter_than_stated() {
     let p = pack(&[7; 300]);
     assert_eq!(
         stream(verified(&p, 5), &p[..p.len() - 1], 64).unwrap_err(),
-        Error::PackShorterThanManifest {
+        Error::Manifest(ManifestError::PackShorterThanManifest {
             expected: p.len() as u32,
             received: p.len() as u64 - 1
-        }
+        })
     );
 }
 
@@ -689,10 +696,10 @@ fn rejects_pack_whose_hash_differs_wrong_software() {
     let err = stream(m, &evil, 64).unwrap_err();
     assert_eq!(
         err,
-        Error::PackHashMismatch {
+        Error::Manifest(ManifestError::PackHashMismatch {
             manifest: Sha256Prefix::of(&stated),
             computed: Sha256Prefix::of(&manifest::sha256(&evil)),
-        }
+        })
     );
 }
 
@@ -702,10 +709,10 @@ fn rejects_a_manifest_for_another_pack_mix_and_match() {
     let b = pack(&[8; 300]);
     assert_eq!(a.len(), b.len());
     let m = verified(&a, 5);
-    let want = Error::PackChecksumMismatch {
+    let want = Error::Manifest(ManifestError::PackChecksumMismatch {
         manifest: PackFacts::of(&a).unwrap().checksum,
         pack: PackFacts::of(&b).unwrap().checksum,
-    };
+    });
     // Caught as soon as the 32-byte header is in, long before the end.
     let mut check = PackCheck::new(m);
     check.feed(&b[..31]).unwrap();
@@ -716,9 +723,11 @@ fn rejects_a_manifest_for_another_pack_mix_and_match() {
 fn rejects_a_manifest_for_a_pack_of_another_length_mix_and_match() {
     let a = pack(&[7; 300]);
     let b = pack(&[7; 200]);
-    let want = |pack: &[u8], manifest: &[u8]| Error::PackLengthDiffersFromManifest {
-        pack_total_bytes: pack.len() as u32,
-        manifest_pack_len: manifest.len() as u32,
+    let want = |pack: &[u8], manifest: &[u8]| {
+        Error::Manifest(ManifestError::PackLengthDiffersFromManifest {
+            pack_total_bytes: pack.len() as u32,
+            manifest_pack_len: manifest.len() as u32,
+        })
     };
     for chunk in [1, 64, 4096] {
         // A shorter pack than the manifest describes, and a longer one (whose first chunk
@@ -744,10 +753,10 @@ fn rejects_manifest_for_another_hardware_class_wrong_hardware() {
     let m = sign_manifest(&f, &signer()).unwrap();
     assert_eq!(
         manifest::verify(&m, &keyring(), &policy(4)).unwrap_err(),
-        Error::ManifestWrongHardware {
+        Error::Manifest(ManifestError::WrongHardware {
             manifest: 2,
             device: HW
-        }
+        })
     );
 }
 
@@ -761,10 +770,10 @@ fn rejects_manifest_for_another_accelerator_wrong_hardware() {
     let m = sign_manifest(&f, &signer()).unwrap();
     assert_eq!(
         manifest::verify(&m, &keyring(), &policy(4)).unwrap_err(),
-        Error::ManifestWrongAccel {
+        Error::Manifest(ManifestError::WrongAccel {
             manifest: 3,
             device: 4
-        }
+        })
     );
 }
 
@@ -777,10 +786,10 @@ fn rejects_pack_larger_than_the_slot() {
     };
     assert_eq!(
         manifest::verify(&signed(&p, 5), &keyring(), &small).unwrap_err(),
-        Error::ManifestPackTooLarge {
+        Error::Manifest(ManifestError::PackTooLarge {
             len: p.len() as u32,
             slot: p.len() as u32 - 1
-        }
+        })
     );
 }
 
@@ -793,13 +802,13 @@ fn rejects_truncated_and_foreign_manifests_before_looking_up_a_key() {
     let empty = Keyring::<1>::new();
     assert_eq!(
         manifest::verify(&m[..100], &empty, &policy(0)).unwrap_err(),
-        Error::ManifestWrongLength { len: 100 }
+        Error::Manifest(ManifestError::WrongLength { len: 100 })
     );
     let mut foreign = m;
     foreign[..4].copy_from_slice(b"NPU1");
     assert_eq!(
         manifest::verify(&foreign, &empty, &policy(0)).unwrap_err(),
-        Error::ManifestBadMagic { found: 0x3155_504E }
+        Error::Manifest(ManifestError::BadMagic { found: 0x3155_504E })
     );
 }
 
@@ -807,44 +816,44 @@ fn rejects_truncated_and_foreign_manifests_before_looking_up_a_key() {
 fn every_error_message_names_its_field_and_numbers() {
     let cases = [
         (
-            Error::ManifestReplayed {
+            Error::Manifest(ManifestError::Replayed {
                 sequence: 5,
                 last: 6,
-            },
+            }),
             &["sequence 5", "6"][..],
         ),
         (
-            Error::ManifestExpired {
+            Error::Manifest(ManifestError::Expired {
                 expires_at: 10,
                 now: 20,
-            },
+            }),
             &["expired at 10", "20"],
         ),
         (
-            Error::ManifestWrongHardware {
+            Error::Manifest(ManifestError::WrongHardware {
                 manifest: 2,
                 device: 1,
-            },
+            }),
             &["hw_class is 2", "1"],
         ),
         (
-            Error::ManifestWrongAccel {
+            Error::Manifest(ManifestError::WrongAccel {
                 manifest: 3,
                 device: 4,
-            },
+            }),
             &["ethos-u55-128", "ethos-u55-256"],
         ),
         (
-            Error::PackLongerThanManifest {
+            Error::Manifest(ManifestError::PackLongerThanManifest {
                 expected: 9,
                 received: 10,
-            },
+            }),
             &["10 bytes", "pack_len is 9"],
         ),
         (
-            Error::ManifestUnknownKey {
+            Error::Manifest(ManifestError::UnknownKey {
                 key_id: KeyId([0xab; 8]),
-            },
+            }),
             &["abababababababab"],
         ),
     ];

@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 
 use npub_core::io_bindings::{self, IoBinding, IoBindings, IoKind};
 use npub_core::vela::{self, SourceKind, VelaImport};
-use npub_core::{Accel, Blob, Error, Role};
+use npub_core::{Accel, Blob, Cop1Error, Error, Role, VelaError};
 use serde_json::Value;
 
 fn fixtures() -> PathBuf {
@@ -316,8 +316,8 @@ fn rejects_cop2_payload() {
     let mut t = first_tflite();
     let at = find(&t, b"COP1");
     t[at + 3] = b'2';
-    assert_eq!(vela::import(&t).unwrap_err(), Error::Cop2Payload);
-    let msg = Error::Cop2Payload.to_string();
+    assert_eq!(vela::import(&t).unwrap_err(), Error::Cop1(Cop1Error::Cop2));
+    let msg = Error::Cop1(Cop1Error::Cop2).to_string();
     assert!(msg.contains("--cop-format COP2"), "{msg}");
 
     let npz = rebuild_npz(&read(&cases()[0].npz), |name, mut d| {
@@ -327,7 +327,10 @@ fn rejects_cop2_payload() {
         }
         Some(d)
     });
-    assert_eq!(vela::import(&npz).unwrap_err(), Error::Cop2Payload);
+    assert_eq!(
+        vela::import(&npz).unwrap_err(),
+        Error::Cop1(Cop1Error::Cop2)
+    );
 }
 
 #[test]
@@ -340,7 +343,7 @@ fn rejects_ethos_u65_compilations_naming_the_target() {
             .join("accel")
             .join(format!("conv1_{name}_vela.tflite"));
         let err = vela::import(&read(&p)).unwrap_err();
-        assert_eq!(err, Error::VelaNotU55 { config }, "{name}");
+        assert_eq!(err, Error::Vela(VelaError::NotU55 { config }), "{name}");
         let msg = err.to_string();
         assert!(
             msg.contains(target) && msg.contains("--accelerator-config ethos-u55-{32,64,128,256}"),
@@ -364,7 +367,7 @@ fn rejects_ethos_u85_before_reading_its_io() {
     let at = find(&t, b"COP1");
     t[at + 8..at + 12].copy_from_slice(&u85.to_le_bytes());
     let err = vela::import(&t).unwrap_err();
-    assert_eq!(err, Error::VelaNotU55 { config: u85 });
+    assert_eq!(err, Error::Vela(VelaError::NotU55 { config: u85 }));
     assert!(err.to_string().contains("Ethos-U85-256"), "{err}");
 
     let npz = rebuild_npz(&read(&cases()[0].npz), |name, mut d| match name {
@@ -377,7 +380,7 @@ fn rejects_ethos_u85_before_reading_its_io() {
     });
     assert_eq!(
         vela::import(&npz).unwrap_err(),
-        Error::VelaNotU55 { config: u85 }
+        Error::Vela(VelaError::NotU55 { config: u85 })
     );
 }
 
@@ -395,7 +398,7 @@ fn rejects_cop2_before_reading_its_io() {
         _ => Some(d),
     });
     let err = vela::import(&npz).unwrap_err();
-    assert_eq!(err, Error::Cop2Payload);
+    assert_eq!(err, Error::Cop1(Cop1Error::Cop2));
     let msg = err.to_string();
     for flag in [
         "recompile without",
@@ -418,11 +421,11 @@ fn rejects_cop1_length_past_the_payload() {
     t[tag + 2..tag + 4].copy_from_slice(&((words + 1) as u16).to_le_bytes());
     assert_eq!(
         vela::import(&t).unwrap_err(),
-        Error::Cop1StreamPastPayload {
+        Error::Cop1(Cop1Error::StreamPastPayload {
             offset: 32,
             words: words + 1,
             payload_bytes
-        }
+        })
     );
 }
 
@@ -434,7 +437,7 @@ fn rejects_uncompiled_models_as_having_no_ethos_u_operator() {
             let p = e.unwrap().path();
             let err = vela::import(&read(&p)).unwrap_err();
             assert!(
-                matches!(err, Error::VelaNoEthosUOperator { operators } if operators > 0),
+                matches!(err, Error::Vela(VelaError::NoEthosUOperator { operators }) if operators > 0),
                 "{}: {err:?}",
                 p.display()
             );
@@ -450,10 +453,10 @@ fn rejects_operators_left_on_the_cpu() {
         let err = vela::import(&read(&data().join(file))).unwrap_err();
         assert_eq!(
             err,
-            Error::VelaCpuOperator {
+            Error::Vela(VelaError::CpuOperator {
                 op: "DEQUANTIZE",
                 code: 6
-            },
+            }),
             "{file}"
         );
         let msg = err.to_string();
@@ -464,7 +467,7 @@ fn rejects_operators_left_on_the_cpu() {
 #[test]
 fn rejects_more_than_one_ethos_u_operator() {
     let err = vela::import(&read(&data().join("multi_ethos_u_vela.tflite"))).unwrap_err();
-    assert_eq!(err, Error::VelaMultipleEthosU { count: 4 });
+    assert_eq!(err, Error::Vela(VelaError::MultipleEthosU { count: 4 }));
 }
 
 #[test]
@@ -473,13 +476,13 @@ fn rejects_truncated_flatbuffer() {
     for len in [16, 64, t.len() / 2, t.len() - 200] {
         let err = vela::import(&t[..len]).unwrap_err();
         assert!(
-            matches!(err, Error::TfliteMalformed { .. }),
+            matches!(err, Error::Vela(VelaError::TfliteMalformed { .. })),
             "cut at {len}: {err:?}"
         );
     }
     assert!(matches!(
         vela::import(&t[..6]),
-        Err(Error::VelaUnknownFormat { .. })
+        Err(Error::Vela(VelaError::UnknownFormat { .. }))
     ));
 }
 
@@ -491,7 +494,7 @@ fn rejects_garbled_flatbuffer() {
     g[0..4].copy_from_slice(&0xFFFF_FF00u32.to_le_bytes());
     assert!(matches!(
         vela::import(&g),
-        Err(Error::TfliteMalformed { .. })
+        Err(Error::Vela(VelaError::TfliteMalformed { .. }))
     ));
     // The root table's vtable offset pointing outside the file.
     let mut g = t.clone();
@@ -499,7 +502,7 @@ fn rejects_garbled_flatbuffer() {
     g[root..root + 4].copy_from_slice(&i32::MIN.to_le_bytes());
     assert!(matches!(
         vela::import(&g),
-        Err(Error::TfliteMalformed { .. })
+        Err(Error::Vela(VelaError::TfliteMalformed { .. }))
     ));
 }
 
@@ -519,7 +522,7 @@ fn rejects_npz_missing_an_array() {
         });
         let err = vela::import(&cut).unwrap_err();
         assert!(
-            matches!(err, Error::NpzMissingArray { array: a } if a == array),
+            matches!(err, Error::Vela(VelaError::NpzMissingArray { array: a }) if a == array),
             "{array}: {err:?}"
         );
     }
@@ -580,11 +583,11 @@ fn rejects_npz_with_io_arrays_that_disagree() {
     });
     assert_eq!(
         vela::import(&edited).unwrap_err(),
-        Error::NpzIoCountMismatch {
+        Error::Vela(VelaError::NpzIoCountMismatch {
             array: "output_region",
             len: 2,
             expected: 1
-        }
+        })
     );
 }
 
@@ -593,17 +596,17 @@ fn rejects_truncated_npz_and_unknown_files() {
     let bytes = read(&cases()[0].npz);
     assert!(matches!(
         vela::import(&bytes[..bytes.len() / 2]),
-        Err(Error::NpzMalformed { .. })
+        Err(Error::Vela(VelaError::NpzMalformed { .. }))
     ));
     assert_eq!(
         vela::import(b"hello world").unwrap_err(),
-        Error::VelaUnknownFormat {
+        Error::Vela(VelaError::UnknownFormat {
             magic: u32::from_le_bytes(*b"hell")
-        }
+        })
     );
     assert_eq!(
         vela::import(b"").unwrap_err(),
-        Error::VelaUnknownFormat { magic: 0 }
+        Error::Vela(VelaError::UnknownFormat { magic: 0 })
     );
 }
 
@@ -620,9 +623,55 @@ fn rejects_npz_payload_with_a_c_string_cut() {
     });
     assert_eq!(
         vela::import(&edited).unwrap_err(),
-        Error::NpzBadArray {
+        Error::Vela(VelaError::NpzBadArray {
             array: "cmd_data",
             problem: "its data length disagrees with its header"
-        }
+        })
+    );
+}
+
+/// Vela's `ethos-u` operator may take the model's inputs and outputs in another order than the
+/// model (npu-model's fixtures, compiled by Vela 5.2.0 for U55-256): `cat3` feeds a, b, c into a
+/// CONCATENATION and the operator takes c, b, a; `pool`'s two outputs come out swapped. The
+/// bindings follow the model's order, each at its own tensor's arena offset.
+#[test]
+fn bindings_follow_the_models_order_not_the_operators() {
+    let dir = Path::new(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../npu-model/tests/models/vela/5.2.0/u55_256"
+    ));
+    let cat3 = vela::import(&read(&dir.join("cat3_vela.tflite"))).unwrap();
+    let names: Vec<(IoKind, u32, &str)> = cat3
+        .io
+        .iter()
+        .map(|b| (b.kind, b.index, b.name.as_str()))
+        .collect();
+    assert_eq!(
+        names,
+        [
+            (IoKind::Input, 0, "a"),
+            (IoKind::Input, 1, "b"),
+            (IoKind::Input, 2, "c"),
+            (IoKind::Output, 0, "concat"),
+        ]
+    );
+    // Three distinct tensors: three distinct places in the arena.
+    let mut offsets: Vec<u32> = cat3.io[..3].iter().map(|b| b.offset).collect();
+    offsets.dedup();
+    assert_eq!(offsets.len(), 3);
+
+    let pool = vela::import(&read(&dir.join("pool_vela.tflite"))).unwrap();
+    let outs: Vec<(u32, &str, Vec<u32>)> = pool
+        .io
+        .iter()
+        .filter(|b| b.kind == IoKind::Output)
+        .map(|b| (b.index, b.name.as_str(), b.shape.dims().to_vec()))
+        .collect();
+    assert_eq!(
+        outs,
+        [
+            (0, "pool1", vec![1, 4, 4, 16]),
+            (1, "pool2", vec![1, 7, 7, 16])
+        ]
     );
 }

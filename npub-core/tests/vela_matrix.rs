@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 
 use npub_core::io_bindings::{IoBindings, IoKind};
 use npub_core::vela::{self, SourceKind, VelaImport, Warning};
-use npub_core::{Accel, Blob, Error, cmdstream};
+use npub_core::{Accel, Blob, Error, VelaError, cmdstream};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
@@ -306,10 +306,10 @@ fn rejects_a_fast_scratch_in_region_1_with_a_size_of_its_own() {
     });
     assert_eq!(
         vela::import(&edited).unwrap_err(),
-        Error::NpzScratchFastSizeMismatch {
+        Error::Vela(VelaError::NpzScratchFastSizeMismatch {
             size: scratch - 16,
             scratch
-        }
+        })
     );
 }
 

@@ -1,7 +1,7 @@
 //! The `.npz` reader against zip entries whose sizes lie (issue #11): nothing may be allocated
 //! from a size an archive claims, and every refusal names the member.
-use npub_core::Error;
 use npub_core::vela;
+use npub_core::{Error, VelaError};
 
 /// CRC-32 (IEEE), bit by bit: the tests' zips must look genuine up to their size claims.
 fn crc32(data: &[u8]) -> u32 {
@@ -96,7 +96,7 @@ fn body() -> Vec<u8> {
 
 fn assert_too_large(bytes: &[u8]) {
     match vela::import(bytes) {
-        Err(e @ Error::NpzMemberTooLarge { array, .. }) => {
+        Err(e @ Error::Vela(VelaError::NpzMemberTooLarge { array, .. })) => {
             assert_eq!(array, "cmd_data");
             assert!(e.to_string().contains("cmd_data.npy"), "{e}");
         }
@@ -107,7 +107,10 @@ fn assert_too_large(bytes: &[u8]) {
 /// A deflated member is refused before its size is used, naming the member.
 fn assert_refused_naming_member(bytes: &[u8]) {
     match vela::import(bytes) {
-        Err(e @ (Error::NpzMemberTooLarge { .. } | Error::NpzCompressedArray { .. })) => {
+        Err(
+            e @ (Error::Vela(VelaError::NpzMemberTooLarge { .. })
+            | Error::Vela(VelaError::NpzCompressedArray { .. })),
+        ) => {
             assert!(e.to_string().contains("cmd_data"), "{e}");
         }
         other => panic!("expected a refusal naming cmd_data, got {other:?}"),
@@ -182,7 +185,7 @@ fn rejects_stored_member_whose_claimed_size_is_not_its_stored_length() {
     let n = d.len() as u32;
     let claim = Claim::Plain(n - 100, n);
     match vela::import(&zip("cmd_data.npy", &d, 0, claim, claim)) {
-        Err(e @ Error::NpzMemberSizeMismatch { array, .. }) => {
+        Err(e @ Error::Vela(VelaError::NpzMemberSizeMismatch { array, .. })) => {
             assert_eq!(array, "cmd_data");
             assert!(e.to_string().contains("cmd_data.npy"), "{e}");
         }
@@ -197,11 +200,11 @@ fn rejects_member_over_the_callers_limit() {
     let claim = Claim::Plain(n, n);
     let z = zip("cmd_data.npy", &d, 0, claim, claim);
     match vela::import_limited(&z, 1000) {
-        Err(Error::NpzMemberTooLarge {
+        Err(Error::Vela(VelaError::NpzMemberTooLarge {
             array: "cmd_data",
             claimed,
             limit: 1000,
-        }) => assert_eq!(claimed, u64::from(n)),
+        })) => assert_eq!(claimed, u64::from(n)),
         other => panic!("expected NpzMemberTooLarge, got {other:?}"),
     }
 }

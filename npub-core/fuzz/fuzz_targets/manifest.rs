@@ -10,7 +10,7 @@ use std::sync::OnceLock;
 
 use libfuzzer_sys::fuzz_target;
 use npub_core::Accel;
-use npub_core::keys::KeyPair;
+use npub_core::keypair::KeyPair;
 use npub_core::manifest::{self, Keyring, KeyringUpdate, ManifestView, Policy, sign_manifest};
 
 struct Keys {

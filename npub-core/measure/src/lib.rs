@@ -2,6 +2,7 @@
 #![no_std]
 
 use npub_core::manifest::{self, Keyring, PackCheck, Policy, VerifiedManifest};
+use npub_core::release::{self, DeviceReleaseTrust, ReleaseFacts};
 use npub_core::{Accel, Error};
 
 /// The signed fixtures from build.rs.
@@ -86,6 +87,78 @@ pub fn provision(ring: &mut Keyring<4>, pubkey: &[u8; 32]) -> bool {
 pub fn rotate(ring: &mut Keyring<4>, update: &[u8], root: &[u8; 32]) -> bool {
     ring.apply_update(update, core::slice::from_ref(root))
         .is_ok()
+}
+
+/// A bundle of two release signatures of the pack (model "measure" 1.0.0).
+pub static BUNDLE: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/bundle.bin"));
+/// The two release public keys, one after the other.
+pub static RELEASE_KEYS: &[u8; 64] = include_bytes!(concat!(env!("OUT_DIR"), "/release_keys.bin"));
+/// The release root's public half.
+pub static RELEASE_ROOT: &[u8; 32] = include_bytes!(concat!(env!("OUT_DIR"), "/release_root.bin"));
+/// A release-root record (sequence 2) setting a 2-of-2 policy for "measure".
+pub static POLICY_UPDATE: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/policy_update.bin"));
+
+/// Provisioning the release trust with the two release keys (the factory's release trust file).
+#[inline(never)]
+pub fn provision_release(trust: &mut DeviceReleaseTrust, keys: &[u8; 64]) -> bool {
+    keys.chunks_exact(32)
+        .filter_map(|k| k.try_into().ok())
+        .all(|k: &[u8; 32]| trust.add_key(k).is_ok())
+}
+
+/// The release policy arriving: a release-root record applied beside the keyring.
+#[inline(never)]
+pub fn release_update(
+    ring: &mut Keyring<4>,
+    trust: &mut DeviceReleaseTrust,
+    update: &[u8],
+    release_root: &[u8; 32],
+) -> bool {
+    release::apply_update(
+        ring,
+        trust,
+        update,
+        &[],
+        core::slice::from_ref(release_root),
+    )
+    .is_ok()
+}
+
+/// The release check of a verified manifest: the bundle against the trust's policy (2 of 2
+/// here, so both signatures are verified).
+#[inline(never)]
+pub fn release_check(
+    trust: &DeviceReleaseTrust,
+    bundle: &[u8],
+    verified: &VerifiedManifest,
+) -> Result<u8, Error> {
+    release::check(
+        trust,
+        bundle,
+        &ReleaseFacts::of_manifest(verified, &[0; 32]),
+    )
+    .map(|r| r.valid())
+}
+
+/// Manifest verification and the release check, as a device with release keys runs them.
+#[inline(never)]
+pub fn verify_release(
+    manifest: &[u8],
+    pubkey: &[u8; 32],
+    bundle: &[u8],
+    release_keys: &[u8; 64],
+    policy: &Policy,
+) -> Result<u8, Error> {
+    let mut ring = Keyring::<4>::new();
+    ring.add(pubkey)?;
+    let verified = manifest::verify(manifest, &ring, policy)?;
+    let mut trust = DeviceReleaseTrust::new();
+    for key in release_keys.chunks_exact(32) {
+        if let Ok(key) = key.try_into() {
+            trust.add_key(key)?;
+        }
+    }
+    release_check(&trust, bundle, &verified)
 }
 
 /// A panic handler that adds nothing: the figures are the library's code, not a formatter's.

@@ -1,67 +1,9 @@
 //! One access — an operand's byte range in a region or in SHRAM — checked against the memory map.
-use core::fmt;
-
 use super::opcodes::Operation;
+use super::operand::{Operand, Target};
 use super::summary::{Span, StreamSummary};
-use crate::Error;
 use crate::format::MAX_BASE_POINTERS;
-
-/// Which operand of an operation an access belongs to.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Operand {
-    /// Input feature map, tile 0..3.
-    IfmTile(u8),
-    /// Second input feature map (binary elementwise), tile 0..3.
-    Ifm2Tile(u8),
-    /// Output feature map, tile 0..3.
-    OfmTile(u8),
-    /// `[WEIGHT_BASE, WEIGHT_BASE + WEIGHT_LENGTH)`.
-    Weight,
-    /// `[SCALE_BASE, SCALE_BASE + SCALE_LENGTH)`.
-    Scale,
-    /// `[WEIGHT1_BASE, +WEIGHT1_LENGTH)`: the second core's weights (U65-512), if the stream sets them.
-    Weight1,
-    /// `[SCALE1_BASE, +SCALE1_LENGTH)`: the second core's scales (U65-512), if the stream sets them.
-    Scale1,
-    /// `[DMA0_SRC, DMA0_SRC + DMA0_LEN)`.
-    DmaSrc,
-    /// `[DMA0_DST, DMA0_DST + DMA0_LEN)`.
-    DmaDst,
-}
-
-impl fmt::Display for Operand {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Self::IfmTile(k) => write!(f, "IFM tile {k}"),
-            Self::Ifm2Tile(k) => write!(f, "IFM2 tile {k}"),
-            Self::OfmTile(k) => write!(f, "OFM tile {k}"),
-            Self::Weight => f.write_str("WEIGHT"),
-            Self::Scale => f.write_str("SCALE"),
-            Self::Weight1 => f.write_str("WEIGHT1"),
-            Self::Scale1 => f.write_str("SCALE1"),
-            Self::DmaSrc => f.write_str("DMA src"),
-            Self::DmaDst => f.write_str("DMA dst"),
-        }
-    }
-}
-
-/// Where an access lands.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Target {
-    /// Region *n*, addressed through base pointer BASEP*n* (0..7).
-    Region(u8),
-    /// The NPU's internal shared buffer (a DMA with the "internal" bit set).
-    Shram,
-}
-
-impl fmt::Display for Target {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Self::Region(r) => write!(f, "region {r}"),
-            Self::Shram => f.write_str("SHRAM"),
-        }
-    }
-}
+use crate::{Error, StreamError};
 
 /// The sizes the stream is checked against.
 #[derive(Debug, Clone, Copy)]
@@ -107,21 +49,21 @@ pub fn check(
     if start >= end {
         return Ok(());
     }
-    let size = match target {
-        Target::Region(r) => *mem
-            .regions
-            .get(usize::from(r))
-            .ok_or(Error::CmdRegionMissing {
-                offset: site.offset,
-                op: site.op,
-                operand,
-                region: r,
-                regions: mem.regions.len() as u32,
-            })?,
-        Target::Shram => mem.shram,
-    };
+    let size =
+        match target {
+            Target::Region(r) => *mem.regions.get(usize::from(r)).ok_or(Error::Stream(
+                StreamError::RegionMissing {
+                    offset: site.offset,
+                    op: site.op,
+                    operand,
+                    region: r,
+                    regions: mem.regions.len() as u32,
+                },
+            ))?,
+            Target::Shram => mem.shram,
+        };
     if start < 0 || end > i64::from(size) {
-        return Err(Error::CmdOutOfRange {
+        return Err(Error::Stream(StreamError::OutOfRange {
             offset: site.offset,
             op: site.op,
             operand,
@@ -129,7 +71,7 @@ pub fn check(
             end,
             target,
             size,
-        });
+        }));
     }
     // Both in [0, size], size a u32.
     summary.record(

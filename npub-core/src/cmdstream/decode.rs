@@ -4,7 +4,7 @@ use super::opcodes::{
     PAYLOAD_SIZE_SHIFT,
 };
 use super::registers::Reg;
-use crate::Error;
+use crate::{Error, StreamError};
 
 /// Bytes per command-stream word.
 pub const WORD_BYTES: usize = 4;
@@ -25,6 +25,9 @@ pub enum Command {
         reg: Reg,
         /// The value written.
         value: u32,
+        /// cmd1 only: bits 31:16 of the first word, the shift of the `*_SCALE` registers (0 for
+        /// cmd0, where the param is the value).
+        param: u16,
     },
 }
 
@@ -36,11 +39,11 @@ pub enum Command {
 #[inline]
 pub fn decode(cmd: &[u8], offset: usize) -> Result<(Command, usize), Error> {
     let at = offset as u32; // the caller bounds the stream to u32 offsets
-    let word = read_word(cmd, offset).ok_or(Error::CmdNoStop {
+    let word = read_word(cmd, offset).ok_or(Error::Stream(StreamError::NoStop {
         len: cmd.len() as u64,
-    })?;
+    }))?;
     if word & MUST_BE_ZERO_MASK != 0 {
-        return Err(Error::CmdMustBeZero { offset: at, word });
+        return Err(Error::Stream(StreamError::MustBeZero { offset: at, word }));
     }
     let opcode = (word & OPCODE_MASK) as u16;
     let param = (word >> PARAM_SHIFT) as u16;
@@ -53,40 +56,48 @@ pub fn decode(cmd: &[u8], offset: usize) -> Result<(Command, usize), Error> {
                     Command::Set {
                         reg,
                         value: u32::from(param),
+                        param: 0,
                     },
                     WORD_BYTES,
                 ))
             } else {
-                Err(Error::CmdUnknownOpcode {
+                Err(Error::Stream(StreamError::UnknownOpcode {
                     offset: at,
                     opcode,
                     cmd1: false,
-                })
+                }))
             }
         }
         PAYLOAD_CMD1 => {
-            let reg = Reg::from_cmd1(opcode).ok_or(Error::CmdUnknownOpcode {
+            let reg = Reg::from_cmd1(opcode).ok_or(Error::Stream(StreamError::UnknownOpcode {
                 offset: at,
                 opcode,
                 cmd1: true,
-            })?;
+            }))?;
             let data = read_word(cmd, offset + WORD_BYTES)
-                .ok_or(Error::CmdTruncated { offset: at, reg })?;
+                .ok_or(Error::Stream(StreamError::Truncated { offset: at, reg }))?;
             if !reg.param_ok(param, data) {
-                return Err(Error::CmdAddressHigh {
+                return Err(Error::Stream(StreamError::AddressHigh {
                     offset: at,
                     reg,
                     param,
                     data,
-                });
+                }));
             }
-            Ok((Command::Set { reg, value: data }, 2 * WORD_BYTES))
+            Ok((
+                Command::Set {
+                    reg,
+                    value: data,
+                    param,
+                },
+                2 * WORD_BYTES,
+            ))
         }
-        size => Err(Error::CmdPayloadSize {
+        size => Err(Error::Stream(StreamError::PayloadSize {
             offset: at,
             word,
             size: size as u8,
-        }),
+        })),
     }
 }
 
@@ -113,7 +124,8 @@ mod tests {
             (
                 Command::Set {
                     reg: Reg::IfmHeight0M1,
-                    value: 7
+                    value: 7,
+                    param: 0
                 },
                 4
             )
@@ -137,7 +149,8 @@ mod tests {
             (
                 Command::Set {
                     reg: Reg::IfmBase0,
-                    value: 512
+                    value: 512,
+                    param: 0
                 },
                 8
             )
@@ -145,41 +158,54 @@ mod tests {
     }
 
     #[test]
+    fn cmd1_keeps_the_scale_shift() {
+        // OFM_SCALE (cmd1 0x024) with shift 38 in the param.
+        assert_eq!(
+            one(&[0x0026_4024, 1_518_500_250]).unwrap().0,
+            Command::Set {
+                reg: Reg::OfmScale,
+                value: 1_518_500_250,
+                param: 38
+            }
+        );
+    }
+
+    #[test]
     fn rejects_each_word_level_fault() {
         assert!(matches!(
             one(&[0x0000_0400]),
-            Err(Error::CmdMustBeZero { offset: 0, .. })
+            Err(Error::Stream(StreamError::MustBeZero { offset: 0, .. }))
         ));
         assert!(matches!(
             one(&[0x0000_8000]),
-            Err(Error::CmdPayloadSize { size: 2, .. })
+            Err(Error::Stream(StreamError::PayloadSize { size: 2, .. }))
         ));
         assert!(matches!(
             one(&[0x0000_0004]),
-            Err(Error::CmdUnknownOpcode {
+            Err(Error::Stream(StreamError::UnknownOpcode {
                 opcode: 4,
                 cmd1: false,
                 ..
-            })
+            }))
         ));
         assert!(matches!(
             one(&[0x0000_4100, 0]),
-            Err(Error::CmdUnknownOpcode {
+            Err(Error::Stream(StreamError::UnknownOpcode {
                 opcode: 0x100,
                 cmd1: true,
                 ..
-            })
+            }))
         ));
         assert!(matches!(
             one(&[0x0000_4000]),
-            Err(Error::CmdTruncated {
+            Err(Error::Stream(StreamError::Truncated {
                 reg: Reg::IfmBase0,
                 ..
-            })
+            }))
         ));
         assert!(matches!(
             one(&[0x0001_4000, 0]),
-            Err(Error::CmdAddressHigh { param: 1, .. })
+            Err(Error::Stream(StreamError::AddressHigh { param: 1, .. }))
         ));
     }
 }

@@ -25,20 +25,20 @@
 //!
 //! | check                                                         | error                     |
 //! |---------------------------------------------------------------|---------------------------|
-//! | the stream fits `u32` offsets                                  | `CmdStreamTooLong`        |
-//! | the stream is whole words                                      | `CmdNotWordAligned`       |
-//! | per command: bits 13:10 zero                                   | `CmdMustBeZero`           |
-//! | payload size 0 or 1                                            | `CmdPayloadSize`          |
-//! | opcode known in its space                                      | `CmdUnknownOpcode`        |
-//! | cmd1 has its data word                                         | `CmdTruncated`            |
-//! | address/length params 0; stride params 0 or sign extension     | `CmdAddressHigh`          |
-//! | per operation: its param (pooling/elementwise mode, DMA channel and mode) is defined | `CmdBadOperationParam` |
-//! | then operand by operand (IFM, IFM2, WEIGHT, SCALE, OFM; DMA src, dst): every register that decides its address was set … | `CmdUnsetRegister` |
-//! | … holds a value the U55 defines (region ≤ 7, element size, layout, upscale, 1-D DMA) | `CmdInvalidRegister` |
-//! | … its region has a descriptor                                  | `CmdRegionMissing`        |
-//! | … its `[start, end)` lies in `[0, size)` of its region or SHRAM | `CmdOutOfRange`          |
-//! | the stream ends with STOP …                                    | `CmdNoStop`               |
-//! | … and nothing follows it                                       | `CmdDataAfterStop`        |
+//! | the stream fits `u32` offsets                                  | `StreamError::TooLong`        |
+//! | the stream is whole words                                      | `StreamError::NotWordAligned`       |
+//! | per command: bits 13:10 zero                                   | `StreamError::MustBeZero`           |
+//! | payload size 0 or 1                                            | `StreamError::PayloadSize`          |
+//! | opcode known in its space                                      | `StreamError::UnknownOpcode`        |
+//! | cmd1 has its data word                                         | `StreamError::Truncated`            |
+//! | address/length params 0; stride params 0 or sign extension     | `StreamError::AddressHigh`          |
+//! | per operation: its param (pooling/elementwise mode, DMA channel and mode) is defined | `StreamError::BadOperationParam` |
+//! | then operand by operand (IFM, IFM2, WEIGHT, SCALE, OFM; DMA src, dst): every register that decides its address was set … | `StreamError::UnsetRegister` |
+//! | … holds a value the U55 defines (region ≤ 7, element size, layout, upscale, 1-D DMA) | `StreamError::InvalidRegister` |
+//! | … its region has a descriptor                                  | `StreamError::RegionMissing`        |
+//! | … its `[start, end)` lies in `[0, size)` of its region or SHRAM | `StreamError::OutOfRange`          |
+//! | the stream ends with STOP …                                    | `StreamError::NoStop`               |
+//! | … and nothing follows it                                       | `StreamError::DataAfterStop`        |
 //!
 //! Decisions, each tested:
 //! - **Nothing may follow STOP.** The NPU never executes it, so it is either a producer's bug or
@@ -55,22 +55,21 @@
 mod access;
 mod decode;
 mod opcodes;
+mod operand;
 mod ops;
 mod ranges;
 mod registers;
 mod summary;
 
-pub use access::{Operand, Target};
-pub use opcodes::Operation;
-pub use registers::Reg;
+pub use decode::{Command, WORD_BYTES, decode};
+pub use opcodes::{OpCode, Operation};
+pub use operand::{Operand, Target};
+pub use registers::{Reg, RegisterFile};
 pub use summary::{OpCounts, Span, StreamSummary};
 
 use crate::format::MAX_BASE_POINTERS;
-use crate::{Accel, Blob, Error};
+use crate::{Accel, Blob, Error, StreamError};
 use access::Memory;
-use decode::{Command, decode};
-use opcodes::OpCode;
-use registers::RegisterFile;
 
 /// Bytes per KiB of SHRAM.
 const KIB: u32 = 1024;
@@ -107,13 +106,15 @@ pub const fn shram_bytes(accel: Accel) -> u32 {
 /// Returns what the stream does, or the first command that could touch memory outside its region,
 /// read a register the stream never set, or is malformed.
 pub fn verify(cmd: &[u8], region_sizes: &[u32], shram_bytes: u32) -> Result<StreamSummary, Error> {
-    let len = u32::try_from(cmd.len()).map_err(|_| Error::CmdStreamTooLong {
-        len: cmd.len() as u64,
+    let len = u32::try_from(cmd.len()).map_err(|_| {
+        Error::Stream(StreamError::TooLong {
+            len: cmd.len() as u64,
+        })
     })?;
     if len as usize % decode::WORD_BYTES != 0 {
-        return Err(Error::CmdNotWordAligned {
+        return Err(Error::Stream(StreamError::NotWordAligned {
             len: u64::from(len),
-        });
+        }));
     }
     let mem = Memory::new(region_sizes, shram_bytes);
     let mut regs = RegisterFile::new();
@@ -123,16 +124,16 @@ pub fn verify(cmd: &[u8], region_sizes: &[u32], shram_bytes: u32) -> Result<Stre
         let (command, size) = decode(cmd, offset)?;
         summary.commands += 1;
         match command {
-            Command::Set { reg, value } => regs.write(reg, value),
+            Command::Set { reg, value, .. } => regs.write(reg, value),
             Command::Op {
                 code: OpCode::Stop, ..
             } => {
                 let end = offset + size;
                 if end != cmd.len() {
-                    return Err(Error::CmdDataAfterStop {
+                    return Err(Error::Stream(StreamError::DataAfterStop {
                         offset: offset as u32,
                         trailing: len - end as u32,
-                    });
+                    }));
                 }
                 return Ok(summary);
             }
@@ -145,8 +146,33 @@ pub fn verify(cmd: &[u8], region_sizes: &[u32], shram_bytes: u32) -> Result<Stre
         }
         offset += size;
     }
-    Err(Error::CmdNoStop {
+    Err(Error::Stream(StreamError::NoStop {
         len: u64::from(len),
+    }))
+}
+
+/// The commands of a stream with their byte offsets, decoded one by one with the word-level checks
+/// of [`decode`], stopping after the first error. It does not check operands: run [`verify`] first
+/// when the stream is to be executed (an emulator walks the stream with this after the verifier
+/// accepted it).
+pub fn commands(cmd: &[u8]) -> impl Iterator<Item = Result<(u32, Command), Error>> + '_ {
+    let mut offset = 0usize;
+    let mut failed = false;
+    core::iter::from_fn(move || {
+        if failed || offset >= cmd.len() || u32::try_from(offset).is_err() {
+            return None;
+        }
+        match decode(cmd, offset) {
+            Ok((command, size)) => {
+                let at = offset as u32;
+                offset += size;
+                Some(Ok((at, command)))
+            }
+            Err(e) => {
+                failed = true;
+                Some(Err(e))
+            }
+        }
     })
 }
 
@@ -170,6 +196,39 @@ pub fn verify_blob(blob: &Blob<'_>) -> Result<StreamSummary, Error> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn commands_walks_with_offsets_and_stops_at_the_first_error() {
+        let words = [0x0007_010Bu32, 0x0000_4000, 512, 0xFFFF_0000, 0x0000_0400];
+        let bytes: Vec<u8> = words.iter().flat_map(|w| w.to_le_bytes()).collect();
+        let got: Vec<_> = commands(&bytes).collect();
+        assert_eq!(got.len(), 4);
+        assert_eq!(
+            got[1],
+            Ok((
+                4,
+                Command::Set {
+                    reg: Reg::IfmBase0,
+                    value: 512,
+                    param: 0
+                }
+            ))
+        );
+        assert!(matches!(
+            got[2],
+            Ok((
+                12,
+                Command::Op {
+                    code: OpCode::Stop,
+                    ..
+                }
+            ))
+        ));
+        assert!(matches!(
+            got[3],
+            Err(Error::Stream(StreamError::MustBeZero { offset: 16, .. }))
+        ));
+    }
 
     #[test]
     fn shram_sizes_follow_vela() {

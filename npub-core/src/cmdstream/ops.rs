@@ -27,16 +27,17 @@
 //! (channel 0, mode 0: all the U55 has), a 2-D/3-D DMA (stride mode ≠ 0: Vela emits 1-D only and
 //! this checker does not model `DMA0_SKIP`/`SIZE`), a reserved upscale mode, element size or
 //! layout, and a region field above 7 are all rejected.
-use super::access::{self, Memory, Operand, Site, Target};
+use super::access::{self, Memory, Site};
 use super::opcodes::{ElementwiseArity, Operation, POOL_MODES, elementwise_arity};
+use super::operand::{Operand, Target};
 use super::ranges::{
     Extent, Geometry, Layout, Split, kernel_strides, needs_height1, sweep_extent, tile_bytes,
     tiles, upscale_source,
 };
 use super::registers::{Reg, RegisterFile};
 use super::summary::StreamSummary;
-use crate::Error;
 use crate::format::MAX_BASE_POINTERS;
+use crate::{Error, StreamError};
 
 /// `IFM2_BROADCAST` bits.
 const BROADCAST_H: u32 = 1 << 0;
@@ -392,11 +393,13 @@ impl<'a> Exec<'a> {
     }
 
     fn get(&self, reg: Reg) -> Result<u32, Error> {
-        self.regs.read(reg).ok_or(Error::CmdUnsetRegister {
-            offset: self.site.offset,
-            op: self.site.op,
-            reg,
-        })
+        self.regs
+            .read(reg)
+            .ok_or(Error::Stream(StreamError::UnsetRegister {
+                offset: self.site.offset,
+                op: self.site.op,
+                reg,
+            }))
     }
 
     /// A `*_M1` register plus one (at most 65 536).
@@ -410,21 +413,21 @@ impl<'a> Exec<'a> {
     }
 
     fn invalid(&self, reg: Reg, value: u32, problem: &'static str) -> Error {
-        Error::CmdInvalidRegister {
+        Error::Stream(StreamError::InvalidRegister {
             offset: self.site.offset,
             op: self.site.op,
             reg,
             value,
             problem,
-        }
+        })
     }
 
     fn bad_param(&self, param: u16, problem: &'static str) -> Error {
-        Error::CmdBadOperationParam {
+        Error::Stream(StreamError::BadOperationParam {
             offset: self.site.offset,
             op: self.site.op,
             param,
             problem,
-        }
+        })
     }
 }

@@ -1,8 +1,8 @@
 //! What a verified stream does, in a fixed-size `Copy` value (a device can keep or report it).
 use core::fmt;
 
-use super::access::Target;
 use super::opcodes::Operation;
+use super::operand::Target;
 use crate::format::MAX_BASE_POINTERS;
 
 /// A byte range `[start, end)` inside a region (or SHRAM).

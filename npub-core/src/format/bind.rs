@@ -14,7 +14,7 @@
 //! Role plays no part: binding is by index.
 use super::le::align_up;
 use super::{ARENA_ALIGN, Blob, MAX_BASE_POINTERS};
-use crate::Error;
+use crate::{Error, FormatError};
 
 /// Where one region's bytes are for the NPU.
 #[derive(Debug)]
@@ -107,10 +107,10 @@ impl<'a> Job<'a> {
 pub fn bind<'a>(blob: &Blob<'a>, arena: &'a mut [u8]) -> Result<Job<'a>, Error> {
     let region_count = blob.region_count();
     if region_count as usize > MAX_BASE_POINTERS {
-        return Err(Error::TooManyRegions {
+        return Err(Error::Format(FormatError::TooManyRegions {
             region_count,
             max: MAX_BASE_POINTERS as u32,
-        });
+        }));
     }
     let arena_len = arena.len() as u64;
     let arena_base = arena.as_ptr() as usize;
@@ -120,25 +120,25 @@ pub fn bind<'a>(blob: &Blob<'a>, arena: &'a mut [u8]) -> Result<Job<'a>, Error> 
     for desc in blob.regions() {
         let bound = if desc.is_baked() {
             // Present for every baked descriptor: check 8 bounded it.
-            let bytes = blob
-                .baked_bytes(desc.index)
-                .ok_or(Error::BakedRegionOutOfBounds {
+            let bytes = blob.baked_bytes(desc.index).ok_or(Error::Format(
+                FormatError::BakedRegionOutOfBounds {
                     region: desc.index,
                     data_offset: desc.data_offset,
                     size: desc.size,
                     total_bytes: blob.header().total_bytes,
-                })?;
+                },
+            ))?;
             BoundRegion::Baked(bytes)
         } else {
             let here = arena_base.wrapping_add(used);
             let pad = here.wrapping_neg() % ARENA_ALIGN as usize;
             let offset = used as u64 + pad as u64;
-            let too_small = Error::ArenaTooSmall {
+            let too_small = Error::Format(FormatError::ArenaTooSmall {
                 region: desc.index,
                 size: desc.size,
                 offset,
                 arena_len,
-            };
+            });
             if offset + u64::from(desc.size) > arena_len {
                 return Err(too_small);
             }

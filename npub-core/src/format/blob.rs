@@ -1,6 +1,6 @@
 //! [`Blob`]: a validated, zero-copy view of an NPU1 pack.
 use super::{Accel, HEADER_BYTES, Header, REGION_DESC_BYTES, RegionDesc, checks};
-use crate::{Error, fnv};
+use crate::{Error, FormatError, fnv};
 
 /// A validated NPU1 pack, borrowed in place: nothing is copied, and every accessor returns a slice of
 /// the original buffer. A `Blob` exists only if every check of [`Blob::parse`] passed, so its
@@ -41,18 +41,20 @@ impl<'a> Blob<'a> {
     pub fn parse_structure(bytes: &[u8]) -> Result<Header, Error> {
         let len = bytes.len() as u64;
         checks::length(len)?;
-        let h = Header::read(bytes).ok_or(Error::TooShort { len })?;
+        let h = Header::read(bytes).ok_or(Error::Format(FormatError::TooShort { len }))?;
         checks::magic(h.magic)?;
         checks::version(h.version)?;
         checks::total_bytes(h.total_bytes, len)?;
         checks::region_table(h.region_count, h.total_bytes)?;
         checks::command_stream(h.cmd_offset, h.cmd_bytes, h.total_bytes)?;
         for index in 0..h.region_count {
-            let desc = read_desc(bytes, index).ok_or(Error::RegionTableOutOfBounds {
-                region_count: h.region_count,
-                table_end: h.region_table_end(),
-                total_bytes: h.total_bytes,
-            })?;
+            let desc = read_desc(bytes, index).ok_or(Error::Format(
+                FormatError::RegionTableOutOfBounds {
+                    region_count: h.region_count,
+                    table_end: h.region_table_end(),
+                    total_bytes: h.total_bytes,
+                },
+            ))?;
             checks::region(&desc, h.total_bytes)?;
         }
         Ok(h)

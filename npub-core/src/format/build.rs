@@ -22,7 +22,7 @@ use super::{
     ARENA_ALIGN, Accel, FLAG_BAKED, HEADER_BYTES, Header, MAGIC, REGION_DESC_BYTES, RegionDesc,
     Role, VERSION,
 };
-use crate::{Error, fnv};
+use crate::{Cop1Error, Error, FormatError, fnv};
 
 /// One region to put in a pack, in BASEP order.
 #[derive(Debug, Clone, Copy)]
@@ -63,24 +63,25 @@ pub fn build_pack_for_driver(
     accel: Accel,
 ) -> Result<Vec<u8>, Error> {
     if cmd.is_empty() {
-        return Err(Error::EmptyCommandStream);
+        return Err(Error::Format(FormatError::EmptyCommandStream));
     }
     if head.len() % 4 != 0 {
-        return Err(Error::Cop1NotWords {
+        return Err(Error::Cop1(Cop1Error::NotWords {
             len: head.len() as u64,
-        });
+        }));
     }
     let align = u64::from(ARENA_ALIGN);
     let table_end = u64::from(HEADER_BYTES) + u64::from(REGION_DESC_BYTES) * regions.len() as u64;
     let cmd_offset = align_up(table_end + head.len() as u64, align)
-        .ok_or(Error::PackTooLarge { bytes: u64::MAX })?;
+        .ok_or(Error::Format(FormatError::PackTooLarge { bytes: u64::MAX }))?;
     let mut end = cmd_offset + cmd.len() as u64;
 
     let mut descs = Vec::with_capacity(regions.len());
     for (index, spec) in regions.iter().enumerate() {
         let desc = match *spec {
             RegionSpec::Baked { role, bytes } => {
-                let data_offset = align_up(end, align).ok_or(Error::PackTooLarge { bytes: end })?;
+                let data_offset = align_up(end, align)
+                    .ok_or(Error::Format(FormatError::PackTooLarge { bytes: end }))?;
                 end = data_offset + bytes.len() as u64;
                 RegionDesc {
                     index: index as u32,
@@ -133,5 +134,5 @@ pub fn build_pack_for_driver(
 }
 
 fn fits(v: u64) -> Result<u32, Error> {
-    u32::try_from(v).map_err(|_| Error::PackTooLarge { bytes: v })
+    u32::try_from(v).map_err(|_| Error::Format(FormatError::PackTooLarge { bytes: v }))
 }

@@ -34,9 +34,9 @@
 //! are those of any pack, and a loader that ignores the padding loses nothing. A device finds the
 //! header with [`driver_payload`], and hands `[cmd_offset − H, cmd_offset + cmd_bytes)` to the
 //! driver where it lies, in flash.
-use crate::Error;
 use crate::format::le::word;
 use crate::format::{Accel, HEADER_BYTES, Header, REGION_DESC_BYTES};
+use crate::{Cop1Error, Error};
 
 /// `"COP1"` as a little-endian word.
 pub const COP1_MAGIC: u32 = u32::from_le_bytes(*b"COP1");
@@ -84,27 +84,27 @@ pub struct Cop1<'a> {
 pub fn parse(payload: &[u8]) -> Result<Cop1<'_>, Error> {
     let len = payload.len() as u64;
     if payload.len() < FIXED_HEADER_BYTES {
-        return Err(Error::Cop1TooShort { len });
+        return Err(Error::Cop1(Cop1Error::TooShort { len }));
     }
     if payload.len() % 4 != 0 {
-        return Err(Error::Cop1NotWords { len });
+        return Err(Error::Cop1(Cop1Error::NotWords { len }));
     }
     let w = |at: usize| word(payload, at).unwrap_or(0);
     match w(0) {
         COP1_MAGIC => {}
-        COP2_MAGIC => return Err(Error::Cop2Payload),
-        found => return Err(Error::Cop1BadMagic { found }),
+        COP2_MAGIC => return Err(Error::Cop1(Cop1Error::Cop2)),
+        found => return Err(Error::Cop1(Cop1Error::BadMagic { found })),
     }
     let config_tag = w(4);
     if config_tag & 0xFF != u32::from(tag::CONFIG) {
-        return Err(Error::Cop1MissingConfig { tag: config_tag });
+        return Err(Error::Cop1(Cop1Error::MissingConfig { tag: config_tag }));
     }
     let param = config_tag >> 16;
     let config = w(8);
     let mut pos = FIXED_HEADER_BYTES;
     loop {
         let Some(t) = word(payload, pos) else {
-            return Err(Error::Cop1NoCommandStream { len });
+            return Err(Error::Cop1(Cop1Error::NoCommandStream { len }));
         };
         match (t & 0xFF) as u8 {
             tag::NOP => pos += 4,
@@ -113,20 +113,20 @@ pub fn parse(payload: &[u8]) -> Result<Cop1<'_>, Error> {
                 let start = pos + 4;
                 let end = start as u64 + 4 * u64::from(words);
                 if end > len {
-                    return Err(Error::Cop1StreamPastPayload {
+                    return Err(Error::Cop1(Cop1Error::StreamPastPayload {
                         offset: start as u32,
                         words,
                         payload_bytes: len,
-                    });
+                    }));
                 }
                 if end != len {
-                    return Err(Error::Cop1TrailingBytes {
+                    return Err(Error::Cop1(Cop1Error::TrailingBytes {
                         end,
                         payload_bytes: len,
-                    });
+                    }));
                 }
                 if words == 0 {
-                    return Err(Error::Cop1EmptyCommandStream);
+                    return Err(Error::Cop1(Cop1Error::EmptyCommandStream));
                 }
                 return Ok(Cop1 {
                     info: Cop1Info {
@@ -142,10 +142,10 @@ pub fn parse(payload: &[u8]) -> Result<Cop1<'_>, Error> {
                 });
             }
             _ => {
-                return Err(Error::Cop1UnsupportedTag {
+                return Err(Error::Cop1(Cop1Error::UnsupportedTag {
                     offset: pos as u32,
                     tag: t,
-                });
+                }));
             }
         }
     }
@@ -225,7 +225,9 @@ pub fn accel_from_config(config: u32) -> Result<Accel, Error> {
     };
     match named {
         Some((accel, kib)) if shram_kib == kib && version == 0 => Ok(accel),
-        _ if config <= Accel::EthosU65_512.word() => Err(Error::Cop1BadConfig { config }),
+        _ if config <= Accel::EthosU65_512.word() => {
+            Err(Error::Cop1(Cop1Error::BadConfig { config }))
+        }
         _ => Ok(Accel::Unknown(config)),
     }
 }
@@ -269,7 +271,7 @@ mod tests {
     fn rejects_cop2() {
         let mut p = payload(1);
         p[3] = b'2';
-        assert_eq!(parse(&p).unwrap_err(), Error::Cop2Payload);
+        assert_eq!(parse(&p).unwrap_err(), Error::Cop1(Cop1Error::Cop2));
     }
 
     #[test]
@@ -278,11 +280,11 @@ mod tests {
         p.truncate(p.len() - 4);
         assert_eq!(
             parse(&p).unwrap_err(),
-            Error::Cop1StreamPastPayload {
+            Error::Cop1(Cop1Error::StreamPastPayload {
                 offset: 32,
                 words: 2,
                 payload_bytes: 36
-            }
+            })
         );
     }
 
@@ -292,42 +294,48 @@ mod tests {
         p.extend_from_slice(&[0; 4]);
         assert_eq!(
             parse(&p).unwrap_err(),
-            Error::Cop1TrailingBytes {
+            Error::Cop1(Cop1Error::TrailingBytes {
                 end: 36,
                 payload_bytes: 40
-            }
+            })
         );
         let mut p = payload(1);
         p[16] = 0x04; // DumpSHRAM
         assert_eq!(
             parse(&p).unwrap_err(),
-            Error::Cop1UnsupportedTag { offset: 16, tag: 4 }
+            Error::Cop1(Cop1Error::UnsupportedTag { offset: 16, tag: 4 })
         );
         assert_eq!(
             parse(&payload(1)[..28]).unwrap_err(),
-            Error::Cop1NoCommandStream { len: 28 }
+            Error::Cop1(Cop1Error::NoCommandStream { len: 28 })
         );
         assert_eq!(
             parse(&payload(0)).unwrap_err(),
-            Error::Cop1EmptyCommandStream
+            Error::Cop1(Cop1Error::EmptyCommandStream)
         );
     }
 
     #[test]
     fn rejects_bad_headers() {
-        assert_eq!(parse(&[0; 8]).unwrap_err(), Error::Cop1TooShort { len: 8 });
+        assert_eq!(
+            parse(&[0; 8]).unwrap_err(),
+            Error::Cop1(Cop1Error::TooShort { len: 8 })
+        );
         assert_eq!(
             parse(&payload(1)[..34]).unwrap_err(),
-            Error::Cop1NotWords { len: 34 }
+            Error::Cop1(Cop1Error::NotWords { len: 34 })
         );
         let mut p = payload(1);
         p[0] = b'X';
-        assert!(matches!(parse(&p), Err(Error::Cop1BadMagic { .. })));
+        assert!(matches!(
+            parse(&p),
+            Err(Error::Cop1(Cop1Error::BadMagic { .. }))
+        ));
         let mut p = payload(1);
         p[4] = 0x05;
         assert_eq!(
             parse(&p).unwrap_err(),
-            Error::Cop1MissingConfig { tag: 0x0010_0005 }
+            Error::Cop1(Cop1Error::MissingConfig { tag: 0x0010_0005 })
         );
     }
 
@@ -348,7 +356,7 @@ mod tests {
         );
         assert_eq!(
             accel_from_config(0x5),
-            Err(Error::Cop1BadConfig { config: 5 })
+            Err(Error::Cop1(Cop1Error::BadConfig { config: 5 }))
         );
     }
 }

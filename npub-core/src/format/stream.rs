@@ -1,7 +1,7 @@
 //! [`StreamValidator`]: the loader's checks, applied to a pack as its bytes arrive.
 use super::{HEADER_BYTES, Header, REGION_DESC_BYTES, RegionDesc, checks};
-use crate::Error;
 use crate::fnv::Fnv1a;
+use crate::{Error, FormatError};
 
 /// Validates an NPU1 pack fed in chunks of any size (one byte included), with O(1) state: it keeps
 /// the 32-byte header, one 16-byte descriptor in progress and the running FNV-1a, never the payload.
@@ -72,7 +72,7 @@ impl StreamValidator {
     }
 
     /// Feeds the next bytes. Bytes past the expected length are refused with
-    /// [`Error::StreamOverrun`] after the ones before them have been checked.
+    /// [`FormatError::StreamOverrun`] after the ones before them have been checked.
     pub fn feed(&mut self, chunk: &[u8]) -> Result<(), Error> {
         if let Some(e) = self.failed {
             return Err(e);
@@ -85,9 +85,9 @@ impl StreamValidator {
         };
         let mut outcome = self.consume(take);
         if outcome.is_ok() && !extra.is_empty() {
-            outcome = Err(Error::StreamOverrun {
+            outcome = Err(Error::Format(FormatError::StreamOverrun {
                 expected: self.expected,
-            });
+            }));
         }
         if let Err(e) = outcome {
             self.failed = Some(e);
@@ -104,10 +104,12 @@ impl StreamValidator {
         }
         if self.received < u64::from(self.expected) {
             checks::length(self.received)?;
-            let h = Header::read(&self.header).ok_or(Error::TooShort { len: self.received })?;
+            let h = Header::read(&self.header)
+                .ok_or(Error::Format(FormatError::TooShort { len: self.received }))?;
             checks::total_bytes(h.total_bytes, self.received)?;
         }
-        let h = Header::read(&self.header).ok_or(Error::TooShort { len: self.received })?;
+        let h = Header::read(&self.header)
+            .ok_or(Error::Format(FormatError::TooShort { len: self.received }))?;
         if self.hash_payload {
             checks::checksum(h.checksum, self.fnv.finish())?;
         }
@@ -159,7 +161,8 @@ impl StreamValidator {
     /// Collects descriptor bytes out of a payload chunk starting at `self.received`, checking each
     /// descriptor when its 16 bytes are complete.
     fn consume_table(&mut self, chunk: &[u8]) -> Result<(), Error> {
-        let h = Header::read(&self.header).ok_or(Error::TooShort { len: self.received })?;
+        let h = Header::read(&self.header)
+            .ok_or(Error::Format(FormatError::TooShort { len: self.received }))?;
         let table_end = h.region_table_end();
         let mut pos = self.received;
         let mut chunk = chunk;
@@ -171,7 +174,7 @@ impl StreamValidator {
             pos += n as u64;
             if in_desc + n == REGION_DESC_BYTES as usize {
                 let desc = RegionDesc::read(self.next_region, &self.desc)
-                    .ok_or(Error::TooShort { len: pos })?;
+                    .ok_or(Error::Format(FormatError::TooShort { len: pos }))?;
                 self.next_region += 1;
                 checks::region(&desc, h.total_bytes)?;
             }

@@ -6,7 +6,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::{Dtype, IoBinding, IoKind, NAME_BYTES, Name, Shape, digest, encode};
-use crate::Error;
+use crate::{Error, IoBindingsError};
 
 /// The `format` field's value.
 pub const JSON_FORMAT: &str = "npub-io-bindings";
@@ -70,7 +70,7 @@ impl From<&IoBinding> for BindingJson {
 
 impl BindingJson {
     fn to_binding(&self, binding: u32) -> Result<IoBinding, Error> {
-        let bad = |field| Error::IoBindingsJsonField { binding, field };
+        let bad = |field| Error::IoBindings(IoBindingsError::JsonField { binding, field });
         let kind = match self.kind.as_str() {
             "input" => IoKind::Input,
             "output" => IoKind::Output,
@@ -113,19 +113,22 @@ pub fn to_json(bindings: &[IoBinding]) -> Result<String, Error> {
 /// Reads a JSON file back: the bindings and their canonical encoding, refusing a file whose
 /// `sha256` is not the digest of that encoding.
 pub fn from_json(text: &str) -> Result<(Vec<IoBinding>, Vec<u8>), Error> {
-    let doc: IoBindingsJson =
-        serde_json::from_str(text).map_err(|e| Error::IoBindingsJsonSyntax {
+    let doc: IoBindingsJson = serde_json::from_str(text).map_err(|e| {
+        Error::IoBindings(IoBindingsError::JsonSyntax {
             line: e.line() as u64,
             column: e.column() as u64,
-        })?;
+        })
+    })?;
     if doc.format != JSON_FORMAT {
-        return Err(Error::IoBindingsJsonField {
+        return Err(Error::IoBindings(IoBindingsError::JsonField {
             binding: u32::MAX,
             field: "format",
-        });
+        }));
     }
     if doc.version != super::VERSION {
-        return Err(Error::IoBindingsUnsupportedVersion { found: doc.version });
+        return Err(Error::IoBindings(IoBindingsError::UnsupportedVersion {
+            found: doc.version,
+        }));
     }
     let bindings = doc
         .bindings
@@ -135,7 +138,7 @@ pub fn from_json(text: &str) -> Result<(Vec<IoBinding>, Vec<u8>), Error> {
         .collect::<Result<Vec<_>, _>>()?;
     let canonical = encode(&bindings)?;
     if hex(&digest(&canonical)) != doc.sha256 {
-        return Err(Error::IoBindingsJsonDigestMismatch);
+        return Err(Error::IoBindings(IoBindingsError::JsonDigestMismatch));
     }
     Ok((bindings, canonical))
 }
@@ -179,19 +182,22 @@ mod tests {
             .replace("\"offset\": 0", "\"offset\": 16");
         assert_eq!(
             from_json(&text).unwrap_err(),
-            Error::IoBindingsJsonDigestMismatch
+            Error::IoBindings(IoBindingsError::JsonDigestMismatch)
         );
         let text = to_json(&sample()).unwrap().replace("int8", "int9");
         assert_eq!(
             from_json(&text).unwrap_err(),
-            Error::IoBindingsJsonField {
+            Error::IoBindings(IoBindingsError::JsonField {
                 binding: 0,
                 field: "dtype"
-            }
+            })
         );
         assert!(matches!(
             from_json("{"),
-            Err(Error::IoBindingsJsonSyntax { line: 1, .. })
+            Err(Error::IoBindings(IoBindingsError::JsonSyntax {
+                line: 1,
+                ..
+            }))
         ));
     }
 }

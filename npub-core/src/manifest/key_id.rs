@@ -8,7 +8,7 @@
 //!   (a pack hash, say).
 //! * 8 bytes: the id only *selects* a key; the signature is always checked against the full
 //!   32-byte public key. A collision between two trusted keys (2⁻⁶⁴ per pair) is refused when the
-//!   second key is added ([`crate::Error::KeyringDuplicate`]), so a lookup is never ambiguous.
+//!   second key is added ([`crate::KeyringError::Duplicate`]), so a lookup is never ambiguous.
 use core::fmt;
 
 use sha2::{Digest, Sha256};

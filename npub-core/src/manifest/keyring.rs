@@ -11,7 +11,7 @@
 //! and passed to [`Keyring::apply_update`].
 use super::KeyId;
 use super::signature::verifying_key;
-use crate::Error;
+use crate::{Error, KeyringError};
 
 /// One key the device knows.
 ///
@@ -118,14 +118,16 @@ impl<const N: usize> Keyring<N> {
         verifying_key(public_key)?;
         let key_id = KeyId::of(public_key);
         match self.get(key_id) {
-            Some(e) if e.revoked => return Err(Error::KeyringKeyRevoked { key_id }),
-            Some(_) => return Err(Error::KeyringDuplicate { key_id }),
+            Some(e) if e.revoked => {
+                return Err(Error::Keyring(KeyringError::KeyRevoked { key_id }));
+            }
+            Some(_) => return Err(Error::Keyring(KeyringError::Duplicate { key_id })),
             None => {}
         }
         self.entries
             .iter()
             .position(Option::is_none)
-            .ok_or(Error::KeyringFull { capacity: N as u32 })
+            .ok_or(Error::Keyring(KeyringError::Full { capacity: N as u32 }))
     }
 
     /// The slot holding the trusted key `key_id`, or why it cannot be revoked. Changes nothing.
@@ -134,9 +136,9 @@ impl<const N: usize> Keyring<N> {
             .entries
             .iter()
             .position(|e| e.is_some_and(|e| e.key_id == key_id))
-            .ok_or(Error::KeyringUnknownKey { key_id })?;
+            .ok_or(Error::Keyring(KeyringError::UnknownKey { key_id }))?;
         if self.entries[slot].is_some_and(|e| e.revoked) {
-            return Err(Error::KeyringKeyRevoked { key_id });
+            return Err(Error::Keyring(KeyringError::KeyRevoked { key_id }));
         }
         Ok(slot)
     }
@@ -145,7 +147,8 @@ impl<const N: usize> Keyring<N> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::keys::KeyPair;
+    use crate::KeyError;
+    use crate::keypair::KeyPair;
 
     fn key(n: u8) -> [u8; 32] {
         KeyPair::from_seed([n; 32]).public_key()
@@ -168,7 +171,7 @@ mod tests {
         let id = ring.add(&key(1)).unwrap();
         assert_eq!(
             ring.add(&key(1)),
-            Err(Error::KeyringDuplicate { key_id: id })
+            Err(Error::Keyring(KeyringError::Duplicate { key_id: id }))
         );
     }
 
@@ -179,11 +182,11 @@ mod tests {
         ring.revoke(id).unwrap();
         assert_eq!(
             ring.add(&key(1)),
-            Err(Error::KeyringKeyRevoked { key_id: id })
+            Err(Error::Keyring(KeyringError::KeyRevoked { key_id: id }))
         );
         assert_eq!(
             ring.revoke(id),
-            Err(Error::KeyringKeyRevoked { key_id: id })
+            Err(Error::Keyring(KeyringError::KeyRevoked { key_id: id }))
         );
     }
 
@@ -192,7 +195,10 @@ mod tests {
         let mut ring = Keyring::<1>::new();
         let id = ring.add(&key(1)).unwrap();
         ring.revoke(id).unwrap();
-        assert_eq!(ring.add(&key(2)), Err(Error::KeyringFull { capacity: 1 }));
+        assert_eq!(
+            ring.add(&key(2)),
+            Err(Error::Keyring(KeyringError::Full { capacity: 1 }))
+        );
     }
 
     #[test]
@@ -201,7 +207,7 @@ mod tests {
         let id = KeyId([7; 8]);
         assert_eq!(
             ring.revoke(id),
-            Err(Error::KeyringUnknownKey { key_id: id })
+            Err(Error::Keyring(KeyringError::UnknownKey { key_id: id }))
         );
     }
 
@@ -213,18 +219,18 @@ mod tests {
         identity[0] = 1;
         assert_eq!(
             ring.add(&identity),
-            Err(Error::KeyWeak {
+            Err(Error::Key(KeyError::Weak {
                 key_id: KeyId::of(&identity)
-            })
+            }))
         );
         // y = 2 is not the y-coordinate of any point on edwards25519.
         let mut not_a_point = [0u8; 32];
         not_a_point[0] = 2;
         assert_eq!(
             ring.add(&not_a_point),
-            Err(Error::KeyInvalid {
+            Err(Error::Key(KeyError::Invalid {
                 key_id: KeyId::of(&not_a_point)
-            })
+            }))
         );
     }
 }

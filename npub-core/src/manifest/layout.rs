@@ -6,23 +6,16 @@
 //! signature covers every byte before it, so nothing in a manifest is unsigned, and a manifest is
 //! exactly [`MANIFEST_BYTES`] long: trailing bytes are refused rather than ignored.
 use super::KeyId;
+use super::constants::{
+    MANIFEST_BYTES, MANIFEST_MAGIC, MANIFEST_VERSION, SIGNATURE_BYTES, SIGNED_BYTES,
+};
 use super::text;
-use crate::{Accel, Error};
+use crate::{Accel, Error, ManifestError};
 
-/// Bytes `4e 50 4d 31`: a hexdump reads "NPM1" forwards, like NPU1's magic.
-pub const MANIFEST_MAGIC: u32 = 0x314D_504E;
-/// Bumped on any layout change; there is no dual-version verifier.
-pub const MANIFEST_VERSION: u32 = 1;
 /// Width of `model_name`: room for a descriptive name, small enough for the device to keep.
 pub const MODEL_NAME_BYTES: usize = 64;
 /// Width of `model_version`: a semver with pre-release and build metadata fits.
 pub const MODEL_VERSION_BYTES: usize = 32;
-/// Bytes covered by the signature: everything before it.
-pub const SIGNED_BYTES: usize = 216;
-/// An ed25519 signature.
-pub const SIGNATURE_BYTES: usize = 64;
-/// A whole version-1 manifest.
-pub const MANIFEST_BYTES: usize = SIGNED_BYTES + SIGNATURE_BYTES;
 /// Prepended to the signed bytes before signing, so that a manifest signature can never be passed
 /// off as the signature of anything else a key signs (a keyring update, another protocol).
 pub const MANIFEST_DOMAIN: &[u8] = b"npub/manifest/v1\0";
@@ -89,18 +82,21 @@ pub struct ManifestView<'a> {
 impl<'a> ManifestView<'a> {
     /// Checks the length (exactly [`MANIFEST_BYTES`]), the magic and the version, in that order.
     pub fn new(bytes: &'a [u8]) -> Result<Self, Error> {
-        let bytes: &[u8; MANIFEST_BYTES] =
-            bytes.try_into().map_err(|_| Error::ManifestWrongLength {
+        let bytes: &[u8; MANIFEST_BYTES] = bytes.try_into().map_err(|_| {
+            Error::Manifest(ManifestError::WrongLength {
                 len: bytes.len() as u64,
-            })?;
+            })
+        })?;
         let view = Self { bytes };
         let magic = view.u32_at(off::MAGIC);
         if magic != MANIFEST_MAGIC {
-            return Err(Error::ManifestBadMagic { found: magic });
+            return Err(Error::Manifest(ManifestError::BadMagic { found: magic }));
         }
         let version = view.u32_at(off::VERSION);
         if version != MANIFEST_VERSION {
-            return Err(Error::ManifestUnsupportedVersion { found: version });
+            return Err(Error::Manifest(ManifestError::UnsupportedVersion {
+                found: version,
+            }));
         }
         Ok(view)
     }
@@ -254,22 +250,24 @@ impl ManifestFields<'_> {
     /// decoding them).
     pub fn check(&self) -> Result<(), Error> {
         if self.sequence == 0 {
-            return Err(Error::ManifestSequenceZero);
+            return Err(Error::Manifest(ManifestError::SequenceZero));
         }
         if self.accel == Accel::Unspecified {
-            return Err(Error::ManifestAccelUnspecified);
+            return Err(Error::Manifest(ManifestError::AccelUnspecified));
         }
         if self.hw_class == 0 {
-            return Err(Error::ManifestHardwareClassZero);
+            return Err(Error::Manifest(ManifestError::HardwareClassZero));
         }
         if self.pack_len < crate::format::HEADER_BYTES {
-            return Err(Error::ManifestPackTooShort { len: self.pack_len });
+            return Err(Error::Manifest(ManifestError::PackTooShort {
+                len: self.pack_len,
+            }));
         }
         if self.expires_at != 0 && self.expires_at <= self.issued_at {
-            return Err(Error::ManifestBadExpiry {
+            return Err(Error::Manifest(ManifestError::BadExpiry {
                 issued_at: self.issued_at,
                 expires_at: self.expires_at,
-            });
+            }));
         }
         Ok(())
     }
@@ -356,13 +354,13 @@ mod tests {
         let m = whole(fields().encode(KeyId([9; 8])).unwrap());
         assert_eq!(
             ManifestView::new(&m[..MANIFEST_BYTES - 1]).unwrap_err(),
-            Error::ManifestWrongLength { len: 279 }
+            Error::Manifest(ManifestError::WrongLength { len: 279 })
         );
         let mut long = [0u8; MANIFEST_BYTES + 1];
         long[..MANIFEST_BYTES].copy_from_slice(&m);
         assert_eq!(
             ManifestView::new(&long).unwrap_err(),
-            Error::ManifestWrongLength { len: 281 }
+            Error::Manifest(ManifestError::WrongLength { len: 281 })
         );
     }
 
@@ -372,12 +370,12 @@ mod tests {
         m[off::VERSION] = 2;
         assert_eq!(
             ManifestView::new(&m).unwrap_err(),
-            Error::ManifestUnsupportedVersion { found: 2 }
+            Error::Manifest(ManifestError::UnsupportedVersion { found: 2 })
         );
         m[0] = b'X';
         assert!(matches!(
             ManifestView::new(&m),
-            Err(Error::ManifestBadMagic { .. })
+            Err(Error::Manifest(ManifestError::BadMagic { .. }))
         ));
     }
 
@@ -390,38 +388,38 @@ mod tests {
                     sequence: 0,
                     ..fields()
                 },
-                Error::ManifestSequenceZero,
+                Error::Manifest(ManifestError::SequenceZero),
             ),
             (
                 ManifestFields {
                     accel: Accel::Unspecified,
                     ..fields()
                 },
-                Error::ManifestAccelUnspecified,
+                Error::Manifest(ManifestError::AccelUnspecified),
             ),
             (
                 ManifestFields {
                     hw_class: 0,
                     ..fields()
                 },
-                Error::ManifestHardwareClassZero,
+                Error::Manifest(ManifestError::HardwareClassZero),
             ),
             (
                 ManifestFields {
                     pack_len: 31,
                     ..fields()
                 },
-                Error::ManifestPackTooShort { len: 31 },
+                Error::Manifest(ManifestError::PackTooShort { len: 31 }),
             ),
             (
                 ManifestFields {
                     expires_at: 1_700_000_000,
                     ..fields()
                 },
-                Error::ManifestBadExpiry {
+                Error::Manifest(ManifestError::BadExpiry {
                     issued_at: 1_700_000_000,
                     expires_at: 1_700_000_000,
-                },
+                }),
             ),
         ];
         for (f, want) in cases {

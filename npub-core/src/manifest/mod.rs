@@ -26,33 +26,35 @@
 //! Every signature is over a domain-separation prefix ‖ the signed bytes, so a signature made for
 //! one kind of record is never valid for another.
 
+mod constants;
 mod digest;
 pub(crate) mod hex;
 mod key_id;
 mod keyring;
 mod layout;
 mod pack_check;
-mod rotation;
+pub(crate) mod rotation;
 #[cfg(feature = "std")]
 mod sign;
-mod signature;
-mod text;
+pub(crate) mod signature;
+pub(crate) mod text;
 mod verify;
 
+pub use constants::{
+    MANIFEST_BYTES, MANIFEST_MAGIC, MANIFEST_VERSION, ROTATION_BYTES, ROTATION_MAGIC,
+    ROTATION_SIGNED_BYTES, ROTATION_VERSION, SIGNATURE_BYTES, SIGNED_BYTES,
+};
 pub use digest::{SHA256_PREFIX_BYTES, Sha256Prefix, sha256};
 pub use key_id::{KEY_ID_BYTES, KEY_ID_DOMAIN, KeyId};
 pub use keyring::{KeyEntry, Keyring};
 pub use layout::{
-    MANIFEST_BYTES, MANIFEST_DOMAIN, MANIFEST_MAGIC, MANIFEST_VERSION, MODEL_NAME_BYTES,
-    MODEL_VERSION_BYTES, ManifestFields, ManifestView, SIGNATURE_BYTES, SIGNED_BYTES,
+    MANIFEST_DOMAIN, MODEL_NAME_BYTES, MODEL_VERSION_BYTES, ManifestFields, ManifestView,
 };
 pub use pack_check::{PackCheck, VerifiedPack};
-pub use rotation::{
-    KeyringChange, KeyringUpdate, ROTATION_BYTES, ROTATION_DOMAIN, ROTATION_MAGIC,
-    ROTATION_SIGNED_BYTES, ROTATION_VERSION,
-};
+pub use rotation::{KeyringChange, KeyringUpdate, ROTATION_DOMAIN};
 #[cfg(feature = "std")]
 pub use sign::{PackFacts, sign_keyring_update, sign_manifest};
+pub use signature::check_public_key;
 pub use verify::{Policy, VerifiedManifest, verify};
 
 /// Hardware class of the RA8P1 boards this project targets (EK-RA8P1 and boards wired like it);
@@ -60,8 +62,3 @@ pub use verify::{Policy, VerifiedManifest, verify};
 /// non-zero `u32`, one per board design whose slot layout and peripherals a pack may rely on.
 /// 0 is reserved: it names no hardware, so there is no "runs anywhere" manifest.
 pub const HW_CLASS_RA8P1: u32 = 1;
-
-/// Refuses a public key that is not a valid ed25519 point or that has small order.
-pub fn check_public_key(public_key: &[u8; 32]) -> Result<(), crate::Error> {
-    signature::verifying_key(public_key).map(|_| ())
-}

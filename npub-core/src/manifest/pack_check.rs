@@ -6,12 +6,12 @@
 //!
 //! | when                                | check                                                  | `Error` |
 //! |-------------------------------------|--------------------------------------------------------|---------|
-//! | a chunk would pass `pack_len`       | refused before any of it is hashed or written (endless data) | `PackLongerThanManifest` |
+//! | a chunk would pass `pack_len`       | refused before any of it is hashed or written (endless data) | `ManifestError::PackLongerThanManifest` |
 //! | every chunk                         | NPU1 structure (magic, version, tables)                | the NPU1 variants |
-//! | byte 12 arrives                     | header `total_bytes` = the manifest's `pack_len` (another pack's manifest) | `PackLengthDiffersFromManifest` |
-//! | byte 32 arrives                     | header word 7 = the manifest's `pack_checksum` (mix-and-match, early) | `PackChecksumMismatch` |
-//! | [`finish`](PackCheck::finish)       | all `pack_len` bytes arrived                           | `PackShorterThanManifest` |
-//! | [`finish`](PackCheck::finish)       | SHA-256 = `pack_sha256` (wrong software, tampering)   | `PackHashMismatch` |
+//! | byte 12 arrives                     | header `total_bytes` = the manifest's `pack_len` (another pack's manifest) | `ManifestError::PackLengthDiffersFromManifest` |
+//! | byte 32 arrives                     | header word 7 = the manifest's `pack_checksum` (mix-and-match, early) | `ManifestError::PackChecksumMismatch` |
+//! | [`finish`](PackCheck::finish)       | all `pack_len` bytes arrived                           | `ManifestError::PackShorterThanManifest` |
+//! | [`finish`](PackCheck::finish)       | SHA-256 = `pack_sha256` (wrong software, tampering)   | `ManifestError::PackHashMismatch` |
 //! | [`finish`](PackCheck::finish)       | FNV-1a of the payload = word 7 (NPU1 check 9)          | `ChecksumMismatch` |
 //!
 //! A failure is sticky: every later call returns it. The caller writes a chunk to flash only after
@@ -20,8 +20,8 @@
 use sha2::{Digest, Sha256};
 
 use super::{Sha256Prefix, VerifiedManifest};
-use crate::Error;
 use crate::format::{HEADER_BYTES, Header, StreamValidator};
+use crate::{Error, FormatError, ManifestError};
 
 /// The streaming check of one pack against one [`VerifiedManifest`]. Built only from a
 /// `VerifiedManifest`, so there is no way to check (and so install) a pack against an unverified
@@ -98,18 +98,18 @@ impl PackCheck {
         }
         let expected = self.manifest.pack_len();
         if self.received < u64::from(expected) {
-            return Err(Error::PackShorterThanManifest {
+            return Err(Error::Manifest(ManifestError::PackShorterThanManifest {
                 expected,
                 received: self.received,
-            });
+            }));
         }
         let computed: [u8; 32] = self.sha.finalize().into();
         let stated = self.manifest.pack_sha256();
         if computed != stated {
-            return Err(Error::PackHashMismatch {
+            return Err(Error::Manifest(ManifestError::PackHashMismatch {
                 manifest: Sha256Prefix::of(&stated),
                 computed: Sha256Prefix::of(&computed),
-            });
+            }));
         }
         let header = self.npu1.finish()?;
         Ok(VerifiedPack {
@@ -129,10 +129,10 @@ impl PackCheck {
             if let Some(prefix) = chunk.get(..inside) {
                 self.npu1.feed(prefix).map_err(|e| self.name_length(e))?;
             }
-            return Err(Error::PackLongerThanManifest {
+            return Err(Error::Manifest(ManifestError::PackLongerThanManifest {
                 expected,
                 received: after,
-            });
+            }));
         }
         self.sha.update(chunk);
         self.npu1.feed(chunk).map_err(|e| self.name_length(e))?;
@@ -149,10 +149,12 @@ impl PackCheck {
     /// in the manifest's terms.
     fn name_length(&self, e: Error) -> Error {
         match e {
-            Error::TotalBytesMismatch { total_bytes, .. } => Error::PackLengthDiffersFromManifest {
-                pack_total_bytes: total_bytes,
-                manifest_pack_len: self.manifest.pack_len(),
-            },
+            Error::Format(FormatError::TotalBytesMismatch { total_bytes, .. }) => {
+                Error::Manifest(ManifestError::PackLengthDiffersFromManifest {
+                    pack_total_bytes: total_bytes,
+                    manifest_pack_len: self.manifest.pack_len(),
+                })
+            }
             other => other,
         }
     }
@@ -165,10 +167,10 @@ impl PackCheck {
         };
         let manifest = self.manifest.pack_checksum();
         if header.checksum != manifest {
-            return Err(Error::PackChecksumMismatch {
+            return Err(Error::Manifest(ManifestError::PackChecksumMismatch {
                 manifest,
                 pack: header.checksum,
-            });
+            }));
         }
         Ok(())
     }

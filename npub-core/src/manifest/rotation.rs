@@ -10,22 +10,18 @@
 //! whose effect the keyring already has (adding a key it trusts, revoking one it never knew) is
 //! applied as a no-op: a device provisioned after several rotations, with the then-active key as
 //! its factory keyring, replays the history from sequence 1 and must not stop at the first one.
+use super::constants::{ROTATION_BYTES, ROTATION_MAGIC, ROTATION_SIGNED_BYTES, ROTATION_VERSION};
 use super::signature;
 use super::{KeyId, Keyring};
-use crate::Error;
+use crate::release::RELEASE_ACTIONS;
+use crate::{Error, KeyringError};
 
-/// Bytes `4e 50 4b 31`: "NPK1".
-pub const ROTATION_MAGIC: u32 = 0x314B_504E;
-/// Bumped on any layout change.
-pub const ROTATION_VERSION: u32 = 1;
-/// Bytes covered by the signature.
-pub const ROTATION_SIGNED_BYTES: usize = 80;
-/// A whole version-1 keyring update.
-pub const ROTATION_BYTES: usize = ROTATION_SIGNED_BYTES + 64;
 /// Prepended to the signed bytes: a root signature over an update can never pass for a manifest's.
 pub const ROTATION_DOMAIN: &[u8] = b"npub/keyring-update/v1\0";
 
-mod off {
+/// Field offsets, in the order of the table on [`KeyringUpdate`] (the release actions give some of
+/// them other meanings: `release/update.rs`).
+pub(crate) mod off {
     pub const MAGIC: usize = 0;
     pub const VERSION: usize = 4;
     pub const ROOT_KEY_ID: usize = 8;
@@ -83,7 +79,7 @@ impl KeyringChange {
 /// |      4 |    4 | `version`        | [`ROTATION_VERSION`] = 1                                           |
 /// |      8 |    8 | `root_key_id`    | [`KeyId`] of the root key that signed it                           |
 /// |     16 |    8 | `sequence`       | update sequence, strictly above the keyring's last applied one   |
-/// |     24 |    4 | `action`         | 1 add, 2 revoke, 3 replace (revoke then add, atomically)          |
+/// |     24 |    4 | `action`         | 1 add, 2 revoke, 3 replace (revoke then add, atomically); 4–8 change release keys and policies (`release::ReleaseChange`, whose table gives bytes 28..72 their meaning for those) |
 /// |     28 |    4 | `reserved`       | 0                                                                 |
 /// |     32 |    8 | `revoke_key_id`  | key to revoke (actions 2, 3); zeros otherwise                     |
 /// |     40 |   32 | `add_public_key` | ed25519 public key to trust (actions 1, 3); zeros otherwise       |
@@ -139,7 +135,10 @@ impl KeyringUpdate {
                     public_key: add,
                 },
             ),
-            _ => return Err(Error::RotationBadAction { action }),
+            _ if RELEASE_ACTIONS.contains(&action) => {
+                return Err(Error::Keyring(KeyringError::UpdateReleaseAction { action }));
+            }
+            _ => return Err(Error::Keyring(KeyringError::UpdateBadAction { action })),
         };
         let unused_not_zero = [
             (true, "reserved", &bytes[off::RESERVED..off::RESERVED + 4]),
@@ -148,7 +147,9 @@ impl KeyringUpdate {
         ];
         for (unused, field, value) in unused_not_zero {
             if unused && value.iter().any(|&b| b != 0) {
-                return Err(Error::RotationUnusedFieldNotZero { field });
+                return Err(Error::Keyring(KeyringError::UpdateUnusedFieldNotZero {
+                    field,
+                }));
             }
         }
         let update = KeyringUpdate {
@@ -174,13 +175,15 @@ impl<const N: usize> Keyring<N> {
         let root = roots
             .iter()
             .find(|r| KeyId::of(r) == root_id)
-            .ok_or(Error::RotationUnknownRootKey { key_id: root_id })?;
+            .ok_or(Error::Keyring(KeyringError::UpdateUnknownRootKey {
+                key_id: root_id,
+            }))?;
         signature::check(
             root,
             ROTATION_DOMAIN,
             signed,
             signature,
-            Error::RotationBadSignature { key_id: root_id },
+            Error::Keyring(KeyringError::UpdateBadSignature { key_id: root_id }),
         )?;
         self.apply_signed(record)
     }
@@ -188,24 +191,43 @@ impl<const N: usize> Keyring<N> {
     /// The part of [`Keyring::apply_update`] after the signature. Out of line so that the decoded
     /// record is not on the stack while the signature is checked.
     #[inline(never)]
-    fn apply_signed(&mut self, record: &[u8]) -> Result<(), Error> {
+    pub(crate) fn apply_signed(&mut self, record: &[u8]) -> Result<(), Error> {
         let (_, update) = KeyringUpdate::decode(record)?;
-        if update.sequence <= self.update_sequence() {
-            return Err(Error::RotationReplayed {
-                sequence: update.sequence,
-                last: self.update_sequence(),
-            });
-        }
-        // A device provisioned after some rotations replays the whole history from sequence 1
-        // with a factory keyring that already reflects part of it: an update whose effect is
-        // already there (its key already trusted, or a key to revoke it never knew) changes
-        // nothing and is still applied, so the device catches up. A revoked key is never added
-        // back: that stays refused.
+        self.check_update_sequence(update.sequence)?;
         let (revoke, add) = match update.change {
             KeyringChange::Add { public_key } => (None, Some(public_key)),
             KeyringChange::Revoke { key_id } => (Some(key_id), None),
             KeyringChange::Replace { revoke, public_key } => (Some(revoke), Some(public_key)),
         };
+        self.change(revoke, add)?;
+        self.set_update_sequence(update.sequence);
+        Ok(())
+    }
+
+    /// Refuses an update whose sequence is not above the last one applied (a replay).
+    pub(crate) fn check_update_sequence(&self, sequence: u64) -> Result<(), Error> {
+        if sequence <= self.update_sequence() {
+            return Err(Error::Keyring(KeyringError::UpdateReplayed {
+                sequence,
+                last: self.update_sequence(),
+            }));
+        }
+        Ok(())
+    }
+
+    /// Revokes `revoke` and trusts `add`, all or nothing, as a root-signed update does (signing
+    /// keys here; release keys through the same rules in `release/`).
+    ///
+    /// A device provisioned after some rotations replays the whole history from sequence 1
+    /// with a factory keyring that already reflects part of it: a change whose effect is
+    /// already there (its key already trusted, or a key to revoke it never knew) changes
+    /// nothing and is still applied, so the device catches up. A revoked key is never added
+    /// back: that stays refused.
+    pub(crate) fn change(
+        &mut self,
+        revoke: Option<KeyId>,
+        add: Option<[u8; 32]>,
+    ) -> Result<(), Error> {
         let revoke = revoke.filter(|&id| self.get(id).is_some_and(|e| !e.is_revoked()));
         let add = add.filter(|key| self.get(KeyId::of(key)).is_none_or(|e| e.is_revoked()));
         // Both halves are checked before either happens; revoking frees no entry.
@@ -221,44 +243,48 @@ impl<const N: usize> Keyring<N> {
         if let Some(key) = &add {
             self.add(key)?;
         }
-        self.set_update_sequence(update.sequence);
         Ok(())
     }
 }
 
 /// Length, magic and version; then the root key id, the signed bytes and the signature.
-fn envelope(record: &[u8]) -> Result<(KeyId, &[u8], &[u8; 64]), Error> {
-    let bytes: &[u8; ROTATION_BYTES] =
-        record.try_into().map_err(|_| Error::RotationWrongLength {
+pub(crate) fn envelope(record: &[u8]) -> Result<(KeyId, &[u8], &[u8; 64]), Error> {
+    let bytes: &[u8; ROTATION_BYTES] = record.try_into().map_err(|_| {
+        Error::Keyring(KeyringError::UpdateWrongLength {
             len: record.len() as u64,
-        })?;
+        })
+    })?;
     let magic = u32_at(bytes, off::MAGIC);
     if magic != ROTATION_MAGIC {
-        return Err(Error::RotationBadMagic { found: magic });
+        return Err(Error::Keyring(KeyringError::UpdateBadMagic {
+            found: magic,
+        }));
     }
     let version = u32_at(bytes, off::VERSION);
     if version != ROTATION_VERSION {
-        return Err(Error::RotationUnsupportedVersion { found: version });
+        return Err(Error::Keyring(KeyringError::UpdateUnsupportedVersion {
+            found: version,
+        }));
     }
     let (signed, signature) = bytes.split_at(off::SIGNATURE);
-    let signature = signature
-        .try_into()
-        .map_err(|_| Error::RotationWrongLength {
+    let signature = signature.try_into().map_err(|_| {
+        Error::Keyring(KeyringError::UpdateWrongLength {
             len: record.len() as u64,
-        })?;
+        })
+    })?;
     Ok((KeyId(array(bytes, off::ROOT_KEY_ID)), signed, signature))
 }
 
-fn array<const M: usize>(bytes: &[u8], at: usize) -> [u8; M] {
+pub(crate) fn array<const M: usize>(bytes: &[u8], at: usize) -> [u8; M] {
     let mut out = [0u8; M];
     out.copy_from_slice(&bytes[at..at + M]);
     out
 }
 
-fn u32_at(bytes: &[u8], at: usize) -> u32 {
+pub(crate) fn u32_at(bytes: &[u8], at: usize) -> u32 {
     u32::from_le_bytes(array(bytes, at))
 }
 
-fn u64_at(bytes: &[u8], at: usize) -> u64 {
+pub(crate) fn u64_at(bytes: &[u8], at: usize) -> u64 {
     u64::from_le_bytes(array(bytes, at))
 }

@@ -1,8 +1,9 @@
 //! Signing (feature `std`): the host side of manifests and keyring updates.
-use super::layout::{MANIFEST_BYTES, MANIFEST_DOMAIN, ManifestFields, SIGNED_BYTES};
-use super::rotation::{KeyringUpdate, ROTATION_BYTES, ROTATION_DOMAIN, ROTATION_SIGNED_BYTES};
+use super::constants::{MANIFEST_BYTES, ROTATION_BYTES, ROTATION_SIGNED_BYTES, SIGNED_BYTES};
+use super::layout::{MANIFEST_DOMAIN, ManifestFields};
+use super::rotation::{KeyringUpdate, ROTATION_DOMAIN};
 use super::sha256;
-use crate::keys::KeyPair;
+use crate::keypair::KeyPair;
 use crate::{Accel, Blob, Error};
 
 /// What a manifest states about a pack, read off the pack itself.

@@ -23,7 +23,7 @@
 use salty::{CompressedY, EdwardsPoint, Scalar, Sha512};
 
 use super::KeyId;
-use crate::Error;
+use crate::{Error, KeyError};
 
 /// ℓ, the order of the prime-order subgroup, little-endian.
 const ORDER: [u8; 32] = [
@@ -36,9 +36,9 @@ pub(crate) fn verifying_key(public_key: &[u8; 32]) -> Result<EdwardsPoint, Error
     let key_id = || KeyId::of(public_key);
     let key = CompressedY(*public_key)
         .decompressed()
-        .map_err(|_| Error::KeyInvalid { key_id: key_id() })?;
+        .map_err(|_| Error::Key(KeyError::Invalid { key_id: key_id() }))?;
     if has_small_order(&key) {
-        return Err(Error::KeyWeak { key_id: key_id() });
+        return Err(Error::Key(KeyError::Weak { key_id: key_id() }));
     }
     Ok(key)
 }
@@ -107,13 +107,19 @@ fn has_small_order(point: &EdwardsPoint) -> bool {
     p8 == EdwardsPoint::neutral_element()
 }
 
+/// Refuses a public key that is not a valid ed25519 point or that has small order.
+pub fn check_public_key(public_key: &[u8; 32]) -> Result<(), Error> {
+    verifying_key(public_key).map(|_| ())
+}
+
 #[cfg(test)]
 mod tests {
     use ed25519_dalek::{Signature, Signer, SigningKey, VerifyingKey};
 
     use super::*;
+    use crate::ManifestError;
 
-    const BAD: Error = Error::ManifestSequenceZero;
+    const BAD: Error = Error::Manifest(ManifestError::SequenceZero);
 
     /// Our verdict and `verify_strict`'s on the same (key, message, signature).
     fn both(public_key: &[u8; 32], message: &[u8], signature: &[u8; 64]) -> (bool, bool) {
@@ -206,7 +212,7 @@ mod tests {
     }
 
     /// Every point of order 1, 2, 4 or 8 (their canonical encodings) is refused as a key with
-    /// `KeyWeak`, and as `R`.
+    /// `KeyError::Weak`, and as `R`.
     #[test]
     fn rejects_a_small_order_key() {
         let mut neg_one = [0xffu8; 32]; // y = −1 (p − 1): order 2
@@ -229,7 +235,7 @@ mod tests {
         let public = signer.verifying_key().to_bytes();
         for weak in [identity, neg_one, order4, order4_neg, order8, order8_neg] {
             assert!(
-                matches!(verifying_key(&weak), Err(Error::KeyWeak { .. })),
+                matches!(verifying_key(&weak), Err(Error::Key(KeyError::Weak { .. }))),
                 "{weak:02x?}"
             );
             // [0]B − [k]W is a small-order point for these keys: the unstrict equation can
@@ -238,16 +244,19 @@ mod tests {
             sig[..32].copy_from_slice(&weak);
             assert_eq!(
                 check(&weak, b"", b"any message", &sig, BAD),
-                Err(Error::KeyWeak {
+                Err(Error::Key(KeyError::Weak {
                     key_id: KeyId::of(&weak)
-                })
+                }))
             );
             assert_eq!(both(&public, b"any message", &sig), (false, false));
         }
-        // Not on the curve at all (y = 2 has no x): KeyInvalid, not KeyWeak.
+        // Not on the curve at all (y = 2 has no x): `KeyError::Invalid`, not `KeyError::Weak`.
         let mut two = [0u8; 32];
         two[0] = 2;
-        assert!(matches!(verifying_key(&two), Err(Error::KeyInvalid { .. })));
+        assert!(matches!(
+            verifying_key(&two),
+            Err(Error::Key(KeyError::Invalid { .. }))
+        ));
     }
 
     /// A valid signature changed in ways that keep the equation's shape: R with a torsion point

@@ -1,7 +1,8 @@
 //! Device-side verification: bytes in, a [`VerifiedManifest`] out only when every check passes.
-use super::layout::{MANIFEST_BYTES, MANIFEST_DOMAIN, ManifestView};
+use super::constants::MANIFEST_BYTES;
+use super::layout::{MANIFEST_DOMAIN, ManifestView};
 use super::{KeyId, Keyring, signature, text};
-use crate::{Accel, Error};
+use crate::{Accel, Error, ManifestError};
 
 /// What the device knows about itself and its history: the inputs of [`verify`] other than the
 /// manifest and the keyring.
@@ -33,18 +34,18 @@ pub struct VerifiedManifest {
 ///
 /// | # | check                                                   | stops                        | `Error` |
 /// |---|---------------------------------------------------------|------------------------------|---------|
-/// | 1 | exactly 280 bytes                                       | truncation, smuggled trailer | `ManifestWrongLength` |
-/// | 2 | magic "NPM1"                                            | a foreign file               | `ManifestBadMagic` |
-/// | 3 | version 1                                               | misread layout               | `ManifestUnsupportedVersion` |
-/// | 4 | `key_id` in the keyring                                 | arbitrary installation       | `ManifestUnknownKey` |
-/// | 5 | that key not revoked                                    | key compromise               | `ManifestKeyRevoked` |
-/// | 6 | ed25519 (strict) over the domain ‖ bytes 0..216         | forgery, tampering, unsigned | `ManifestBadSignature` |
-/// | 7 | every field valid on its own ([`super::ManifestFields::check`], text fields) | signer mistakes | `ManifestText*`, `ManifestSequenceZero`, … |
-/// | 8 | `sequence` > `policy.last_sequence`                     | rollback, replay             | `ManifestReplayed` |
-/// | 9 | `hw_class` = the device's                               | wrong hardware               | `ManifestWrongHardware` |
-/// | 10 | `accel` = the device's                                 | a stream for another NPU     | `ManifestWrongAccel` |
-/// | 11 | `pack_len` ≤ the slot                                  | slot overflow                | `ManifestPackTooLarge` |
-/// | 12 | not expired, when `policy.now` is known                | freeze                       | `ManifestExpired` |
+/// | 1 | exactly 280 bytes                                       | truncation, smuggled trailer | `ManifestError::WrongLength` |
+/// | 2 | magic "NPM1"                                            | a foreign file               | `ManifestError::BadMagic` |
+/// | 3 | version 1                                               | misread layout               | `ManifestError::UnsupportedVersion` |
+/// | 4 | `key_id` in the keyring                                 | arbitrary installation       | `ManifestError::UnknownKey` |
+/// | 5 | that key not revoked                                    | key compromise               | `ManifestError::KeyRevoked` |
+/// | 6 | ed25519 (strict) over the domain ‖ bytes 0..216         | forgery, tampering, unsigned | `ManifestError::BadSignature` |
+/// | 7 | every field valid on its own ([`super::ManifestFields::check`], text fields) | signer mistakes | `ManifestText*`, `ManifestError::SequenceZero`, … |
+/// | 8 | `sequence` > `policy.last_sequence`                     | rollback, replay             | `ManifestError::Replayed` |
+/// | 9 | `hw_class` = the device's                               | wrong hardware               | `ManifestError::WrongHardware` |
+/// | 10 | `accel` = the device's                                 | a stream for another NPU     | `ManifestError::WrongAccel` |
+/// | 11 | `pack_len` ≤ the slot                                  | slot overflow                | `ManifestError::PackTooLarge` |
+/// | 12 | not expired, when `policy.now` is known                | freeze                       | `ManifestError::Expired` |
 ///
 /// Nothing but the magic, the version and the key id is interpreted before the signature has
 /// verified: every later decision is made on bytes the key holder wrote.
@@ -57,16 +58,16 @@ pub fn verify<const N: usize>(
     let key_id = view.key_id();
     let entry = keyring
         .get(key_id)
-        .ok_or(Error::ManifestUnknownKey { key_id })?;
+        .ok_or(Error::Manifest(ManifestError::UnknownKey { key_id }))?;
     if entry.is_revoked() {
-        return Err(Error::ManifestKeyRevoked { key_id });
+        return Err(Error::Manifest(ManifestError::KeyRevoked { key_id }));
     }
     signature::check(
         entry.public_key(),
         MANIFEST_DOMAIN,
         view.signed_bytes(),
         view.signature(),
-        Error::ManifestBadSignature { key_id },
+        Error::Manifest(ManifestError::BadSignature { key_id }),
     )?;
     accept(view, policy)
 }
@@ -77,35 +78,35 @@ pub fn verify<const N: usize>(
 fn accept(view: ManifestView<'_>, policy: &Policy) -> Result<VerifiedManifest, Error> {
     let fields = view.fields()?;
     if fields.sequence <= policy.last_sequence {
-        return Err(Error::ManifestReplayed {
+        return Err(Error::Manifest(ManifestError::Replayed {
             sequence: fields.sequence,
             last: policy.last_sequence,
-        });
+        }));
     }
     if fields.hw_class != policy.hw_class {
-        return Err(Error::ManifestWrongHardware {
+        return Err(Error::Manifest(ManifestError::WrongHardware {
             manifest: fields.hw_class,
             device: policy.hw_class,
-        });
+        }));
     }
     if fields.accel != policy.accel {
-        return Err(Error::ManifestWrongAccel {
+        return Err(Error::Manifest(ManifestError::WrongAccel {
             manifest: fields.accel.word(),
             device: policy.accel.word(),
-        });
+        }));
     }
     if fields.pack_len > policy.slot_bytes {
-        return Err(Error::ManifestPackTooLarge {
+        return Err(Error::Manifest(ManifestError::PackTooLarge {
             len: fields.pack_len,
             slot: policy.slot_bytes,
-        });
+        }));
     }
     if let Some(now) = policy.now {
         if fields.expires_at != 0 && now >= fields.expires_at {
-            return Err(Error::ManifestExpired {
+            return Err(Error::Manifest(ManifestError::Expired {
                 expires_at: fields.expires_at,
                 now,
-            });
+            }));
         }
     }
     Ok(VerifiedManifest {
@@ -174,6 +175,16 @@ impl VerifiedManifest {
         self.view().io_digest()
     }
 
+    /// `pack_sha256` in place (the release check borrows it rather than copy it to its stack).
+    pub(crate) fn pack_sha256_ref(&self) -> &[u8; 32] {
+        digest_at(&self.bytes, super::layout::off::PACK_SHA256)
+    }
+
+    /// `io_digest` in place.
+    pub(crate) fn io_digest_ref(&self) -> &[u8; 32] {
+        digest_at(&self.bytes, super::layout::off::IO_DIGEST)
+    }
+
     /// Checks the IO bindings delivered with the pack (their canonical encoding; `None` when the
     /// pack came without any) against `io_digest`: all zeros means "none", anything else must be
     /// the SHA-256 of exactly these bytes ([`crate::io_bindings::digest`]).
@@ -181,10 +192,10 @@ impl VerifiedManifest {
         let stated = self.io_digest();
         let computed = canonical.map_or([0; 32], super::sha256);
         if computed != stated {
-            return Err(Error::ManifestIoDigestMismatch {
+            return Err(Error::Manifest(ManifestError::IoDigestMismatch {
                 manifest: super::Sha256Prefix::of(&stated),
                 computed: super::Sha256Prefix::of(&computed),
-            });
+            }));
         }
         Ok(())
     }
@@ -198,6 +209,12 @@ impl VerifiedManifest {
     pub fn expires_at(&self) -> u64 {
         self.view().expires_at()
     }
+}
+
+/// The 32 bytes at `at` (a digest field of the table).
+fn digest_at(bytes: &[u8; MANIFEST_BYTES], at: usize) -> &[u8; 32] {
+    let (_, rest) = bytes.split_at(at);
+    rest.first_chunk().unwrap_or(&[0; 32])
 }
 
 /// A text field already validated by `verify`; empty (never reached) if it somehow were not.

@@ -32,7 +32,7 @@ use flatbuffers::{
     Verifier, VerifierOptions, field_index_to_field_offset,
 };
 
-use crate::Error;
+use crate::{Error, VelaError};
 
 /// TFLite's file identifier, bytes 4..8 of the file.
 pub const FILE_IDENTIFIER: &str = "TFL3";
@@ -95,10 +95,10 @@ fn malformed(e: InvalidFlatbuffer) -> Error {
         }
         InvalidFlatbuffer::DepthLimitReached => ("tables nest deeper than the verifier allows", 0),
     };
-    Error::TfliteMalformed {
+    Error::Vela(VelaError::TfliteMalformed {
         problem,
         position: position as u64,
-    }
+    })
 }
 
 // ----- the verification walk (what flatc's generated `Verifiable` impls would do) -----------------
@@ -206,10 +206,10 @@ impl<'b> Fb<'b> {
     /// Verifies the whole model (every field this importer reads).
     pub fn new(buf: &'b [u8]) -> Result<Self, Error> {
         if !Self::is_tflite(buf) {
-            return Err(Error::TfliteMalformed {
+            return Err(Error::Vela(VelaError::TfliteMalformed {
                 problem: "no TFL3 file identifier at bytes 4..8",
                 position: 4,
-            });
+            }));
         }
         let opts = VerifierOptions::default();
         let mut v = Verifier::new(&opts, buf);
@@ -233,20 +233,21 @@ impl<'b> Fb<'b> {
     fn follow(&self, pos: usize) -> Result<usize, Error> {
         let mut v = Verifier::new(&self.opts, self.buf);
         let off = v.get_uoffset(pos).map_err(malformed)?;
-        pos.checked_add(off as usize).ok_or(Error::TfliteMalformed {
-            problem: "an offset overflows",
-            position: pos as u64,
-        })
+        pos.checked_add(off as usize)
+            .ok_or(Error::Vela(VelaError::TfliteMalformed {
+                problem: "an offset overflows",
+                position: pos as u64,
+            }))
     }
 
     fn bytes<const N: usize>(&self, pos: usize) -> Result<[u8; N], Error> {
         pos.checked_add(N)
             .and_then(|end| self.buf.get(pos..end))
             .and_then(|s| s.try_into().ok())
-            .ok_or(Error::TfliteMalformed {
+            .ok_or(Error::Vela(VelaError::TfliteMalformed {
                 problem: "a scalar field runs past the end of the file",
                 position: pos as u64,
-            })
+            }))
     }
 
     /// A `uint` field, or `default` when absent.
@@ -301,10 +302,10 @@ impl<'b> Fb<'b> {
             .map(|i| {
                 first
                     .and_then(|f| f.checked_add(4 * i))
-                    .ok_or(Error::TfliteMalformed {
+                    .ok_or(Error::Vela(VelaError::TfliteMalformed {
                         problem: "an offset overflows",
                         position: p as u64,
-                    })
+                    }))
                     .and_then(|e| self.follow(e))
             })
             .collect()
@@ -339,10 +340,10 @@ impl<'b> Fb<'b> {
     where
         T: Follow<'b> + Verifiable + 'b,
     {
-        let misaligned = Error::TfliteMalformed {
+        let misaligned = Error::Vela(VelaError::TfliteMalformed {
             problem: "an offset field is misaligned",
             position: pos as u64,
-        };
+        });
         let r = match pos % 8 {
             0 => flatbuffers::root::<T>(self.buf.get(pos..).ok_or(misaligned)?),
             4 => flatbuffers::size_prefixed_root::<T>(self.buf.get(pos - 4..).ok_or(misaligned)?),
@@ -350,10 +351,12 @@ impl<'b> Fb<'b> {
         };
         r.map_err(|e| match malformed(e) {
             // Positions in the sub-slice are relative to it; report the field instead.
-            Error::TfliteMalformed { problem, .. } => Error::TfliteMalformed {
-                problem,
-                position: pos as u64,
-            },
+            Error::Vela(VelaError::TfliteMalformed { problem, .. }) => {
+                Error::Vela(VelaError::TfliteMalformed {
+                    problem,
+                    position: pos as u64,
+                })
+            }
             other => other,
         })
     }

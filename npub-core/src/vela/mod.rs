@@ -21,14 +21,13 @@
 //! `--separate-io-regions`) and targets other than an Ethos-U55 (U65, U85) — both checked as soon
 //! as the payload is found, before any IO metadata —, operators left on the CPU, more than one
 //! `ethos-u` operator, and anything structurally inconsistent.
-use std::borrow::Cow;
-
-use crate::Error;
 use crate::format::build::{RegionSpec, build_pack_for_driver};
 use crate::format::{Accel, Role};
 use crate::io_bindings::{self, IoBinding, IoKind};
+use crate::{Error, VelaError};
 
 mod builtin_ops;
+mod extracted;
 mod fb;
 mod npz;
 mod tflite;
@@ -36,6 +35,8 @@ mod warning;
 
 pub use crate::format::cop1::{self, Cop1Info};
 pub use warning::Warning;
+
+use extracted::screen;
 
 /// Which of Vela's two output forms was imported.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -86,30 +87,6 @@ impl VelaImport {
     }
 }
 
-/// What either form holds for a pack, before the COP1 payload is opened.
-#[derive(Debug)]
-struct Extracted<'b> {
-    payload: Cow<'b, [u8]>,
-    weights: Cow<'b, [u8]>,
-    scratch: u64,
-    scratch_fast: u64,
-    io: Vec<IoBinding>,
-    warnings: Vec<Warning>,
-}
-
-/// The driver payload, checked as soon as a reader holds it and before any IO metadata: its format
-/// (COP1, not COP2) and its target (an Ethos-U55). A COP2 or Ethos-U85 compilation lays its tensors
-/// out differently, and a refusal about its IO would hide the one flag to change.
-fn screen(payload: &[u8]) -> Result<cop1::Cop1<'_>, Error> {
-    let checked = cop1::parse(payload)?;
-    if !checked.accel.is_u55() {
-        return Err(Error::VelaNotU55 {
-            config: checked.info.config,
-        });
-    }
-    Ok(checked)
-}
-
 /// Local file header signature of a zip archive ("PK\x03\x04"), what an `.npz` starts with.
 const ZIP_MAGIC: [u8; 4] = *b"PK\x03\x04";
 
@@ -129,13 +106,13 @@ pub fn import_limited(bytes: &[u8], member_limit: u64) -> Result<VelaImport, Err
         let mut magic = [0u8; 4];
         let n = bytes.len().min(4);
         magic[..n].copy_from_slice(&bytes[..n]);
-        return Err(Error::VelaUnknownFormat {
+        return Err(Error::Vela(VelaError::UnknownFormat {
             magic: u32::from_le_bytes(magic),
-        });
+        }));
     };
     let payload = screen(&parts.payload)?;
     let size = |region: u32, bytes: u64| {
-        u32::try_from(bytes).map_err(|_| Error::VelaRegionTooLarge { region, bytes })
+        u32::try_from(bytes).map_err(|_| Error::Vela(VelaError::RegionTooLarge { region, bytes }))
     };
     let regions = [
         RegionSpec::Baked {

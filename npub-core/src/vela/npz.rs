@@ -27,10 +27,11 @@ use npyz::{DType, NpyFile, TypeChar};
 use serde_pickle::{DeOptions, HashableValue, Value};
 use zip::{CompressionMethod, ZipArchive, result::ZipError};
 
+use super::extracted::{Extracted, screen};
 use super::tflite::per_tensor;
-use super::{Extracted, Warning};
-use crate::Error;
+use super::warning::Warning;
 use crate::io_bindings::{Dtype, IoBinding, IoKind, Name, Shape};
+use crate::{Error, VelaError};
 
 /// Vela's COP1 region numbers.
 const WEIGHT_REGION: u32 = 0;
@@ -41,7 +42,7 @@ const SCRATCH_FAST_REGION: u32 = 2;
 pub fn extract(bytes: &[u8], member_limit: u64) -> Result<Extracted<'static>, Error> {
     let mut npz = Npz::open(bytes, member_limit)?;
     let payload = byte_string("cmd_data", &npz.required("cmd_data")?)?;
-    super::screen(&payload)?;
+    screen(&payload)?;
     let weights = byte_string("weight_data", &npz.required("weight_data")?)?;
     region(&mut npz, "weight_region", WEIGHT_REGION)?;
     region(&mut npz, "scratch_region", SCRATCH_REGION)?;
@@ -50,9 +51,9 @@ pub fn extract(bytes: &[u8], member_limit: u64) -> Result<Extracted<'static>, Er
     if let Some(v) = npz.optional("variable_offset")? {
         let (_, values) = ints("variable_offset", &v)?;
         if !values.is_empty() {
-            return Err(Error::NpzVariableTensors {
+            return Err(Error::Vela(VelaError::NpzVariableTensors {
                 count: values.len() as u64,
-            });
+            }));
         }
     }
     let mut io = Vec::new();
@@ -112,11 +113,11 @@ fn bindings(
         if len == n {
             Ok(())
         } else {
-            Err(Error::NpzIoCountMismatch {
+            Err(Error::Vela(VelaError::NpzIoCountMismatch {
                 array,
                 len: len as u64,
                 expected: n as u64,
-            })
+            }))
         }
     };
     let (shape_dims, shapes) = ints(shape_name, &npz.required(shape_name)?)?;
@@ -157,56 +158,58 @@ fn bindings(
         let dims = row
             .iter()
             .map(|&d| {
-                u32::try_from(d).map_err(|_| Error::VelaIoNegativeDim {
-                    kind,
-                    index,
-                    dim: d,
+                u32::try_from(d).map_err(|_| {
+                    Error::Vela(VelaError::IoNegativeDim {
+                        kind,
+                        index,
+                        dim: d,
+                    })
                 })
             })
             .collect::<Result<Vec<_>, _>>()?;
-        let shape = Shape::new(&dims).ok_or(Error::VelaIoRankTooLarge {
+        let shape = Shape::new(&dims).ok_or(Error::Vela(VelaError::IoRankTooLarge {
             kind,
             index,
             rank: rank as u64,
-        })?;
+        }))?;
         let elem_size = elem_sizes[i];
         let dtype = u32::try_from(elem_size)
             .ok()
             .and_then(Dtype::bits_of_size)
-            .ok_or(Error::VelaIoBadElemSize {
+            .ok_or(Error::Vela(VelaError::IoBadElemSize {
                 kind,
                 index,
                 elem_size,
-            })?;
+            }))?;
         let bytes = shape
             .elements()
             .and_then(|e| e.checked_mul(u64::from(dtype.size())))
             .unwrap_or(u64::MAX);
-        let bytes =
-            u32::try_from(bytes).map_err(|_| Error::VelaIoTooLarge { kind, index, bytes })?;
+        let bytes = u32::try_from(bytes)
+            .map_err(|_| Error::Vela(VelaError::IoTooLarge { kind, index, bytes }))?;
         let (region, region_size) = match regions[i] {
             1 => (1u8, region_sizes[0]),
             2 => (2u8, region_sizes[1]),
             other => {
-                return Err(Error::VelaIoBadRegion {
+                return Err(Error::Vela(VelaError::IoBadRegion {
                     kind,
                     index,
                     region: other,
-                });
+                }));
             }
         };
-        let offset =
-            u32::try_from(offsets[i]).map_err(|_| Error::VelaIoNotInArena { kind, index })?;
+        let offset = u32::try_from(offsets[i])
+            .map_err(|_| Error::Vela(VelaError::IoNotInArena { kind, index }))?;
         let end = u64::from(offset) + u64::from(bytes);
         if end > region_size {
-            return Err(Error::VelaIoOutsideRegion {
+            return Err(Error::Vela(VelaError::IoOutsideRegion {
                 kind,
                 index,
                 region,
                 offset: u64::from(offset),
                 bytes: u64::from(bytes),
                 region_size,
-            });
+            }));
         }
         let (scale, zero_point) =
             trusted_quantisation(kind, index, quant.as_ref().map(|q| &q[i]), warnings);
@@ -242,7 +245,7 @@ fn trusted_quantisation(
     };
     match per_tensor(kind, index, scales, zero_points) {
         Ok(q) => q,
-        Err(Error::VelaPerChannelIo { channels, .. }) => {
+        Err(Error::Vela(VelaError::PerChannelIo { channels, .. })) => {
             warnings.push(Warning::QuantisationPerChannel {
                 kind,
                 index,
@@ -288,7 +291,7 @@ fn distrust_outputs_of_a_wrong_writer(io: &mut [IoBinding], warnings: &mut Vec<W
 }
 
 fn bad(array: &'static str, problem: &'static str) -> Error {
-    Error::NpzBadArray { array, problem }
+    Error::Vela(VelaError::NpzBadArray { array, problem })
 }
 
 /// The zip archive.
@@ -319,8 +322,10 @@ impl<'b> Npz<'b> {
             Some(field.iter().rev().fold(0, |v, &b| (v << 8) | u64::from(b)))
         };
         let at_sig = |at: usize, sig: &[u8; 4]| bytes.get(at..).is_some_and(|t| t.starts_with(sig));
-        let too_many = || Error::NpzMalformed {
-            problem: "the central directory claims more entries than the archive can hold",
+        let too_many = || {
+            Error::Vela(VelaError::NpzMalformed {
+                problem: "the central directory claims more entries than the archive can hold",
+            })
         };
         for i in 0..bytes.len() {
             if at_sig(i, &EOCD) {
@@ -370,48 +375,50 @@ impl<'b> Npz<'b> {
             // The zip crate is built without decompressors: it refuses the method before any
             // size is used. Name the member.
             Err(ZipError::UnsupportedArchive(m)) if m.contains("Compression method") => {
-                return Err(Error::NpzCompressedArray { array });
+                return Err(Error::Vela(VelaError::NpzCompressedArray { array }));
             }
             Err(e) => return Err(zip_error(e)),
         };
         let claimed = file.size();
         if claimed > limit || file.compressed_size() > limit {
-            return Err(Error::NpzMemberTooLarge {
+            return Err(Error::Vela(VelaError::NpzMemberTooLarge {
                 array,
                 claimed: claimed.max(file.compressed_size()),
                 limit,
-            });
+            }));
         }
         if file.compression() != CompressionMethod::Stored {
-            return Err(Error::NpzCompressedArray { array });
+            return Err(Error::Vela(VelaError::NpzCompressedArray { array }));
         }
         if claimed != file.compressed_size() {
-            return Err(Error::NpzMemberSizeMismatch {
+            return Err(Error::Vela(VelaError::NpzMemberSizeMismatch {
                 array,
                 claimed,
                 stored: file.compressed_size(),
-            });
+            }));
         }
         // `claimed <= limit <= bytes.len()`, so this capacity is backed by real input.
         let mut data = Vec::with_capacity(usize::try_from(claimed).unwrap_or(0));
         file.take(limit.saturating_add(1))
             .read_to_end(&mut data)
-            .map_err(|_| Error::NpzMalformed {
-                problem: "an entry is truncated or its CRC-32 does not match",
+            .map_err(|_| {
+                Error::Vela(VelaError::NpzMalformed {
+                    problem: "an entry is truncated or its CRC-32 does not match",
+                })
             })?;
         if data.len() as u64 != claimed {
-            return Err(Error::NpzMemberSizeMismatch {
+            return Err(Error::Vela(VelaError::NpzMemberSizeMismatch {
                 array,
                 claimed,
                 stored: data.len() as u64,
-            });
+            }));
         }
         Ok(Some(data))
     }
 
     fn required(&mut self, array: &'static str) -> Result<Vec<u8>, Error> {
         self.optional(array)?
-            .ok_or(Error::NpzMissingArray { array })
+            .ok_or(Error::Vela(VelaError::NpzMissingArray { array }))
     }
 }
 
@@ -422,7 +429,7 @@ fn zip_error(e: ZipError) -> Error {
         ZipError::Io(_) => "the archive is truncated",
         _ => "the archive cannot be read",
     };
-    Error::NpzMalformed { problem }
+    Error::Vela(VelaError::NpzMalformed { problem })
 }
 
 /// The header of a `.npy` file and the data bytes after it.
@@ -474,11 +481,11 @@ fn size(npz: &mut Npz<'_>, array: &'static str) -> Result<u64, Error> {
 fn region(npz: &mut Npz<'_>, array: &'static str, expected: u32) -> Result<(), Error> {
     match scalar(npz, array)? {
         r if r == i64::from(expected) => Ok(()),
-        found => Err(Error::NpzRegionMismatch {
+        found => Err(Error::Vela(VelaError::NpzRegionMismatch {
             array,
             found,
             expected,
-        }),
+        })),
     }
 }
 
@@ -514,13 +521,16 @@ fn scratch_fast(npz: &mut Npz<'_>, scratch: u64) -> Result<u64, Error> {
         r if r == i64::from(SCRATCH_FAST_REGION) => Ok(size),
         r if r == i64::from(SCRATCH_REGION) && size == scratch => Ok(size),
         r if r == i64::from(SCRATCH_REGION) => {
-            Err(Error::NpzScratchFastSizeMismatch { size, scratch })
+            Err(Error::Vela(VelaError::NpzScratchFastSizeMismatch {
+                size,
+                scratch,
+            }))
         }
-        found => Err(Error::NpzRegionMismatch {
+        found => Err(Error::Vela(VelaError::NpzRegionMismatch {
             array: "scratch_fast_region",
             found,
             expected: SCRATCH_FAST_REGION,
-        }),
+        })),
     }
 }
 

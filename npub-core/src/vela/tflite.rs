@@ -17,10 +17,11 @@
 //! `OfflineMemoryAllocation` metadata is Vela's int32 array `[version 0, subgraph count, tensor count,
 //! offset of each tensor in the arena, -1 = not in it]`; it is where the stream expects each input
 //! and output inside region 1.
+use super::builtin_ops;
+use super::extracted::{Extracted, screen};
 use super::fb::{Fb, id};
-use super::{Extracted, builtin_ops};
-use crate::Error;
 use crate::io_bindings::{Dtype, IoBinding, IoKind, Name, Shape};
+use crate::{Error, VelaError};
 
 /// The custom code Vela gives its operator.
 pub const ETHOS_U_CUSTOM_CODE: &str = "ethos-u";
@@ -47,9 +48,9 @@ pub fn extract(bytes: &[u8]) -> Result<Extracted<'_>, Error> {
     let model = fb.root()?;
     let subgraphs = fb.tables(model, id::MODEL_SUBGRAPHS)?;
     let [sg] = subgraphs[..] else {
-        return Err(Error::TfliteSubgraphCount {
+        return Err(Error::Vela(VelaError::TfliteSubgraphCount {
             count: subgraphs.len() as u32,
-        });
+        }));
     };
     let op = the_ethos_u_operator(&fb, model, sg)?;
     let tensors = fb.tables(sg, id::SUBGRAPH_TENSORS)?;
@@ -59,12 +60,12 @@ pub fn extract(bytes: &[u8]) -> Result<Extracted<'_>, Error> {
     let inputs = int_vector(&fb, op, id::OPERATOR_INPUTS)?;
     let outputs = int_vector(&fb, op, id::OPERATOR_OUTPUTS)?;
     if inputs.len() < FIXED_INPUTS {
-        return Err(Error::VelaEthosUInputs {
+        return Err(Error::Vela(VelaError::EthosUInputs {
             count: inputs.len() as u32,
-        });
+        }));
     }
     let payload = constant(&fb, &buffers, tensor(inputs[0])?, 0)?;
-    super::screen(payload)?;
+    screen(payload)?;
     let weights = constant(&fb, &buffers, tensor(inputs[1])?, 1)?;
     let scratch = tensor_bytes(&fb, tensor(inputs[2])?)?;
     let scratch_fast = if inputs[3] == inputs[2] {
@@ -73,22 +74,19 @@ pub fn extract(bytes: &[u8]) -> Result<Extracted<'_>, Error> {
         tensor_bytes(&fb, tensor(inputs[3])?)?
     };
 
-    same_io(
-        IoKind::Input,
-        &inputs[FIXED_INPUTS..],
-        &int_vector(&fb, sg, id::SUBGRAPH_INPUTS)?,
-    )?;
-    same_io(
-        IoKind::Output,
-        &outputs,
-        &int_vector(&fb, sg, id::SUBGRAPH_OUTPUTS)?,
-    )?;
+    // The model's order, not the operator's: Vela may list the operator's inputs and outputs in
+    // another order (three inputs of a CONCATENATION come out as c, b, a), and a binding's index
+    // is what TFLite Micro's `input(i)` / `output(i)` hand the application.
+    let model_inputs = int_vector(&fb, sg, id::SUBGRAPH_INPUTS)?;
+    let model_outputs = int_vector(&fb, sg, id::SUBGRAPH_OUTPUTS)?;
+    same_io(IoKind::Input, &inputs[FIXED_INPUTS..], &model_inputs)?;
+    same_io(IoKind::Output, &outputs, &model_outputs)?;
 
     let offsets = offline_allocation(&fb, model, &buffers, tensors.len())?;
     let mut io = Vec::new();
     for (kind, list) in [
-        (IoKind::Input, &inputs[FIXED_INPUTS..]),
-        (IoKind::Output, &outputs[..]),
+        (IoKind::Input, &model_inputs[..]),
+        (IoKind::Output, &model_outputs[..]),
     ] {
         for (index, &t) in list.iter().enumerate() {
             let position = tensor(t)?;
@@ -96,14 +94,14 @@ pub fn extract(bytes: &[u8]) -> Result<Extracted<'_>, Error> {
             let offset = offsets.get(t as usize).copied().unwrap_or(-1);
             let binding = binding(&fb, position, kind, index as u32, offset)?;
             if binding.end() > scratch {
-                return Err(Error::VelaIoOutsideRegion {
+                return Err(Error::Vela(VelaError::IoOutsideRegion {
                     kind,
                     index: index as u32,
                     region: SCRATCH_REGION,
                     offset: u64::from(binding.offset),
                     bytes: u64::from(binding.bytes),
                     region_size: scratch,
-                });
+                }));
             }
             io.push(binding);
         }
@@ -142,21 +140,21 @@ fn the_ethos_u_operator(fb: &Fb<'_>, model: usize, sg: usize) -> Result<usize, E
         }
     }
     if npu.is_empty() {
-        return Err(Error::VelaNoEthosUOperator {
+        return Err(Error::Vela(VelaError::NoEthosUOperator {
             operators: operators.len() as u32,
-        });
+        }));
     }
     match first_cpu {
-        Some(OpKind::Builtin(code)) => Err(Error::VelaCpuOperator {
+        Some(OpKind::Builtin(code)) => Err(Error::Vela(VelaError::CpuOperator {
             op: builtin_ops::name(code).unwrap_or(""),
             code,
-        }),
-        Some(OpKind::Custom(name)) => Err(Error::VelaCpuCustomOperator {
+        })),
+        Some(OpKind::Custom(name)) => Err(Error::Vela(VelaError::CpuCustomOperator {
             name: Name::truncated(name),
-        }),
-        _ if npu.len() > 1 => Err(Error::VelaMultipleEthosU {
+        })),
+        _ if npu.len() > 1 => Err(Error::Vela(VelaError::MultipleEthosU {
             count: npu.len() as u32,
-        }),
+        })),
         _ => Ok(npu[0]),
     }
 }
@@ -180,11 +178,11 @@ fn index<T: Copy>(list: &[T], i: i64, what: &'static str) -> Result<T, Error> {
     usize::try_from(i)
         .ok()
         .and_then(|i| list.get(i).copied())
-        .ok_or(Error::TfliteIndexOutOfRange {
+        .ok_or(Error::Vela(VelaError::TfliteIndexOutOfRange {
             what,
             index: i,
             len: list.len() as u32,
-        })
+        }))
 }
 
 fn int_vector(fb: &Fb<'_>, table: usize, field: u16) -> Result<Vec<i32>, Error> {
@@ -194,19 +192,29 @@ fn int_vector(fb: &Fb<'_>, table: usize, field: u16) -> Result<Vec<i32>, Error> 
         .unwrap_or_default())
 }
 
-/// The operator's inputs from 4 on (or its outputs) must be exactly the model's, in order: they
-/// are what TFLite Micro's `input(i)` / `output(i)` hand the application.
+/// The operator's inputs from 4 on (or its outputs) must be the model's, each once, in any order:
+/// the bindings follow the model's order (what TFLite Micro's `input(i)` / `output(i)` hand the
+/// application), and the stream finds every tensor at its arena offset whatever the operator's
+/// order. A tensor of the model's that the operator does not take (or one it takes that is not
+/// the model's) means a CPU operator sits between them.
 fn same_io(kind: IoKind, operator: &[i32], model: &[i32]) -> Result<(), Error> {
-    let n = operator.len().max(model.len());
-    match (0..n).find(|&i| operator.get(i) != model.get(i)) {
-        None => Ok(()),
-        Some(i) => Err(Error::VelaIoMismatch {
+    let mismatch = |position: usize| {
+        Error::Vela(VelaError::IoMismatch {
             kind,
-            position: i as u32,
-            operator_tensor: operator.get(i).map_or(-1, |&t| i64::from(t)),
-            model_tensor: model.get(i).map_or(-1, |&t| i64::from(t)),
-        }),
+            position: position as u32,
+            operator_tensor: operator.get(position).map_or(-1, |&t| i64::from(t)),
+            model_tensor: model.get(position).map_or(-1, |&t| i64::from(t)),
+        })
+    };
+    if operator.len() != model.len() {
+        return Err(mismatch(operator.len().min(model.len())));
     }
+    for (i, t) in model.iter().enumerate() {
+        if operator.iter().filter(|&o| o == t).count() != 1 {
+            return Err(mismatch(i));
+        }
+    }
+    Ok(())
 }
 
 /// The constant bytes of operator input `input` (0 payload, 1 weights). Weights may be absent
@@ -225,22 +233,25 @@ fn constant<'b>(
     let offset = fb.u64(b, id::BUFFER_OFFSET, 0)?;
     // schema.fbs: `offset > 1` means the data follows the flatbuffer (models over 2 GB).
     if offset > 1 {
-        return Err(Error::TfliteExternalBuffer { input, offset });
+        return Err(Error::Vela(VelaError::TfliteExternalBuffer {
+            input,
+            offset,
+        }));
     }
     let data = fb
         .vector::<u8>(b, id::BUFFER_DATA)?
         .map(|v| v.bytes())
         .unwrap_or_default();
     if data.is_empty() && input == 0 {
-        return Err(Error::TfliteConstantMissing { input });
+        return Err(Error::Vela(VelaError::TfliteConstantMissing { input }));
     }
     let tensor_bytes = tensor_bytes(fb, tensor)?;
     if data.len() as u64 != tensor_bytes {
-        return Err(Error::TfliteConstantSizeMismatch {
+        return Err(Error::Vela(VelaError::TfliteConstantSizeMismatch {
             input,
             data_bytes: data.len() as u64,
             tensor_bytes,
-        });
+        }));
     }
     Ok(data)
 }
@@ -295,8 +306,9 @@ fn offline_allocation(
             data = fb.vector::<u8>(b, id::BUFFER_DATA)?.map(|v| v.bytes());
         }
     }
-    let data = data.ok_or(Error::TfliteNoOfflineAllocation)?;
-    let bad = |problem, value: i64| Error::TfliteBadOfflineAllocation { problem, value };
+    let data = data.ok_or(Error::Vela(VelaError::TfliteNoOfflineAllocation))?;
+    let bad =
+        |problem, value: i64| Error::Vela(VelaError::TfliteBadOfflineAllocation { problem, value });
     if data.len() % 4 != 0 {
         return Err(bad("its length is not a multiple of 4", data.len() as i64));
     }
@@ -336,34 +348,38 @@ fn binding(
     index: u32,
     offset: i32,
 ) -> Result<IoBinding, Error> {
-    let offset = u32::try_from(offset).map_err(|_| Error::VelaIoNotInArena { kind, index })?;
+    let offset =
+        u32::try_from(offset).map_err(|_| Error::Vela(VelaError::IoNotInArena { kind, index }))?;
     let dims = int_vector(fb, tensor, id::TENSOR_SHAPE)?;
     let dims = dims
         .iter()
         .map(|&d| {
-            u32::try_from(d).map_err(|_| Error::VelaIoNegativeDim {
-                kind,
-                index,
-                dim: d.into(),
+            u32::try_from(d).map_err(|_| {
+                Error::Vela(VelaError::IoNegativeDim {
+                    kind,
+                    index,
+                    dim: d.into(),
+                })
             })
         })
         .collect::<Result<Vec<_>, _>>()?;
-    let shape = Shape::new(&dims).ok_or(Error::VelaIoRankTooLarge {
+    let shape = Shape::new(&dims).ok_or(Error::Vela(VelaError::IoRankTooLarge {
         kind,
         index,
         rank: dims.len() as u64,
-    })?;
+    }))?;
     let ttype = fb.i8(tensor, id::TENSOR_TYPE, 0)?;
-    let dtype = tflite_dtype(ttype).ok_or(Error::VelaIoUnsupportedDtype {
+    let dtype = tflite_dtype(ttype).ok_or(Error::Vela(VelaError::IoUnsupportedDtype {
         kind,
         index,
         tflite_type: ttype,
-    })?;
+    }))?;
     let bytes = shape
         .elements()
         .and_then(|e| e.checked_mul(u64::from(dtype.size())))
         .unwrap_or(u64::MAX);
-    let bytes = u32::try_from(bytes).map_err(|_| Error::VelaIoTooLarge { kind, index, bytes })?;
+    let bytes = u32::try_from(bytes)
+        .map_err(|_| Error::Vela(VelaError::IoTooLarge { kind, index, bytes }))?;
     let (scale, zero_point) = quantisation(fb, tensor, kind, index)?;
     Ok(IoBinding {
         kind,
@@ -403,29 +419,31 @@ pub(super) fn per_tensor(
     zero_points: &[i64],
 ) -> Result<(f32, i32), Error> {
     if scales.len() > 1 {
-        return Err(Error::VelaPerChannelIo {
+        return Err(Error::Vela(VelaError::PerChannelIo {
             kind,
             index,
             channels: scales.len() as u64,
-        });
+        }));
     }
     // TFLite: "zero_point" may be omitted for a symmetric tensor; otherwise one per scale.
     if zero_points.len() > scales.len() {
-        return Err(Error::VelaIoQuantisationMismatch {
+        return Err(Error::Vela(VelaError::IoQuantisationMismatch {
             kind,
             index,
             scales: scales.len() as u64,
             zero_points: zero_points.len() as u64,
-        });
+        }));
     }
     let Some(&scale) = scales.first() else {
         return Ok((0.0, 0));
     };
     let zp = zero_points.first().copied().unwrap_or(0);
-    let zero_point = i32::try_from(zp).map_err(|_| Error::VelaIoZeroPointRange {
-        kind,
-        index,
-        zero_point: zp,
+    let zero_point = i32::try_from(zp).map_err(|_| {
+        Error::Vela(VelaError::IoZeroPointRange {
+            kind,
+            index,
+            zero_point: zp,
+        })
     })?;
     Ok((scale, zero_point))
 }
@@ -446,11 +464,11 @@ mod tests {
     fn rejects_per_channel_io_quantisation() {
         assert_eq!(
             per_tensor(IoKind::Output, 1, &[0.5, 0.25], &[0, 0]),
-            Err(Error::VelaPerChannelIo {
+            Err(Error::Vela(VelaError::PerChannelIo {
                 kind: IoKind::Output,
                 index: 1,
                 channels: 2
-            })
+            }))
         );
     }
 
@@ -458,34 +476,37 @@ mod tests {
     fn rejects_inconsistent_io_quantisation() {
         assert_eq!(
             per_tensor(IoKind::Input, 0, &[], &[4]),
-            Err(Error::VelaIoQuantisationMismatch {
+            Err(Error::Vela(VelaError::IoQuantisationMismatch {
                 kind: IoKind::Input,
                 index: 0,
                 scales: 0,
                 zero_points: 1
-            })
+            }))
         );
         assert_eq!(
             per_tensor(IoKind::Input, 0, &[1.0], &[1 << 40]),
-            Err(Error::VelaIoZeroPointRange {
+            Err(Error::Vela(VelaError::IoZeroPointRange {
                 kind: IoKind::Input,
                 index: 0,
                 zero_point: 1 << 40
-            })
+            }))
         );
     }
 
     #[test]
     fn rejects_operator_io_that_is_not_the_models() {
         assert_eq!(same_io(IoKind::Input, &[3, 4], &[3, 4]), Ok(()));
+        // Another order is the same tensors: the bindings follow the model's.
+        assert_eq!(same_io(IoKind::Input, &[5, 4, 3], &[3, 4, 5]), Ok(()));
+        assert!(same_io(IoKind::Input, &[3, 3], &[3, 4]).is_err());
         assert_eq!(
             same_io(IoKind::Input, &[3], &[3, 4]),
-            Err(Error::VelaIoMismatch {
+            Err(Error::Vela(VelaError::IoMismatch {
                 kind: IoKind::Input,
                 position: 1,
                 operator_tensor: -1,
                 model_tensor: 4
-            })
+            }))
         );
     }
 }

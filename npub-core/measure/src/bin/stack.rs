@@ -10,8 +10,11 @@ use core::hint::black_box;
 
 use cortex_m_rt::entry;
 use npub_core::manifest::Keyring;
+use npub_core::release::DeviceReleaseTrust;
 use npub_measure::{
-    MANIFEST, PACK, PUBKEY, ROOT, UPDATE, check_pack, policy, provision, rotate, verify_only,
+    BUNDLE, MANIFEST, PACK, POLICY_UPDATE, PUBKEY, RELEASE_KEYS, RELEASE_ROOT, ROOT, UPDATE,
+    check_pack, policy, provision, provision_release, release_check, release_update, rotate,
+    verify_only,
 };
 
 unsafe extern "C" {
@@ -70,8 +73,22 @@ fn main() -> ! {
     let rotated = rotate(&mut ring, black_box(UPDATE), black_box(ROOT));
     let rotate_stack = used(painted);
 
+    let mut trust = DeviceReleaseTrust::new();
+    let released_ok = provision_release(&mut trust, black_box(RELEASE_KEYS));
+    let painted = paint();
+    let policy_ok = release_update(
+        &mut ring,
+        &mut trust,
+        black_box(POLICY_UPDATE),
+        black_box(RELEASE_ROOT),
+    );
+    let release_update_stack = used(painted);
+
     let ok = match verified {
         Ok(verified) => {
+            let painted = paint();
+            let released = release_check(&trust, black_box(BUNDLE), &verified);
+            let release_stack = used(painted);
             let painted = paint();
             let checked = check_pack(verified, black_box(PACK));
             let pack_stack = used(painted);
@@ -86,7 +103,19 @@ fn main() -> ! {
             line.number(rotate_stack);
             line.push(b" bytes\n");
             line.write();
-            provisioned && rotated && checked.is_ok()
+            let mut line = Line::new();
+            line.push(b"release::check (2 signatures) stack=");
+            line.number(release_stack);
+            line.push(b" bytes\nrelease::apply_update (policy) stack=");
+            line.number(release_update_stack);
+            line.push(b" bytes\n");
+            line.write();
+            provisioned
+                && rotated
+                && checked.is_ok()
+                && released_ok
+                && policy_ok
+                && released == Ok(2)
         }
         Err(_) => false,
     };

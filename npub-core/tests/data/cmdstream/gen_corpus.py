@@ -81,36 +81,36 @@ def main():
     ws, sizes, accel = load("small_net_u55_256")
     m = list(ws)
     m[find(m, OFM_BASE0)[-1] + 1] = sizes[1]
-    files["reject_CmdOutOfRange_ofm_base_past_region"] = fuzz_input(sizes, accel, pack(m))
+    files["reject_OutOfRange_ofm_base_past_region"] = fuzz_input(sizes, accel, pack(m))
     m = list(ws)
     i = find(m, DMA0_DST_REGION)[0]
     m[i] = (m[i] & 0xFFFF) | (3 << 16)
-    files["reject_CmdRegionMissing_dma_dst"] = fuzz_input(sizes, accel, pack(m))
+    files["reject_RegionMissing_dma_dst"] = fuzz_input(sizes, accel, pack(m))
 
     ws, sizes, accel = load("conv1_u55_256")
     m = list(ws)
     m[find(m, WEIGHT_LENGTH)[-1] + 1] += 16
-    files["reject_CmdOutOfRange_weight_length"] = fuzz_input(sizes, accel, pack(m))
+    files["reject_OutOfRange_weight_length"] = fuzz_input(sizes, accel, pack(m))
     i = find(ws, IFM_STRIDE_Y)[0]
-    files["reject_CmdUnsetRegister_ifm_stride_y"] = fuzz_input(sizes, accel, pack(ws[:i] + ws[i + 2:]))
-    files["reject_CmdNoStop_cut"] = fuzz_input(sizes, accel, pack(ws[:-1]))
+    files["reject_UnsetRegister_ifm_stride_y"] = fuzz_input(sizes, accel, pack(ws[:i] + ws[i + 2:]))
+    files["reject_NoStop_cut"] = fuzz_input(sizes, accel, pack(ws[:-1]))
     m = list(ws)
     i = find(m, BLOCKDEP)[0]
     m[i] = (m[i] & 0xFFFF0000) | 0x12E
-    files["reject_CmdUnknownOpcode"] = fuzz_input(sizes, accel, pack(m))
+    files["reject_UnknownOpcode"] = fuzz_input(sizes, accel, pack(m))
     m = list(ws)
     m[0] |= 1 << 12
-    files["reject_CmdMustBeZero"] = fuzz_input(sizes, accel, pack(m))
+    files["reject_MustBeZero"] = fuzz_input(sizes, accel, pack(m))
     m = list(ws)
     m[find(m, IFM_BASE0)[0]] |= 1 << 16
-    files["reject_CmdAddressHigh"] = fuzz_input(sizes, accel, pack(m))
+    files["reject_AddressHigh"] = fuzz_input(sizes, accel, pack(m))
     i = find(ws, IFM_BASE0)[0]
-    files["reject_CmdTruncated"] = fuzz_input(sizes, accel, pack(ws[: i + 1]))
+    files["reject_Truncated"] = fuzz_input(sizes, accel, pack(ws[: i + 1]))
     m = list(ws)
     m[0] = (m[0] & ~0xC000) | 0x8000
-    files["reject_CmdPayloadSize"] = fuzz_input(sizes, accel, pack(m))
-    files["reject_CmdDataAfterStop"] = fuzz_input(sizes, accel, pack(ws + [0xFFFF0000 | STOP]))
-    files["reject_CmdNotWordAligned"] = fuzz_input(sizes, accel, pack(ws) + b"\0\0")
+    files["reject_PayloadSize"] = fuzz_input(sizes, accel, pack(m))
+    files["reject_DataAfterStop"] = fuzz_input(sizes, accel, pack(ws + [0xFFFF0000 | STOP]))
+    files["reject_NotWordAligned"] = fuzz_input(sizes, accel, pack(ws) + b"\0\0")
 
     # A LUT load: 2 KiB from region 0 into the top of a U55-256's SHRAM (46 KiB, where Vela puts it).
     def lut(dst_region_param):
@@ -123,8 +123,8 @@ def main():
         ])
 
     files["accept_lut_dma_into_shram"] = fuzz_input([2048], 4, lut(0x100))
-    files["reject_CmdOutOfRange_shram_of_unspecified_accel"] = fuzz_input([2048], 0, lut(0x100))
-    files["reject_CmdInvalidRegister_dma_2d"] = fuzz_input([2048], 4, lut(0x100 | (1 << 9)))
+    files["reject_OutOfRange_shram_of_unspecified_accel"] = fuzz_input([2048], 0, lut(0x100))
+    files["reject_InvalidRegister_dma_2d"] = fuzz_input([2048], 4, lut(0x100 | (1 << 9)))
 
     for name, data in sorted(files.items()):
         with open(os.path.join(OUT, name), "wb") as f:

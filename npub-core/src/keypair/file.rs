@@ -11,7 +11,7 @@
 //! from the opened handle, so the file checked is the file read.
 //!
 //! Errors are `std::io::Error`s; those about the content or the mode carry the
-//! [`crate::Error`] (`KeyFileTooOpen`, `KeyFileBadFormat`, `KeyInvalid`, `KeyWeak`) inside, reachable
+//! [`crate::Error`] (`KeyError::FileTooOpen`, `KeyError::FileBadFormat`, `KeyError::Invalid`, `KeyError::Weak`) inside, reachable
 //! with `err.get_ref()` and `downcast_ref`.
 use std::fs::{File, OpenOptions};
 use std::io::{self, Read, Write};
@@ -19,9 +19,9 @@ use std::path::{Path, PathBuf};
 
 use zeroize::Zeroize;
 
-use super::KeyPair;
-use crate::Error;
+use super::pair::KeyPair;
 use crate::manifest::hex;
+use crate::{Error, KeyError};
 
 const SECRET_TAG: &str = "npub-ed25519-secret-v1";
 const PUBLIC_TAG: &str = "npub-ed25519-public-v1";
@@ -77,7 +77,7 @@ pub fn read_secret_key(path: &Path) -> io::Result<KeyPair> {
         if mode & GROUP_OTHER_BITS != 0 {
             return Err(io::Error::new(
                 io::ErrorKind::PermissionDenied,
-                Error::KeyFileTooOpen { mode },
+                Error::Key(KeyError::FileTooOpen { mode }),
             ));
         }
     }
@@ -119,16 +119,16 @@ fn read_short(file: File) -> io::Result<String> {
     file.take(MAX_KEY_FILE_BYTES + 1)
         .read_to_string(&mut text)
         .map_err(|_| {
-            invalid(Error::KeyFileBadFormat {
+            invalid(Error::Key(KeyError::FileBadFormat {
                 kind: "key",
                 problem: "not a text file",
-            })
+            }))
         })?;
     if text.len() as u64 > MAX_KEY_FILE_BYTES {
-        return Err(invalid(Error::KeyFileBadFormat {
+        return Err(invalid(Error::Key(KeyError::FileBadFormat {
             kind: "key",
             problem: "longer than a key file can be",
-        }));
+        })));
     }
     Ok(text)
 }
@@ -141,7 +141,7 @@ fn parse_line(
     kind: &'static str,
     out: &mut [u8; 32],
 ) -> Result<(), Error> {
-    let bad = |problem| Error::KeyFileBadFormat { kind, problem };
+    let bad = |problem| Error::Key(KeyError::FileBadFormat { kind, problem });
     // Every refusal names the one line the file must hold: an operator who pasted the bare hex
     // the UI shows learns which tag goes in front of it.
     let expected = if kind == "secret" {
@@ -227,7 +227,7 @@ mod tests {
             std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode)).unwrap();
             let err = read_secret_key(&path).unwrap_err();
             assert_eq!(err.kind(), io::ErrorKind::PermissionDenied);
-            assert_eq!(npub_error(&err), Error::KeyFileTooOpen { mode });
+            assert_eq!(npub_error(&err), Error::Key(KeyError::FileTooOpen { mode }));
         }
     }
 
@@ -252,7 +252,7 @@ mod tests {
         std::fs::set_permissions(&public, std::fs::Permissions::from_mode(0o600)).unwrap();
         assert!(matches!(
             npub_error(&read_secret_key(&public).unwrap_err()),
-            Error::KeyFileBadFormat { kind: "secret", .. }
+            Error::Key(KeyError::FileBadFormat { kind: "secret", .. })
         ));
         let key = KeyPair::from_seed([3; 32]).public_key();
         let bare_hex = public_key_file_text(&key)
@@ -268,7 +268,10 @@ mod tests {
             std::fs::write(&public, garbage).unwrap();
             let err = npub_error(&read_public_key(&public).unwrap_err());
             assert!(
-                matches!(err, Error::KeyFileBadFormat { kind: "public", .. }),
+                matches!(
+                    err,
+                    Error::Key(KeyError::FileBadFormat { kind: "public", .. })
+                ),
                 "{err:?}"
             );
             assert!(

@@ -14,7 +14,7 @@ use device_agent::{
 use embedded_storage::nor_flash::{ErrorType, NorFlash, ReadNorFlash};
 use npub_core::fnv::Fnv1a;
 use npub_core::format::build::{RegionSpec, build_pack};
-use npub_core::keys::KeyPair;
+use npub_core::keypair::KeyPair;
 use npub_core::manifest::{Keyring, ManifestFields, PackFacts, Policy, sign_manifest, verify};
 use npub_core::{Accel, Role};
 use sha2::{Digest, Sha256};

@@ -1,25 +1,20 @@
 //! The agent: one flash, its layout, the device's identity, the monotonic counter and the mounted
 //! journal.
 //!
-//! Power-on is a typestate: [`Agent::power_on`] gives an [`Unbooted`] agent, whose only move is
-//! [`Unbooted::boot`]; that resolves a pending pack (trial, confirm or revert) and binds, and only
-//! then hands out the [`Agent`] that can [`Agent::poll`] and [`Agent::install`]. An install that
-//! ran before boot resolved the pending pack could confirm a newer pack and leave the older one
-//! pending, to be confirmed over it at the next boot.
+//! Power-on is a typestate, in boot.rs: [`Agent::power_on`] gives an [`crate::Unbooted`] agent,
+//! whose only move is to boot. [`Agent::open`] is the older entry point, without a counter: its
+//! agent may poll at once, and then the first poll or install runs the boot first.
 //!
-//! [`Agent::open`] is the older entry point, without a counter: its agent may poll at once, and
-//! then the first poll or install runs the boot first.
-//!
-//! Everything that changes the device goes through boot (boot.rs) and poll (install.rs); this file
-//! only opens the agent and commits states.
+//! Everything that changes the device goes through boot (boot.rs) and poll (install.rs), each an
+//! `impl Agent` of its own; this file holds the agent's parts, mounts them and commits states, and
+//! names nothing of those two files (they build on it, not the other way round).
 use embedded_storage::nor_flash::NorFlash;
 use npub_core::Accel;
 use npub_core::io_bindings::IoBindings;
 
-use crate::counter::{JournalOnly, MonotonicCounter};
+use crate::counter::{JournalOnly, MAX_SEQUENCE_STEP, MonotonicCounter};
 use crate::error::{CounterError, Error};
 use crate::flash::Mapped;
-use crate::install::MAX_SEQUENCE_STEP;
 use crate::journal::Journal;
 use crate::keystore::{DeviceKeyring, KeyStore, Trust};
 use crate::layout::Layout;
@@ -59,35 +54,6 @@ pub struct Agent<F, C = JournalOnly> {
     pub(crate) booted: bool,
 }
 
-/// An agent right after power-on: it can only boot.
-///
-/// ```no_run
-/// # use device_agent::{Agent, Arena, Device, Layout, NorCounter, RecordingNpu, Transport};
-/// # use device_agent::nor_emu::NorEmu;
-/// # fn run(flash: NorEmu<16, 4096>, counter: NorEmu<16, 4096>, layout: Layout, device: Device,
-/// #        server: &mut impl Transport, arena: &mut Arena<'_>) {
-/// let mut npu = RecordingNpu::default();
-/// let unbooted = Agent::power_on(flash, NorCounter::new(counter, 0), layout, device).unwrap();
-/// let (mut agent, _booted) = unbooted.boot(&mut npu, arena);
-/// let _ = agent.poll(server, &mut npu, arena, None);
-/// # }
-/// ```
-///
-/// Polling before boot does not compile:
-///
-/// ```compile_fail
-/// # use device_agent::{Agent, Arena, Device, Layout, NorCounter, RecordingNpu, Transport};
-/// # use device_agent::nor_emu::NorEmu;
-/// # fn run(flash: NorEmu<16, 4096>, counter: NorEmu<16, 4096>, layout: Layout, device: Device,
-/// #        server: &mut impl Transport, arena: &mut Arena<'_>) {
-/// let mut npu = RecordingNpu::default();
-/// let mut unbooted = Agent::power_on(flash, NorCounter::new(counter, 0), layout, device).unwrap();
-/// let _ = unbooted.poll(server, &mut npu, arena, None);
-/// # }
-/// ```
-#[derive(Debug)]
-pub struct Unbooted<F, C>(Agent<F, C>);
-
 impl<F: NorFlash + Mapped> Agent<F, JournalOnly> {
     /// Opens the agent on `flash` without a monotonic counter (the replay floor lives in the
     /// journal only): checks the layout against it (a misfit is a firmware bug and panics) and
@@ -99,25 +65,12 @@ impl<F: NorFlash + Mapped> Agent<F, JournalOnly> {
 }
 
 impl<F: NorFlash + Mapped, C: MonotonicCounter> Agent<F, C> {
-    /// Powers the agent on: checks the layout against `flash` (a misfit is a firmware bug and
-    /// panics), mounts the journal, reads the replay floor from `counter` and the keyring from
-    /// its area (the factory keyring of `device.trust` while the area holds none). A counter that
-    /// reads more than [`MAX_SEQUENCE_STEP`] above the journal's floor is refused
-    /// ([`CounterError::AheadOfJournal`]) before anything is written. It writes only
-    /// to heal: the newest journal or keyring record is committed again if it was found in one
-    /// copy only (or, when a journal record was a session's first, its bank is erased and the
-    /// previous state stands), and the counter is raised if it lags the journal (a raise that a
-    /// power cut stopped).
-    pub fn power_on(
-        flash: F,
-        counter: C,
+    pub(crate) fn mount(
+        mut flash: F,
+        mut counter: C,
         layout: Layout,
         device: Device,
-    ) -> Result<Unbooted<F, C>, Error> {
-        Agent::mount(flash, counter, layout, device).map(Unbooted)
-    }
-
-    fn mount(mut flash: F, mut counter: C, layout: Layout, device: Device) -> Result<Self, Error> {
+    ) -> Result<Self, Error> {
         const {
             assert!(F::WRITE_SIZE > 0 && F::ERASE_SIZE % F::WRITE_SIZE == 0);
             assert!(F::ERASE_SIZE.is_power_of_two());
@@ -250,52 +203,5 @@ impl<F: NorFlash + Mapped, C: MonotonicCounter> Agent<F, C> {
         if !self.booted {
             let _ = self.boot(npu, arena);
         }
-    }
-}
-
-impl<F: NorFlash + Mapped, C: MonotonicCounter> Unbooted<F, C> {
-    /// Boots (see boot.rs): resolves a pending pack, re-validates and binds. Whatever the
-    /// outcome, the agent that comes back may poll: a device with nothing bootable still installs
-    /// its first pack.
-    pub fn boot<N: Npu>(
-        self,
-        npu: &mut N,
-        arena: &mut Arena<'_>,
-    ) -> (Agent<F, C>, Result<crate::Booted, Error>) {
-        let mut agent = self.0;
-        let booted = agent.boot(npu, arena);
-        (agent, booted)
-    }
-
-    /// Boots up to a pending pack's self-test ([`Agent::boot_start`]): the agent, and either the
-    /// end of the boot or the pack on trial, whose outcome goes to [`Agent::settle_trial`].
-    pub fn boot_start<N: Npu>(
-        self,
-        npu: &mut N,
-        arena: &mut Arena<'_>,
-    ) -> (Agent<F, C>, crate::BootStart) {
-        let mut agent = self.0;
-        let start = agent.boot_start(npu, arena);
-        (agent, start)
-    }
-
-    /// The state the journal holds (with the replay floor from the counter).
-    pub fn state(&self) -> &State {
-        self.0.state()
-    }
-
-    /// The flash, to read.
-    pub fn flash(&self) -> &F {
-        &self.0.flash
-    }
-
-    /// The flash, to reach the driver (see [`Agent::flash_mut`]).
-    pub fn flash_mut(&mut self) -> &mut F {
-        &mut self.0.flash
-    }
-
-    /// Gives the flash and the counter back (a power cut before boot).
-    pub fn into_parts(self) -> (F, C) {
-        self.0.into_parts()
     }
 }

@@ -3,7 +3,7 @@
 //! | journal says                        | boot does                                                                 |
 //! |-------------------------------------|---------------------------------------------------------------------------|
 //! | nothing at all (blank or lost)      | reads the slot descriptors: each slot whose descriptor is not revoked and whose bytes verify against it comes back, confirmed if its descriptor says so, else pending; then as below |
-//! | a slot pending, trial boots left    | records one trial used, *then* verifies, binds and self-tests it: pass → confirmed and active; fail → failed (retry allowed) and unbound; if the trial cannot be recorded it is not run |
+//! | a slot pending, trial boots left    | records one trial used, *then* verifies, binds (its program pinned in the arena: [`Agent::bind`]) and self-tests it: pass → confirmed and active; fail → failed (retry allowed) and unbound; if the trial cannot be recorded it is not run |
 //! | a slot pending, no trial boots left | reverts it: its self-test never got to confirm it (hangs, resets)        |
 //! | confirmed slots                     | the active one first, else the other: the first that verifies in flash is bound (and made active) |
 //! | nothing bootable                    | unbinds the NPU; [`Error::NoBootableSlot`]                                |
@@ -15,15 +15,45 @@
 //! journal to be writable: a confirmed pack that verifies is bound even when every commit fails.
 use embedded_storage::nor_flash::NorFlash;
 
-use crate::agent::Agent;
+use crate::agent::{Agent, Device};
 use crate::counter::MonotonicCounter;
 use crate::descriptor;
 use crate::error::Error;
 use crate::flash::Mapped;
-use crate::layout::Slot;
+use crate::ids::{PackId, Slot};
+use crate::layout::Layout;
 use crate::npu::{Arena, Npu};
-use crate::state::{MAX_TRIAL_BOOTS, PackId, SlotState, State, Status};
-use crate::verify::{self, VerifiedSlot};
+use crate::state::{MAX_TRIAL_BOOTS, SlotState, State, Status};
+use crate::verify::{self, BoundSlot, VerifiedSlot};
+
+/// An agent right after power-on: it can only boot.
+///
+/// ```no_run
+/// # use device_agent::{Agent, Arena, Device, Layout, NorCounter, RecordingNpu, Transport};
+/// # use device_agent::nor_emu::NorEmu;
+/// # fn run(flash: NorEmu<16, 4096>, counter: NorEmu<16, 4096>, layout: Layout, device: Device,
+/// #        server: &mut impl Transport, arena: &mut Arena<'_>) {
+/// let mut npu = RecordingNpu::default();
+/// let unbooted = Agent::power_on(flash, NorCounter::new(counter, 0), layout, device).unwrap();
+/// let (mut agent, _booted) = unbooted.boot(&mut npu, arena);
+/// let _ = agent.poll(server, &mut npu, arena, None);
+/// # }
+/// ```
+///
+/// Polling before boot does not compile:
+///
+/// ```compile_fail
+/// # use device_agent::{Agent, Arena, Device, Layout, NorCounter, RecordingNpu, Transport};
+/// # use device_agent::nor_emu::NorEmu;
+/// # fn run(flash: NorEmu<16, 4096>, counter: NorEmu<16, 4096>, layout: Layout, device: Device,
+/// #        server: &mut impl Transport, arena: &mut Arena<'_>) {
+/// let mut npu = RecordingNpu::default();
+/// let mut unbooted = Agent::power_on(flash, NorCounter::new(counter, 0), layout, device).unwrap();
+/// let _ = unbooted.poll(server, &mut npu, arena, None);
+/// # }
+/// ```
+#[derive(Debug)]
+pub struct Unbooted<F, C>(Agent<F, C>);
 
 /// A pending pack that boot gave up.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -40,25 +70,43 @@ pub struct Reverted {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Booted {
     /// The slot, its pack and its NPU registers (already programmed into the NPU).
-    pub verified: VerifiedSlot,
+    pub bound: BoundSlot,
     /// A pending pack that was reverted on the way, to report.
     pub reverted: Option<Reverted>,
 }
 
 /// Where [`Agent::boot_start`] stopped.
-// No allocator to box the verified slot into; the value is returned once per boot.
+// No allocator to box the bound slot into; the value is returned once per boot.
 #[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum BootStart {
     /// A pending pack verified and is programmed into the NPU on trial (the trial is journalled):
     /// run the application's self-test on it and hand the outcome to [`Agent::settle_trial`].
     /// Until then the pack is not confirmed; a reset before that costs one of its trial boots.
-    Trial(VerifiedSlot),
+    Trial(BoundSlot),
     /// Boot is over: what it bound, or why nothing is bound.
     Done(Result<Booted, Error>),
 }
 
 impl<F: NorFlash + Mapped, C: MonotonicCounter> Agent<F, C> {
+    /// Powers the agent on: checks the layout against `flash` (a misfit is a firmware bug and
+    /// panics), mounts the journal, reads the replay floor from `counter` and the keyring from
+    /// its area (the factory keyring of `device.trust` while the area holds none). A counter that
+    /// reads more than [`crate::MAX_SEQUENCE_STEP`] above the journal's floor is refused
+    /// ([`crate::CounterError::AheadOfJournal`]) before anything is written. It writes only
+    /// to heal: the newest journal or keyring record is committed again if it was found in one
+    /// copy only (or, when a journal record was a session's first, its bank is erased and the
+    /// previous state stands), and the counter is raised if it lags the journal (a raise that a
+    /// power cut stopped).
+    pub fn power_on(
+        flash: F,
+        counter: C,
+        layout: Layout,
+        device: Device,
+    ) -> Result<Unbooted<F, C>, Error> {
+        Agent::mount(flash, counter, layout, device).map(Unbooted)
+    }
+
     /// Boots: see the module's table. On `Ok` the NPU has been programmed with the bound pack; on
     /// `Err` it has been unbound. Also rebinds the active pack on an agent that is running.
     ///
@@ -67,9 +115,9 @@ impl<F: NorFlash + Mapped, C: MonotonicCounter> Agent<F, C> {
     /// [`Agent::settle_trial`], which this is made of.
     pub fn boot<N: Npu>(&mut self, npu: &mut N, arena: &mut Arena<'_>) -> Result<Booted, Error> {
         match self.boot_start(npu, arena) {
-            BootStart::Trial(verified) => {
-                let outcome = npu.self_test(verified.registers());
-                self.settle_trial(&verified, outcome, npu, arena)
+            BootStart::Trial(bound) => {
+                let outcome = npu.self_test(bound.registers());
+                self.settle_trial(&bound, outcome, npu, arena)
             }
             BootStart::Done(booted) => booted,
         }
@@ -98,11 +146,8 @@ impl<F: NorFlash + Mapped, C: MonotonicCounter> Agent<F, C> {
             Some((slot, _)) if self.commit(self.state().trial_boot(slot)).is_err() => None,
             Some((slot, _)) => {
                 let pack = self.state().slot(slot).pack();
-                match self.verify_for_boot(slot, &pack, arena) {
-                    Ok(verified) => {
-                        npu.program(verified.registers());
-                        return BootStart::Trial(verified);
-                    }
+                match self.bind_slot(npu, slot, &pack, arena) {
+                    Ok(bound) => return BootStart::Trial(bound),
                     Err(reason) => Some(self.give_up(slot, &pack, reason, npu)),
                 }
             }
@@ -111,29 +156,29 @@ impl<F: NorFlash + Mapped, C: MonotonicCounter> Agent<F, C> {
     }
 
     /// Ends a boot that stopped at [`BootStart::Trial`] with the self-test's `outcome` on
-    /// `verified` (the pack it returned): a pass confirms the pack and it stays bound; a failure
+    /// `bound` (the pack it returned): a pass confirms the pack and it stays bound; a failure
     /// gives it up (failed, its descriptor revoked), unbinds it and boots the confirmed pack.
     pub fn settle_trial<N: Npu>(
         &mut self,
-        verified: &VerifiedSlot,
+        bound: &BoundSlot,
         outcome: Result<(), u32>,
         npu: &mut N,
         arena: &mut Arena<'_>,
     ) -> Result<Booted, Error> {
-        let slot = verified.slot();
+        let slot = bound.slot();
         match outcome {
             Ok(()) => {
-                if self.commit(self.state().confirm(verified)).is_ok() {
+                if self.commit(self.state().confirm(bound)).is_ok() {
                     let _ = descriptor::mark_confirmed(&mut self.flash, &self.layout, slot);
                 }
                 Ok(Booted {
-                    verified: *verified,
+                    bound: *bound,
                     reverted: None,
                 })
             }
             Err(code) => {
                 let reason = Error::SelfTestFailed { code };
-                let reverted = self.give_up(slot, &verified.pack(), reason, npu);
+                let reverted = self.give_up(slot, &bound.pack(), reason, npu);
                 self.bind_confirmed(npu, arena, Some(reverted))
             }
         }
@@ -173,17 +218,61 @@ impl<F: NorFlash + Mapped, C: MonotonicCounter> Agent<F, C> {
         let state = *self.state();
         for slot in state.confirmed() {
             let pack = state.slot(slot).pack();
-            let Ok(verified) = self.verify_for_boot(slot, &pack, arena) else {
+            let Ok(bound) = self.bind_slot(npu, slot, &pack, arena) else {
                 continue;
             };
             // A fallback becomes the active pack, so the next install overwrites the slot that
-            // no longer verifies rather than this one. Best effort: it binds either way.
-            let _ = self.commit(self.state().confirm(&verified));
-            npu.program(verified.registers());
-            return Ok(Booted { verified, reverted });
+            // no longer verifies rather than this one. Best effort: it is bound either way.
+            let _ = self.commit(self.state().confirm(&bound));
+            return Ok(Booted { bound, reverted });
         }
         npu.unbind();
         Err(Error::NoBootableSlot)
+    }
+
+    /// Binds the slot a verification returned: its program is copied into the arena and proven
+    /// ([`verify::pin`]), then the NPU is programmed. On a failure to pin, the NPU is unbound:
+    /// the copy may have overwritten the program of the pack it held. A verification's `Err` is
+    /// handed back as it is, the NPU untouched. (The verification comes as the `Result` it was
+    /// returned in and is read in place: taking the slot out of it would copy it on the stack.)
+    pub(crate) fn bind<N: Npu>(
+        &mut self,
+        npu: &mut N,
+        verified: Result<VerifiedSlot, Error>,
+        arena: &mut Arena<'_>,
+    ) -> Result<BoundSlot, Error> {
+        let verified = match &verified {
+            Ok(verified) => verified,
+            Err(e) => return Err(*e),
+        };
+        // Matched by reference and returned as it is: one bound slot in this frame.
+        let pinned = verify::pin_owned(&mut self.flash, &self.layout, verified, arena);
+        match &pinned {
+            Ok(bound) => npu.program(bound.registers()),
+            Err(_) => npu.unbind(),
+        }
+        pinned
+    }
+
+    /// Verifies `slot` against `pack` ([`Agent::verify_for_boot`]) and binds it. Out of line,
+    /// so that the verified slot, which binding consumes, is in no caller's frame.
+    #[inline(never)]
+    pub(crate) fn bind_slot<N: Npu>(
+        &mut self,
+        npu: &mut N,
+        slot: Slot,
+        pack: &PackId,
+        arena: &mut Arena<'_>,
+    ) -> Result<BoundSlot, Error> {
+        // verify_for_boot's retry, written into the one `Result` that binding then reads: its
+        // own frame would hold a second verification on this path.
+        let io = self.device.io_bindings;
+        let mut verified = verify::for_boot(&self.flash, &self.layout, slot, pack, io, arena);
+        if verified.is_err() {
+            self.flash.invalidate();
+            verified = verify::for_boot(&self.flash, &self.layout, slot, pack, io, arena);
+        }
+        self.bind(npu, verified, arena)
     }
 
     /// Verifies `slot` against `pack`; a failure is read again after invalidating the XIP cache
@@ -254,5 +343,52 @@ impl<F: NorFlash + Mapped, C: MonotonicCounter> Agent<F, C> {
         // Best effort: if the journal cannot be written, the next boot rebuilds again.
         let _ = self.journal.commit(&mut self.flash, &self.layout, state);
         Ok(())
+    }
+}
+
+impl<F: NorFlash + Mapped, C: MonotonicCounter> Unbooted<F, C> {
+    /// Boots (see boot.rs): resolves a pending pack, re-validates and binds. Whatever the
+    /// outcome, the agent that comes back may poll: a device with nothing bootable still installs
+    /// its first pack.
+    pub fn boot<N: Npu>(
+        self,
+        npu: &mut N,
+        arena: &mut Arena<'_>,
+    ) -> (Agent<F, C>, Result<Booted, Error>) {
+        let mut agent = self.0;
+        let booted = agent.boot(npu, arena);
+        (agent, booted)
+    }
+
+    /// Boots up to a pending pack's self-test ([`Agent::boot_start`]): the agent, and either the
+    /// end of the boot or the pack on trial, whose outcome goes to [`Agent::settle_trial`].
+    pub fn boot_start<N: Npu>(
+        self,
+        npu: &mut N,
+        arena: &mut Arena<'_>,
+    ) -> (Agent<F, C>, BootStart) {
+        let mut agent = self.0;
+        let start = agent.boot_start(npu, arena);
+        (agent, start)
+    }
+
+    /// The state the journal holds (with the replay floor from the counter).
+    pub fn state(&self) -> &State {
+        self.0.state()
+    }
+
+    /// The flash, to read.
+    pub fn flash(&self) -> &F {
+        &self.0.flash
+    }
+
+    /// The flash, to reach the driver (see [`Agent::flash_mut`]).
+    pub fn flash_mut(&mut self) -> &mut F {
+        &mut self.0.flash
+    }
+
+    /// Gives the flash and the counter back (a power cut before boot).
+    pub fn into_parts(self) -> (F, C) {
+        self.0.into_parts()
     }
 }

@@ -33,6 +33,11 @@ use embedded_storage::nor_flash::NorFlash;
 
 use crate::error::{CounterError, Error};
 
+/// How far above the replay floor one manifest may be (2³²): more deployments than any fleet
+/// issues between two polls of one device, and few enough that a leaked signing key needs 2³²
+/// installs, one after another, to drive the floor to `u64::MAX` (see `docs/manifest.md`).
+pub const MAX_SEQUENCE_STEP: u64 = 1 << 32;
+
 /// A counter that never goes down.
 pub trait MonotonicCounter {
     /// The counter's value (0 for a counter never raised).

@@ -30,9 +30,9 @@
 use embedded_storage::nor_flash::NorFlash;
 
 use crate::error::Error;
-use crate::layout::{Layout, Slot};
+use crate::ids::{PackId, Slot};
+use crate::layout::Layout;
 use crate::record;
-use crate::state::PackId;
 
 /// `"NPD1"` little-endian.
 pub const DESCRIPTOR_MAGIC: u32 = 0x3144_504E;

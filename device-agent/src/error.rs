@@ -10,9 +10,28 @@ use core::fmt;
 
 use embedded_storage::nor_flash::{NorFlashError, NorFlashErrorKind};
 
-use crate::layout::Slot;
-use crate::npu::Register;
-use crate::transport::TransportError;
+use crate::ids::{Register, Slot};
+
+/// Why a transport call failed. Small and `Copy`: a device keeps no error strings.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TransportError {
+    /// No connection, a timeout, or a connection dropped mid-transfer.
+    Unreachable,
+    /// The server answered with this unexpected HTTP status.
+    Status(u16),
+    /// The server's answer broke the protocol (the text says how).
+    Protocol(&'static str),
+}
+
+impl fmt::Display for TransportError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            TransportError::Unreachable => f.write_str("server unreachable or connection dropped"),
+            TransportError::Status(s) => write!(f, "server answered HTTP {s}"),
+            TransportError::Protocol(what) => write!(f, "protocol: {what}"),
+        }
+    }
+}
 
 /// Everything that can stop an install or a boot.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -57,6 +76,23 @@ pub enum Error {
     AddressOverflow {
         /// Which register.
         register: Register,
+    },
+    /// The arena cannot hold the pack's runtime regions and its program's copy (the COP1
+    /// driver payload or the command stream, which the NPU runs from SRAM: see `verify.rs`).
+    ArenaTooSmall {
+        /// Bytes the runtime regions need, with alignment (npub-core's `arena_bytes_required`).
+        runtime: u64,
+        /// Bytes of the program's copy (plus up to 15 for its alignment).
+        program: u32,
+        /// The arena's length.
+        arena: usize,
+    },
+    /// The slot read one way for the verifying pass and another way after it: the program's
+    /// place (NPU1 or COP1 header) or its copy's bytes differ from what the pass hashed (a weak
+    /// or disturbed flash cell, a stale cache line). Nothing was bound from those reads.
+    ProgramReadDifferently {
+        /// The slot.
+        slot: Slot,
     },
     /// The application binds more inputs and outputs than the agent carries.
     TooManyIoBindings {
@@ -347,6 +383,23 @@ impl fmt::Display for Error {
             Error::AddressOverflow { register } => {
                 write!(f, "NPU binding: {register} would point past the 32-bit bus")
             }
+            Error::ArenaTooSmall {
+                runtime,
+                program,
+                arena,
+            } => write!(
+                f,
+                "arena too small: {arena} bytes cannot hold the runtime regions ({runtime} bytes \
+                 with alignment) and the NPU program's copy ({program} bytes, 16-byte aligned at \
+                 the arena's end); give the arena at least {} bytes",
+                runtime + u64::from(program) + 15
+            ),
+            Error::ProgramReadDifferently { slot } => write!(
+                f,
+                "slot {}: the NPU program read differently after verification than during it \
+                 (flash misread); nothing was bound from it",
+                slot.name()
+            ),
             Error::TooManyIoBindings { count, max } => write!(
                 f,
                 "IO bindings: the application binds {count} inputs and outputs, the agent at most {max}"

@@ -8,7 +8,7 @@
 //! | 3    | fetch pack pieces (never past the manifest's length); npub-core's `StreamValidator` checks each piece before it is programmed (header and region table, checks 1–8: a bad one is abandoned at once) and the header checksum is cross-checked against the manifest; erase each sector as it is entered, program | every `progress_bytes`: `written` |
 //! | 4    | invalidate the XIP cache; one pass over the slot as mapped: SHA-256 = manifest, NPU1 + FNV-1a, command stream, binding (verify.rs); a failure is read again once after another invalidate | — |
 //! | 5    | the slot's descriptor is programmed and read back; the slot goes on trial                    | target *pending* |
-//! | 6    | program the NPU, run the self-test                                                           | — |
+//! | 6    | pin the program (copy the COP1 payload / command stream into the arena, its SHA-256 = the pass's, its stream checked again; once more after an invalidate) and program the NPU (a copy that never reads as verified fails the slot: local), report `verified`, run the self-test | — |
 //! | 7    | pass: the slot becomes the active pack (then its descriptor is marked confirmed); fail: the NPU is unbound, the slot *failed* (its descriptor marked revoked) and the previous pack rebound | *confirmed* + active, or *failed* |
 //!
 //! | failure (what the device reports)                         | the slot becomes | the same manifest again |
@@ -31,42 +31,38 @@
 //! `Blob::parse_prehashed`. A resumed download first passes the bytes already in flash through a
 //! new validator (no network, no hashing).
 use embedded_storage::nor_flash::NorFlash;
+use npub_core::ManifestError;
 use npub_core::StreamValidator;
 use npub_core::manifest::{
     self, KeyringUpdate, MANIFEST_BYTES, ManifestView, Policy, ROTATION_BYTES, VerifiedManifest,
 };
 
 use crate::agent::Agent;
-use crate::counter::MonotonicCounter;
+use crate::counter::{MAX_SEQUENCE_STEP, MonotonicCounter};
 use crate::descriptor;
-use crate::error::Error;
+use crate::error::{Error, TransportError};
 use crate::flash::Mapped;
-use crate::layout::Slot;
+use crate::ids::{PackId, Slot};
 use crate::npu::{Arena, Npu};
-use crate::state::PackId;
-use crate::transport::{Report, ReportState, Transport, TransportError};
-use crate::verify::{self, VerifiedSlot};
+use crate::transport::{Report, ReportState, Transport};
+use crate::verify::{self, BoundSlot, VerifiedSlot};
 
 /// The largest piece fetched and programmed at once: a stack buffer, since the agent never
 /// allocates. 512 bytes is two OSPI pages and keeps the agent's stack within budget.
 pub const CHUNK_BYTES: usize = 512;
 
-/// How far above the replay floor one manifest may be (2³²): more deployments than any fleet
-/// issues between two polls of one device, and few enough that a leaked signing key needs 2³²
-/// installs, one after another, to drive the floor to `u64::MAX` (see `docs/manifest.md`).
-pub const MAX_SEQUENCE_STEP: u64 = 1 << 32;
 /// Keyring updates fetched per request while catching up: the buffer lives on the stack.
 pub const KEYRING_FETCH_RECORDS: usize = 4;
 
 /// What one poll did.
-// No allocator to box the verified slot into; the value is returned once per poll.
+// No allocator to box the bound slot into; the value is returned once per poll.
 #[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Poll {
     /// The server had nothing newer.
     UpToDate,
     /// A new pack was installed, confirmed and bound.
-    Installed(VerifiedSlot),
+    Installed(BoundSlot),
 }
 
 /// An install under way, between [`Agent::begin_install`] and [`Agent::finish_install`]: the
@@ -82,8 +78,8 @@ pub struct Installing {
     target: Slot,
     written: u32,
     structure: StreamValidator,
-    /// Set once the slot verified and went pending.
-    pending: Option<VerifiedSlot>,
+    /// Set once the slot verified, went pending and was bound.
+    pending: Option<BoundSlot>,
     /// The active slot already holds the pack: nothing was fetched or programmed, the sequence
     /// was consumed in [`Agent::begin_install`] and `pending` is the active slot.
     held: bool,
@@ -113,6 +109,20 @@ impl Installing {
     }
 }
 
+/// Whether the active slot already holds a manifest's pack ([`Agent::try_hold`]).
+// Returned once per install, in place.
+#[allow(clippy::large_enum_variant)]
+enum Hold {
+    /// It does, verified and bound again: the install is done as it begins.
+    Held(Installing),
+    /// It does not (another pack, a sequence step 2 must judge, a slot that no longer verifies):
+    /// the pack is downloaded into the other slot.
+    Download,
+    /// It verified, but its program could not be pinned, so the NPU is unbound: it is bound
+    /// again to what still binds, and the pack downloaded into the other slot.
+    Unbound,
+}
+
 /// What one [`Agent::continue_install`] did.
 // As `Poll`: no allocator, returned once per step.
 #[allow(clippy::large_enum_variant)]
@@ -127,7 +137,7 @@ pub enum Progress {
     },
     /// The slot verified in flash, went pending and is programmed into the NPU: run the
     /// self-test on it and hand the outcome to [`Agent::finish_install`].
-    Pending(VerifiedSlot),
+    Pending(BoundSlot),
 }
 
 impl<F: NorFlash + Mapped, C: MonotonicCounter> Agent<F, C> {
@@ -195,7 +205,9 @@ impl<F: NorFlash + Mapped, C: MonotonicCounter> Agent<F, C> {
         let verified = if len == MANIFEST_BYTES {
             manifest::verify(&bytes, &self.keyring, &policy)
         } else {
-            Err(npub_core::Error::ManifestWrongLength { len: len as u64 })
+            Err(npub_core::Error::Manifest(ManifestError::WrongLength {
+                len: len as u64,
+            }))
         };
         verified.map(Some).map_err(|e| {
             let claimed = ManifestView::new(&bytes).map_or(0, |v| v.sequence());
@@ -269,7 +281,7 @@ impl<F: NorFlash + Mapped, C: MonotonicCounter> Agent<F, C> {
         transport: &mut T,
         npu: &mut N,
         arena: &mut Arena<'_>,
-    ) -> Result<VerifiedSlot, Error> {
+    ) -> Result<BoundSlot, Error> {
         // The job stays where begin_install wrote it, inside the Result: moving it out (672 B
         // on thumbv8m) would put a second copy in this frame, on the deepest stack path of a
         // poll.
@@ -291,7 +303,7 @@ impl<F: NorFlash + Mapped, C: MonotonicCounter> Agent<F, C> {
         transport: &mut T,
         npu: &mut N,
         arena: &mut Arena<'_>,
-    ) -> Result<VerifiedSlot, Error> {
+    ) -> Result<BoundSlot, Error> {
         self.run(&mut job, transport, npu, arena)
     }
 
@@ -302,15 +314,15 @@ impl<F: NorFlash + Mapped, C: MonotonicCounter> Agent<F, C> {
         transport: &mut T,
         npu: &mut N,
         arena: &mut Arena<'_>,
-    ) -> Result<VerifiedSlot, Error> {
+    ) -> Result<BoundSlot, Error> {
         loop {
-            if let Progress::Pending(verified) =
+            if let Progress::Pending(bound) =
                 self.continue_install(job, transport, npu, arena, u32::MAX)?
             {
                 let outcome = if job.held {
                     Ok(())
                 } else {
-                    npu.self_test(verified.registers())
+                    npu.self_test(bound.registers())
                 };
                 return self.finish(job, outcome, transport, npu, arena);
             }
@@ -329,9 +341,27 @@ impl<F: NorFlash + Mapped, C: MonotonicCounter> Agent<F, C> {
         arena: &mut Arena<'_>,
     ) -> Result<Installing, Error> {
         self.boot_if_needed(npu, arena);
-        let begun = match self.try_hold(manifest, arena) {
-            Ok(Some(job)) => Ok(job),
-            Ok(None) => self.try_begin(manifest),
+        self.begin_booted(manifest, transport, npu, arena)
+    }
+
+    /// [`Agent::begin_install`] once booted. (Its own frame, which holds the job: a lazy boot
+    /// must not run below it.)
+    #[inline(never)]
+    fn begin_booted<T: Transport, N: Npu>(
+        &mut self,
+        manifest: &VerifiedManifest,
+        transport: &mut T,
+        npu: &mut N,
+        arena: &mut Arena<'_>,
+    ) -> Result<Installing, Error> {
+        let begun = match self.try_hold(manifest, npu, arena) {
+            Ok(Hold::Held(job)) => Ok(job),
+            Ok(Hold::Download) => self.try_begin(manifest),
+            Ok(Hold::Unbound) => {
+                // Here, not below try_hold: the rebind's stack is not added to its frame.
+                self.rebind(npu, arena);
+                self.try_begin(manifest)
+            }
             Err(e) => Err(e),
         };
         begun.map_err(|e| self.conclude_failed(transport, manifest, e))
@@ -353,8 +383,8 @@ impl<F: NorFlash + Mapped, C: MonotonicCounter> Agent<F, C> {
         arena: &mut Arena<'_>,
         budget: u32,
     ) -> Result<Progress, Error> {
-        if let Some(verified) = job.pending {
-            return Ok(Progress::Pending(verified));
+        if let Some(bound) = job.pending {
+            return Ok(Progress::Pending(bound));
         }
         let len = job.manifest.pack_len();
         let step = if job.written < len {
@@ -364,8 +394,11 @@ impl<F: NorFlash + Mapped, C: MonotonicCounter> Agent<F, C> {
                     len,
                 })
         } else {
-            self.make_pending(job, transport, npu, arena)
-                .map(Progress::Pending)
+            self.make_pending(job, npu, arena).map(|bound| {
+                let sequence = job.manifest.sequence();
+                report(transport, sequence, ReportState::Verified, None, None);
+                Progress::Pending(bound)
+            })
         };
         step.map_err(|e| self.conclude_failed(transport, &job.manifest, e))
     }
@@ -382,7 +415,7 @@ impl<F: NorFlash + Mapped, C: MonotonicCounter> Agent<F, C> {
         transport: &mut T,
         npu: &mut N,
         arena: &mut Arena<'_>,
-    ) -> Result<VerifiedSlot, Error> {
+    ) -> Result<BoundSlot, Error> {
         self.finish(&job, outcome, transport, npu, arena)
     }
 
@@ -395,8 +428,8 @@ impl<F: NorFlash + Mapped, C: MonotonicCounter> Agent<F, C> {
         transport: &mut T,
         npu: &mut N,
         arena: &mut Arena<'_>,
-    ) -> Result<VerifiedSlot, Error> {
-        let Some(verified) = job.pending else {
+    ) -> Result<BoundSlot, Error> {
+        let Some(bound) = job.pending else {
             // Not pending yet: nothing was programmed, there is nothing to confirm.
             return Err(self.conclude_failed(transport, &job.manifest, Error::NotPending));
         };
@@ -411,7 +444,7 @@ impl<F: NorFlash + Mapped, C: MonotonicCounter> Agent<F, C> {
                 None,
                 None,
             );
-            return Ok(verified);
+            return Ok(bound);
         }
         if let Err(code) = outcome {
             npu.unbind();
@@ -423,7 +456,7 @@ impl<F: NorFlash + Mapped, C: MonotonicCounter> Agent<F, C> {
             let e = Error::SelfTestFailed { code };
             return Err(self.conclude_failed(transport, &job.manifest, e));
         }
-        if let Err(e) = self.commit(self.state().confirm(&verified)) {
+        if let Err(e) = self.commit(self.state().confirm(&bound)) {
             // Still pending: the next boot tries it. Until then the active pack runs.
             self.rebind(npu, arena);
             return Err(self.conclude_failed(transport, &job.manifest, e));
@@ -436,7 +469,7 @@ impl<F: NorFlash + Mapped, C: MonotonicCounter> Agent<F, C> {
             None,
             None,
         );
-        Ok(verified)
+        Ok(bound)
     }
 
     /// Reports an install that ended with `reason`, and hands `reason` back.
@@ -490,10 +523,12 @@ impl<F: NorFlash + Mapped, C: MonotonicCounter> Agent<F, C> {
     fn check_sequence(&self, pack: PackId) -> Result<(), Error> {
         let floor = self.state().last_sequence();
         if pack.sequence <= floor {
-            return Err(Error::Rejected(npub_core::Error::ManifestReplayed {
-                sequence: pack.sequence,
-                last: floor,
-            }));
+            return Err(Error::Rejected(npub_core::Error::Manifest(
+                ManifestError::Replayed {
+                    sequence: pack.sequence,
+                    last: floor,
+                },
+            )));
         }
         if pack.sequence - floor > MAX_SEQUENCE_STEP {
             return Err(Error::SequenceTooFar {
@@ -506,46 +541,65 @@ impl<F: NorFlash + Mapped, C: MonotonicCounter> Agent<F, C> {
     }
 
     /// A manifest for the very pack the active slot holds (same length and SHA-256), which still
-    /// verifies in flash against this manifest: the sequence is consumed (journal, then counter)
-    /// and nothing is erased, fetched or programmed. `None` when the active slot holds another
-    /// pack or no longer verifies (then the pack is downloaded into the other slot as usual).
+    /// verifies in flash against this manifest: it is bound again from that verification, the
+    /// sequence is consumed (journal, then counter) and nothing is erased, fetched or programmed.
+    /// Otherwise the pack is downloaded into the other slot as usual ([`Hold`] says why).
     #[inline(never)]
-    fn try_hold(
+    fn try_hold<N: Npu>(
         &mut self,
         manifest: &VerifiedManifest,
+        npu: &mut N,
         arena: &mut Arena<'_>,
-    ) -> Result<Option<Installing>, Error> {
+    ) -> Result<Hold, Error> {
         let pack = PackId::of(manifest);
         let state = *self.state();
         let Some(active) = state.active() else {
-            return Ok(None);
+            return Ok(Hold::Download);
         };
         let held = state.slot(active).pack();
         if (held.len, held.sha256) != (pack.len, pack.sha256) {
-            return Ok(None);
+            return Ok(Hold::Download);
         }
         if self.check_sequence(pack).is_err() {
             // Refused, or the retry of an install that fell back to a download: step 2 decides.
-            return Ok(None);
+            return Ok(Hold::Download);
         }
-        let io = self.device.io_bindings;
-        // What the slot holds now, not what the XIP cache kept from an earlier read.
-        self.flash.invalidate();
-        let Ok(verified) =
-            verify::for_install(&self.flash, &self.layout, active, manifest, io, arena)
-        else {
-            return Ok(None);
+        let bound = match self.bind_held(active, manifest, npu, arena) {
+            Some(Ok(bound)) => bound,
+            None => return Ok(Hold::Download),
+            Some(Err(_)) => return Ok(Hold::Unbound),
         };
         self.commit(state.hold(pack))?;
         self.counter.raise(pack.sequence)?;
-        Ok(Some(Installing {
+        Ok(Hold::Held(Installing {
             manifest: manifest.clone(),
             target: active,
             written: pack.len,
             structure: StreamValidator::structure_only(pack.len),
-            pending: Some(verified),
+            pending: Some(bound),
             held: true,
         }))
+    }
+
+    /// The active slot verified against `manifest` and bound again from that verification (one
+    /// verification binds once: the job's slot is the one it bound); `None` when it does not
+    /// verify (the NPU untouched). (Out of line: the verified slot is in no caller's frame.)
+    #[inline(never)]
+    fn bind_held<N: Npu>(
+        &mut self,
+        active: Slot,
+        manifest: &VerifiedManifest,
+        npu: &mut N,
+        arena: &mut Arena<'_>,
+    ) -> Option<Result<BoundSlot, Error>> {
+        let io = self.device.io_bindings;
+        // What the slot holds now, not what the XIP cache kept from an earlier read.
+        self.flash.invalidate();
+        let verified = verify::for_install(&self.flash, &self.layout, active, manifest, io, arena);
+        if verified.is_err() {
+            return None;
+        }
+        Some(self.bind(npu, verified, arena))
     }
 
     #[inline(never)]
@@ -555,10 +609,12 @@ impl<F: NorFlash + Mapped, C: MonotonicCounter> Agent<F, C> {
         let pack = PackId::of(manifest);
         let capacity = self.layout.pack_capacity::<F>();
         if pack.len > capacity {
-            return Err(Error::Rejected(npub_core::Error::ManifestPackTooLarge {
-                len: pack.len,
-                slot: capacity,
-            }));
+            return Err(Error::Rejected(npub_core::Error::Manifest(
+                ManifestError::PackTooLarge {
+                    len: pack.len,
+                    slot: capacity,
+                },
+            )));
         }
         let (target, written) = self.begin(pack)?;
         // The journal holds the sequence; the counter must too before anything is erased, so
@@ -586,16 +642,39 @@ impl<F: NorFlash + Mapped, C: MonotonicCounter> Agent<F, C> {
         })
     }
 
-    /// Steps 4–6: verify the whole slot, write its descriptor, make it pending, program the NPU.
+    /// Steps 4–6: verify the whole slot, write its descriptor, make it pending, bind it (its
+    /// program pinned in the arena, then the NPU programmed). Reports nothing: the caller does,
+    /// from a frame that holds neither the verified nor the bound slot (a report is the network's
+    /// deep stack).
     #[inline(never)]
-    fn make_pending<T: Transport, N: Npu>(
+    fn make_pending<N: Npu>(
         &mut self,
         job: &mut Installing,
-        transport: &mut T,
         npu: &mut N,
         arena: &mut Arena<'_>,
+    ) -> Result<BoundSlot, Error> {
+        let target = job.target;
+        let verified = self.verify_pending(target, &job.manifest, arena);
+        if let Err(e) = verified {
+            return Err(e);
+        }
+        let bound = self.bind(npu, verified, arena);
+        match &bound {
+            Ok(b) => job.pending = Some(*b),
+            Err(e) => return Err(self.unbindable(target, *e, npu, arena)),
+        }
+        bound
+    }
+
+    /// Steps 4–5: verify the whole slot, write its descriptor, make it pending. A slot that does
+    /// not verify is given up as the module's table says.
+    #[inline(never)]
+    fn verify_pending(
+        &mut self,
+        target: Slot,
+        manifest: &VerifiedManifest,
+        arena: &mut Arena<'_>,
     ) -> Result<VerifiedSlot, Error> {
-        let (target, manifest) = (job.target, &job.manifest);
         let pack = PackId::of(manifest);
         let verified = match self.verify_install(target, manifest, arena) {
             Ok(v) => v,
@@ -619,11 +698,26 @@ impl<F: NorFlash + Mapped, C: MonotonicCounter> Agent<F, C> {
             }
             Err(e) => return Err(e),
         }
-        report(transport, pack.sequence, ReportState::Verified, None, None);
         self.commit(self.state().pending(&verified))?;
-        npu.program(verified.registers());
-        job.pending = Some(verified);
         Ok(verified)
+    }
+
+    /// A pending pack whose program could not be pinned (its copy never read as verified): a
+    /// local fault, so the slot is failed (a later poll may retry) and the active pack bound
+    /// again. Returns `e`. (Out of line: `make_pending`'s frame is on the install's deepest path.)
+    #[inline(never)]
+    fn unbindable<N: Npu>(
+        &mut self,
+        target: Slot,
+        e: Error,
+        npu: &mut N,
+        arena: &mut Arena<'_>,
+    ) -> Error {
+        if self.commit(self.state().fail(target)).is_ok() {
+            let _ = descriptor::mark_revoked(&mut self.flash, &self.layout, target);
+        }
+        self.rebind(npu, arena);
+        e
     }
 
     /// Steps 4: the one pass over the slot, read again after invalidating the XIP cache when it
@@ -648,8 +742,7 @@ impl<F: NorFlash + Mapped, C: MonotonicCounter> Agent<F, C> {
         let state = *self.state();
         for slot in state.confirmed() {
             let pack = state.slot(slot).pack();
-            if let Ok(v) = self.verify_for_boot(slot, &pack, arena) {
-                npu.program(v.registers());
+            if self.bind_slot(npu, slot, &pack, arena).is_ok() {
                 return;
             }
         }
@@ -773,12 +866,12 @@ impl<F: NorFlash + Mapped, C: MonotonicCounter> Agent<F, C> {
 /// Once the validator has the whole header: its checksum word must be the one the manifest signed.
 fn cross_check_header(v: &StreamValidator, manifest: &VerifiedManifest) -> Result<(), Error> {
     match v.header() {
-        Some(h) if h.checksum != manifest.pack_checksum() => {
-            Err(Error::Rejected(npub_core::Error::PackChecksumMismatch {
+        Some(h) if h.checksum != manifest.pack_checksum() => Err(Error::Rejected(
+            npub_core::Error::Manifest(ManifestError::PackChecksumMismatch {
                 manifest: manifest.pack_checksum(),
                 pack: h.checksum,
-            }))
-        }
+            }),
+        )),
         _ => Ok(()),
     }
 }

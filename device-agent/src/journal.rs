@@ -78,14 +78,15 @@
 use embedded_storage::nor_flash::NorFlash;
 
 use crate::error::Error;
-use crate::layout::{Layout, Slot};
+use crate::ids::{PackId, Slot};
+use crate::layout::Layout;
 use crate::record;
-use crate::state::{PackId, SlotState, State, Status};
+use crate::state::{SlotState, State, Status};
 
 /// One record's size: a power of two, so any `WRITE_SIZE` up to 128 divides it.
-pub const RECORD_BYTES: usize = 128;
+pub const RECORD_BYTES: usize = record::JOURNAL_RECORD_BYTES;
 /// A commit's footprint: two copies of its record.
-pub const UNIT_BYTES: usize = 2 * RECORD_BYTES;
+pub const UNIT_BYTES: usize = record::COPIES * RECORD_BYTES;
 /// `"NPJ2"` little-endian: a record of version 2 of this layout.
 pub const RECORD_MAGIC: u32 = 0x324A_504E;
 pub use crate::record::MISREAD_REREADS;

@@ -53,8 +53,7 @@ pub const KEYRING_CAPACITY: usize = 12;
 /// Root keys (which sign keyring updates) a device is built with: the server's, and one spare
 /// for an offline root.
 pub const MAX_ROOTS: usize = 2;
-/// One record's size: a power of two, so any `WRITE_SIZE` up to 512 divides it.
-pub const KEYRING_RECORD_BYTES: usize = 512;
+pub use crate::record::KEYRING_RECORD_BYTES;
 /// `"NPKR"` little-endian: a keyring record of version 1 of this layout.
 pub const KEYRING_MAGIC: u32 = 0x524B_504E;
 pub use crate::record::MISREAD_REREADS;
@@ -321,7 +320,7 @@ fn decode(r: &[u8; KEYRING_RECORD_BYTES]) -> Option<(u32, DeviceKeyring)> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use npub_core::keys::KeyPair;
+    use npub_core::keypair::KeyPair;
 
     #[test]
     fn a_record_round_trips_with_revocations() {

@@ -29,57 +29,11 @@
 //! [`Layout::check`] asserts instead of returning an error ([`Layout::validate`] returns
 //! it, for a layout that comes from outside the firmware's code). The flash geometry itself (`WRITE_SIZE`,
 //! `ERASE_SIZE`) is checked at compile time where it is used.
-use crate::error::LayoutError;
-use crate::journal::UNIT_BYTES;
-use crate::keystore::KEYRING_RECORD_BYTES;
 use embedded_storage::nor_flash::NorFlash;
 
-/// One of the two pack slots.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Slot {
-    /// The first slot.
-    A,
-    /// The second slot.
-    B,
-}
-
-impl Slot {
-    /// Both slots, in index order.
-    pub const ALL: [Slot; 2] = [Slot::A, Slot::B];
-
-    /// 0 for A, 1 for B: the index in the journal's slot table.
-    pub const fn index(self) -> usize {
-        match self {
-            Slot::A => 0,
-            Slot::B => 1,
-        }
-    }
-
-    /// The slot with index `i` (0 or 1).
-    pub const fn from_index(i: u8) -> Option<Slot> {
-        match i {
-            0 => Some(Slot::A),
-            1 => Some(Slot::B),
-            _ => None,
-        }
-    }
-
-    /// The other slot.
-    pub const fn other(self) -> Slot {
-        match self {
-            Slot::A => Slot::B,
-            Slot::B => Slot::A,
-        }
-    }
-
-    /// "A" or "B", for reports.
-    pub const fn name(self) -> &'static str {
-        match self {
-            Slot::A => "A",
-            Slot::B => "B",
-        }
-    }
-}
+use crate::error::LayoutError;
+use crate::ids::Slot;
+use crate::record::{COPIES, JOURNAL_RECORD_BYTES, KEYRING_RECORD_BYTES};
 
 /// The flash map: offsets are from the start of the flash device as the `NorFlash` driver sees it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -238,10 +192,10 @@ impl Layout {
                 erase,
             });
         }
-        if (self.journal_bank_bytes as usize) < 2 * UNIT_BYTES {
+        if (self.journal_bank_bytes as usize) < 2 * COPIES * JOURNAL_RECORD_BYTES {
             return Err(LayoutError::BankTooSmall {
                 bytes: self.journal_bank_bytes,
-                min: 2 * UNIT_BYTES,
+                min: 2 * COPIES * JOURNAL_RECORD_BYTES,
             });
         }
         if self.has_keyring()

@@ -6,20 +6,20 @@
 //!
 //! | file          | one idea                                                                    |
 //! |---------------|-----------------------------------------------------------------------------|
+//! | `ids.rs`      | the shared names: [`Slot`], [`PackId`], [`Register`]; imports nothing       |
 //! | `layout.rs`   | where the journal and the two slots live (a table)                          |
 //! | `journal.rs`  | the power-cut-safe state record: two copies per commit, read back, two banks, sessions |
 //! | `record.rs`   | a self-checking record on NOR: framed, programmed and read back, re-read after a misread |
 //! | `state.rs`    | what is remembered and the only transitions allowed                          |
 //! | `counter.rs`  | the replay floor outside the journal: [`MonotonicCounter`], [`NorCounter`]  |
 //! | `descriptor.rs` | what each slot holds, beside it: boot without a journal                   |
-//! | `verify.rs`   | the one pass over a slot in flash; [`VerifiedSlot`] is the only proof of it |
+//! | `verify.rs`   | the one pass over a slot in flash; [`VerifiedSlot`] is the only proof of it, [`BoundSlot`] of its program pinned |
 //! | `install.rs`  | manifest → download → verify → pending → bind → self-test → confirmed       |
 //! | `boot.rs`     | choose, re-validate, bind; trial boots and revert                           |
 //! | `npu.rs`      | the Ethos-U55 register model: QBASE/QSIZE, BASEP0..7                         |
 //! | `transport.rs`| the fleet server as three calls                                             |
 //! | `nor_emu.rs`  | (std) NOR emulation with power cuts, torn writes and bit flips              |
-//! | `http.rs`     | (std) the device API over HTTP (reqwest, the simulator's)                   |
-//! | `http_io/`    | (`http-io`) the device API over HTTP/1.1 on any `embedded-io` stream, no_std |
+//! | `http_io/`    | (`http-io`) the device API over HTTP/1.1 on any `embedded-io` stream, no_std: the firmware's, the C ABI's and the simulator's (over a `TcpStream`) |
 //!
 //! The core is `no_std` and never allocates; the host pieces are behind the `std` feature.
 //!
@@ -37,6 +37,7 @@ mod crc;
 mod descriptor;
 pub mod error;
 pub mod flash;
+pub mod ids;
 mod install;
 pub mod journal;
 pub mod keystore;
@@ -47,22 +48,21 @@ pub mod state;
 pub mod transport;
 pub mod verify;
 
-#[cfg(feature = "std")]
-pub mod http;
 #[cfg(feature = "http-io")]
 pub mod http_io;
 #[cfg(feature = "std")]
 pub mod nor_emu;
 
-pub use agent::{Agent, Device, Unbooted};
-pub use boot::{BootStart, Booted, Reverted};
-pub use counter::{JournalOnly, MonotonicCounter, NorCounter};
-pub use error::{CounterError, Error, LayoutError};
+pub use agent::{Agent, Device};
+pub use boot::{BootStart, Booted, Reverted, Unbooted};
+pub use counter::{JournalOnly, MAX_SEQUENCE_STEP, MonotonicCounter, NorCounter};
+pub use error::{CounterError, Error, LayoutError, TransportError};
 pub use flash::Mapped;
-pub use install::{CHUNK_BYTES, Installing, MAX_SEQUENCE_STEP, Poll, Progress};
+pub use ids::{PackId, Register, Slot};
+pub use install::{CHUNK_BYTES, Installing, Poll, Progress};
 pub use keystore::{DeviceKeyring, KEYRING_CAPACITY, MAX_ROOTS, Trust};
-pub use layout::{Layout, Slot};
+pub use layout::Layout;
 pub use npu::{Arena, DriverPayload, Npu, NpuRegisters, RecordingNpu};
-pub use state::{PackId, SlotState, State, Status};
-pub use transport::{Report, ReportState, Transport, TransportError};
-pub use verify::VerifiedSlot;
+pub use state::{SlotState, State, Status};
+pub use transport::{Report, ReportState, Transport};
+pub use verify::{BoundSlot, VerifiedSlot};

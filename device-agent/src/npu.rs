@@ -5,9 +5,13 @@
 //!
 //! | Register       | Value                                                                  |
 //! |----------------|------------------------------------------------------------------------|
-//! | `QBASE`        | bus address of the command stream: the slot's XIP address + `cmd_offset` |
+//! | `QBASE`        | bus address of the command stream's copy at the arena's end (16-byte aligned, the COP1 header just before it): the program is pinned in SRAM, proven equal to the bytes verified ([`crate::verify::pin`]) |
 //! | `QSIZE`        | `cmd_bytes`                                                            |
-//! | `BASEP0..7`    | region *n*: BAKED → the slot's XIP address + `data_offset` (zero copy, the weights stay in flash); RUNTIME → inside the caller's arena, 16-byte aligned; unused → 0 |
+//! | `BASEP0..7`    | region *n*: BAKED → the slot's XIP address + `data_offset` (zero copy, the weights stay in flash); RUNTIME → inside the caller's arena before the program's copy, 16-byte aligned; unused → 0 |
+//!
+//! Arena, low to high: the runtime regions (npub-core's carving), free bytes, then the program
+//! (the COP1 driver payload, or the bare stream) ending within 16 bytes of the arena's end. An
+//! arena that cannot hold both is [`Error::ArenaTooSmall`], before anything is bound.
 //!
 //! The Ethos-U55 needs QBASE and every BASEPn 16-byte aligned and has eight base pointers, so a
 //! pack with more than eight regions cannot be bound. The application's IO bindings (where the
@@ -15,29 +19,13 @@
 //! inside the bound regions, checked against the regions' sizes. The arena carving itself is npub-core's
 //! [`npub_core::bind`] (one authority on where runtime regions go); this module only turns its
 //! pointers into bus addresses and checks what the hardware needs.
-use npub_core::format::{ARENA_ALIGN, MAX_BASE_POINTERS};
+use npub_core::FormatError;
+use npub_core::format::{ARENA_ALIGN, Header, MAX_BASE_POINTERS};
 use npub_core::io_bindings::{IoBindings, IoKind};
 use npub_core::{Blob, BoundRegion};
 
 use crate::error::Error;
-
-/// A register the binding writes, for error messages.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Register {
-    /// The command-stream base.
-    Qbase,
-    /// A base pointer, BASEP0..BASEP7.
-    Basep(u8),
-}
-
-impl core::fmt::Display for Register {
-    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        match self {
-            Register::Qbase => f.write_str("QBASE"),
-            Register::Basep(n) => write!(f, "BASEP{n}"),
-        }
-    }
-}
+use crate::ids::Register;
 
 /// Inputs and outputs an application binds at most: an Ethos-U55 model for a microcontroller has
 /// a handful, and the bound set is carried by value.
@@ -56,9 +44,9 @@ pub struct IoAddress {
     pub bytes: u32,
 }
 
-/// Arm's driver payload as it lies in the slot: the COP1 header that `npub pack` puts right before
-/// the command stream, and the stream (see `npub_core::format::cop1`). What
-/// `ethosu_invoke_v3()` takes, in place.
+/// Arm's driver payload: the COP1 header that `npub pack` puts right before the command stream,
+/// and the stream (see `npub_core::format::cop1`), as copied into the arena. What
+/// `ethosu_invoke_v3()` takes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct DriverPayload {
     /// Bus address of its first byte (`"COP1"`), 4-byte aligned.
@@ -67,11 +55,64 @@ pub struct DriverPayload {
     pub bytes: u32,
 }
 
+/// Where a pack's program lies in it: the COP1 driver payload (header and stream) when the pack
+/// carries one, else the command stream.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ProgramSpan {
+    /// Pack offset of its first byte.
+    pub offset: u32,
+    /// Its length.
+    pub bytes: u32,
+    /// Bytes before the command stream (the COP1 header; 0 for a bare stream).
+    pub header: u32,
+}
+
+impl ProgramSpan {
+    /// The program's place as `pack` reads before the pass, whose header nothing has checked
+    /// yet: `None` when its command-stream fields point outside `pack`. After the parse,
+    /// [`ProgramSpan::of`] must find the same place, or the slot read differently from one read to the
+    /// next.
+    pub(crate) fn locate(pack: &[u8]) -> Option<ProgramSpan> {
+        let header = Header::read(pack)?;
+        let end = u64::from(header.cmd_offset) + u64::from(header.cmd_bytes);
+        if end > pack.len() as u64 {
+            return None;
+        }
+        Some(ProgramSpan::at(pack, &header))
+    }
+
+    /// The program's place in a parsed pack (its header checked: every offset in bounds).
+    pub(crate) fn of(blob: &Blob<'_>) -> ProgramSpan {
+        ProgramSpan::at(blob.as_bytes(), &blob.header())
+    }
+
+    fn at(pack: &[u8], header: &Header) -> ProgramSpan {
+        match npub_core::format::cop1::driver_payload(pack, header) {
+            Some((offset, bytes)) => ProgramSpan {
+                offset,
+                bytes,
+                header: header.cmd_offset - offset,
+            },
+            None => ProgramSpan {
+                offset: header.cmd_offset,
+                bytes: header.cmd_bytes,
+                header: 0,
+            },
+        }
+    }
+
+    pub(crate) const fn end(&self) -> u64 {
+        self.offset as u64 + self.bytes as u64
+    }
+}
+
 /// The register values that start a job, plus each region's extent so that a caller (and a test)
 /// can see what every base pointer covers, and the resolved IO bindings.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct NpuRegisters {
-    /// Bus address of the command stream.
+    /// Bus address of the pack's first byte: its slot in the XIP window.
+    pub pack: u32,
+    /// Bus address of the command stream (its copy in the arena).
     pub qbase: u32,
     /// Command-stream length in bytes.
     pub qsize: u32,
@@ -87,8 +128,8 @@ pub struct NpuRegisters {
     pub io: [Option<IoAddress>; MAX_IO],
     /// How many of `io` are set.
     pub io_count: u8,
-    /// The driver payload in place, when the pack carries its header (`None` for a pack from a
-    /// producer that did not put it there).
+    /// The driver payload's copy in the arena, when the pack carries its header (`None` for a
+    /// pack from a producer that did not put it there).
     pub driver_payload: Option<DriverPayload>,
 }
 
@@ -117,23 +158,45 @@ pub trait Npu {
 }
 
 /// Computes the registers for `blob`, which lies in flash at bus address `slot_xip`, carving its
-/// runtime regions out of `arena`, and resolves the application's `io` bindings in them.
+/// runtime regions out of `arena` below the place of its `program`'s copy (returned: its arena
+/// offset), and resolves the application's `io` bindings in them. Nothing is written.
 #[inline(never)]
 pub fn registers(
     blob: &Blob<'_>,
     slot_xip: u32,
     arena: &mut Arena<'_>,
     io: Option<&[u8]>,
-) -> Result<NpuRegisters, Error> {
+    program: &ProgramSpan,
+) -> Result<(NpuRegisters, u32), Error> {
     let header = blob.header();
     let blob_start = blob.as_bytes().as_ptr() as usize;
     let arena_start = arena.bytes.as_ptr() as usize;
     let arena_bus = arena.bus_address;
-    let job = npub_core::bind(blob, arena.bytes).map_err(Error::Rejected)?;
+    let arena_len = arena.bytes.len();
+    let too_small = || Error::ArenaTooSmall {
+        runtime: npub_core::arena_bytes_required(blob),
+        program: program.bytes,
+        arena: arena_len,
+    };
+    // The stream's copy as high as it goes with its address 16-byte aligned; its COP1 header
+    // (a multiple of 4 bytes) right before it.
+    let stream = arena_len
+        .checked_sub(header.cmd_bytes as usize)
+        .map(|room| (arena_start + room) & !(ARENA_ALIGN as usize - 1))
+        .and_then(|end| end.checked_sub(arena_start))
+        .ok_or_else(too_small)?;
+    let at = stream
+        .checked_sub(program.header as usize)
+        .ok_or_else(too_small)?;
+    let job = npub_core::bind(blob, &mut arena.bytes[..at]).map_err(|e| match e {
+        npub_core::Error::Format(FormatError::ArenaTooSmall { .. }) => too_small(),
+        e => Error::Rejected(e),
+    })?;
 
-    let qbase = bus(slot_xip, u64::from(header.cmd_offset), Register::Qbase)?;
+    let qbase = bus(arena_bus, stream as u64, Register::Qbase)?;
     aligned(Register::Qbase, qbase)?;
     let mut regs = NpuRegisters {
+        pack: slot_xip,
         qbase,
         qsize: header.cmd_bytes,
         basep: [0; MAX_BASE_POINTERS],
@@ -144,11 +207,13 @@ pub fn registers(
         io_count: 0,
         driver_payload: None,
     };
-    if let Some((offset, bytes)) = npub_core::format::cop1::driver_payload(blob.as_bytes(), &header)
-    {
-        // Inside the slot, before QBASE (which is on the bus): cannot overflow.
-        let address = bus(slot_xip, u64::from(offset), Register::Qbase)?;
-        regs.driver_payload = Some(DriverPayload { address, bytes });
+    if program.header > 0 {
+        // Before QBASE, which is on the bus: cannot overflow.
+        let address = bus(arena_bus, at as u64, Register::Qbase)?;
+        regs.driver_payload = Some(DriverPayload {
+            address,
+            bytes: program.bytes,
+        });
     }
     for n in 0..job.region_count() {
         let Some(region) = job.region(n) else {
@@ -178,7 +243,8 @@ pub fn registers(
     if let Some(io) = io {
         resolve_io(blob, io, &mut regs)?;
     }
-    Ok(regs)
+    // `at` ≤ the arena's length, a `usize` slice length that the bus check above kept below 2³².
+    Ok((regs, at as u32))
 }
 
 /// Each binding's address: its region's base pointer + its offset, after npub-core checked that

@@ -20,6 +20,16 @@ use embedded_storage::nor_flash::NorFlash;
 
 use crate::error::Error;
 
+/// A journal record's size (its table is in `journal.rs`): a power of two, so any `WRITE_SIZE` up
+/// to 128 divides it. Here, not in `journal.rs`, because the layout's checks need it too.
+pub const JOURNAL_RECORD_BYTES: usize = 128;
+/// A keyring record's size (its table is in `keystore.rs`): a power of two, so any `WRITE_SIZE`
+/// up to 512 divides it.
+pub const KEYRING_RECORD_BYTES: usize = 512;
+/// Copies of its record a commit programs, journal and keyring alike: one may tear, the other
+/// stands.
+pub const COPIES: usize = 2;
+
 /// Reads of a record that does not check (or does not read back), after the first: one glitch
 /// spoils one read.
 pub const MISREAD_REREADS: usize = 2;

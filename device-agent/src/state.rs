@@ -3,7 +3,7 @@
 //! Each slot is in one of five states; `active` names the slot the device last confirmed:
 //!
 //! ```text
-//!            begin_receiving            pending(&VerifiedSlot)        confirm(&VerifiedSlot)
+//!            begin_receiving            pending(&VerifiedSlot)        confirm(&BoundSlot)
 //!   Empty ───────────────────► Receiving ─────────────────────► Pending ───────────────────► Confirmed
 //!     ▲  ▲                      │  ▲ progress(written)            │  trial_boot: boots_left − 1      │
 //!     │  │                      └──┘                              │                                  │
@@ -14,10 +14,11 @@
 //! ```
 //!
 //! - A slot is bootable only when `Pending` (with boots left) or `Confirmed`, and the transitions
-//!   into those two states take a [`VerifiedSlot`]: the proof, produced only by
-//!   [`crate::verify::verify_in_flash`], that the bytes in that slot were checked as they sit in
-//!   flash. There is no other way to make a slot bootable, and no way to build a [`State`] outside
-//!   this crate: its fields are private and its transitions crate-internal.
+//!   into those two states take a proof: a [`VerifiedSlot`], produced only by `verify.rs`'s pass
+//!   over the slot as it sits in flash, for `Pending`; a [`BoundSlot`], produced only by binding
+//!   one ([`crate::verify::pin`]: its program copied and proven), for `Confirmed`. There is no
+//!   other way to make a slot bootable, and no way to build a [`State`] outside this crate: its
+//!   fields are private and its transitions crate-internal.
 //! - An install only ever targets the slot that is not `active`, and marks it `Receiving` (not
 //!   bootable) in the journal *before* its first erase; so once a first pack is confirmed, the
 //!   active slot is never written, and there is always a bootable slot.
@@ -28,8 +29,8 @@
 //!   more times ([`MAX_LOCAL_RETRIES`] in all), so that one transient fault does not burn the
 //!   deployment. It is raised before the first erase, so a replayed manifest cannot even wipe the
 //!   inactive slot.
-use crate::layout::Slot;
-use crate::verify::VerifiedSlot;
+use crate::ids::{PackId, Slot};
+use crate::verify::{BoundSlot, VerifiedSlot};
 
 /// How many times a pending pack is tried at boot before it is reverted: a pack whose self-test
 /// hangs or resets the device gets this many attempts, then the previous pack comes back.
@@ -39,26 +40,6 @@ pub const MAX_TRIAL_BOOTS: u8 = 3;
 /// manifest: enough to ride out a transient fault, few enough that a pack which fails every time
 /// stops costing erase cycles.
 pub const MAX_LOCAL_RETRIES: u8 = 2;
-
-/// Which pack a slot holds (or is receiving): what the signed manifest said about it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct PackId {
-    /// The manifest's deployment sequence.
-    pub sequence: u64,
-    /// The pack's length in bytes.
-    pub len: u32,
-    /// SHA-256 of the pack's bytes.
-    pub sha256: [u8; 32],
-}
-
-impl PackId {
-    /// The identity of "no pack" (all zero), stored for empty slots.
-    pub const NONE: PackId = PackId {
-        sequence: 0,
-        len: 0,
-        sha256: [0; 32],
-    };
-}
 
 /// A slot's state (see the module's diagram).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -367,13 +348,13 @@ impl State {
     }
 
     /// The slot was verified in flash and passed its self-test: it becomes the active pack.
-    pub(crate) fn confirm(self, verified: &VerifiedSlot) -> State {
+    pub(crate) fn confirm(self, bound: &BoundSlot) -> State {
         let mut next = self;
-        next.slots[verified.slot().index()] = SlotState {
+        next.slots[bound.slot().index()] = SlotState {
             status: Status::Confirmed,
-            pack: verified.pack(),
+            pack: bound.pack(),
         };
-        next.active = Some(verified.slot());
+        next.active = Some(bound.slot());
         next
     }
 

@@ -4,34 +4,12 @@
 //! no keyring updates answers `None` / `Ok(0)`).
 //!
 //! The device API (`GET /api/v1/device/manifest?seq=N`, `GET /api/v1/device/packs/{sha256}` with
-//! `Range`, `POST /api/v1/device/status`) maps onto them one to one; the host's HTTP implementation
-//! is `crate::http`, a device's would sit on its network stack. Nothing the transport returns is
+//! `Range`, `POST /api/v1/device/status`) maps onto them one to one; the implementation is
+//! `crate::http_io`, over any byte stream (smoltcp on the firmware, a `TcpStream` on the host). Nothing the transport returns is
 //! trusted: the manifest is verified by npub-core, the pack by its length, NPU1 structure and, in
 //! flash, its SHA-256.
-use core::fmt;
 
-use crate::error::Error;
-
-/// Why a transport call failed. Small and `Copy`: a device keeps no error strings.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum TransportError {
-    /// No connection, a timeout, or a connection dropped mid-transfer.
-    Unreachable,
-    /// The server answered with this unexpected HTTP status.
-    Status(u16),
-    /// The server's answer broke the protocol (the text says how).
-    Protocol(&'static str),
-}
-
-impl fmt::Display for TransportError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            TransportError::Unreachable => f.write_str("server unreachable or connection dropped"),
-            TransportError::Status(s) => write!(f, "server answered HTTP {s}"),
-            TransportError::Protocol(what) => write!(f, "protocol: {what}"),
-        }
-    }
-}
+use crate::error::{Error, TransportError};
 
 /// The install states the device API knows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -10,6 +10,7 @@ use device_agent::{
     Agent, Arena, Device, Error, Layout, RecordingNpu, Report, Transport, TransportError, Trust,
 };
 use npub_core::Accel;
+use npub_core::ManifestError;
 use npub_server::{Config, Server};
 use serde_json::{Value, json};
 
@@ -37,7 +38,7 @@ fn fixture(name: &str) -> Vec<u8> {
 }
 
 /// A real npub server running on its own runtime, and a blocking client for the test thread.
-struct Fleet {
+struct LiveServer {
     url: String,
     http: reqwest::blocking::Client,
     rt: tokio::runtime::Runtime,
@@ -45,7 +46,7 @@ struct Fleet {
     task: Option<tokio::task::JoinHandle<std::io::Result<()>>>,
 }
 
-impl Fleet {
+impl LiveServer {
     fn start(dir: &Path) -> Self {
         Self::start_with(dir, |_| {})
     }
@@ -229,7 +230,7 @@ fn hex_key(hex: &str) -> [u8; 32] {
 #[test]
 fn deploy_install_rollback_by_version_and_replay_refused() {
     let dir = tempfile::tempdir().unwrap();
-    let fleet = Fleet::start(&dir.path().join("server"));
+    let fleet = LiveServer::start(&dir.path().join("server"));
 
     // Operator: model, two versions from the Vela fixtures, one device in group "lab".
     fleet.admin(
@@ -348,7 +349,7 @@ fn deploy_install_rollback_by_version_and_replay_refused() {
     assert!(
         matches!(
             result,
-            Err(Error::Rejected(npub_core::Error::ManifestReplayed { sequence, last }))
+            Err(Error::Rejected(npub_core::Error::Manifest(ManifestError::Replayed { sequence, last })))
                 if sequence == seq2 && last == seq3
         ),
         "{result:?}"
@@ -386,7 +387,7 @@ fn deploy_install_rollback_by_version_and_replay_refused() {
 }
 
 /// Downloads the server's trust file for `key_id` into `dir`, as an operator would.
-fn trust_file(fleet: &Fleet, dir: &Path, key_id: &str) -> PathBuf {
+fn trust_file(fleet: &LiveServer, dir: &Path, key_id: &str) -> PathBuf {
     let (status, bytes) = fleet.call(
         ADMIN,
         "GET",
@@ -400,7 +401,7 @@ fn trust_file(fleet: &Fleet, dir: &Path, key_id: &str) -> PathBuf {
 }
 
 /// The server's root key file, as `GET /api/v1/keys/root/trust` serves it.
-fn root_file(fleet: &Fleet, dir: &Path) -> PathBuf {
+fn root_file(fleet: &LiveServer, dir: &Path) -> PathBuf {
     let (status, bytes) = fleet.call(ADMIN, "GET", "/api/v1/keys/root/trust", Body::None);
     assert_eq!(status, 200);
     let path = dir.join("root.key.pub");
@@ -411,7 +412,7 @@ fn root_file(fleet: &Fleet, dir: &Path) -> PathBuf {
 #[test]
 fn rejects_a_revoked_keys_manifest_after_rotation_revocation_and_a_reboot() {
     let dir = tempfile::tempdir().unwrap();
-    let fleet = Fleet::start(&dir.path().join("server"));
+    let fleet = LiveServer::start(&dir.path().join("server"));
     fleet.admin(
         "POST",
         "/api/v1/models",
@@ -513,9 +514,11 @@ fn rejects_a_revoked_keys_manifest_after_rotation_revocation_and_a_reboot() {
     let result = agent.poll(&mut Replay(manifest1), &mut npu, &mut arena, None);
     assert_eq!(
         result,
-        Err(Error::Rejected(npub_core::Error::ManifestKeyRevoked {
-            key_id: npub_core::manifest::KeyId::of(&key1)
-        })),
+        Err(Error::Rejected(npub_core::Error::Manifest(
+            ManifestError::KeyRevoked {
+                key_id: npub_core::manifest::KeyId::of(&key1)
+            }
+        ))),
     );
     assert_eq!(*agent.state(), before);
     drop(agent);
@@ -533,7 +536,7 @@ fn rejects_a_revoked_keys_manifest_after_rotation_revocation_and_a_reboot() {
 #[test]
 fn rejects_an_accel_flag_that_disagrees_with_the_servers_registration_and_defaults_to_it() {
     let dir = tempfile::tempdir().unwrap();
-    let fleet = Fleet::start(&dir.path().join("server"));
+    let fleet = LiveServer::start(&dir.path().join("server"));
     let devices = fleet.admin(
         "POST",
         "/api/v1/devices",
@@ -602,7 +605,7 @@ fn rejects_an_accel_flag_that_disagrees_with_the_servers_registration_and_defaul
 }
 
 /// `npub_pack_bytes_served_total` from the server's metrics.
-fn bytes_served(fleet: &Fleet) -> u64 {
+fn bytes_served(fleet: &LiveServer) -> u64 {
     let (status, body) = fleet.call(ADMIN, "GET", "/metrics", Body::None);
     assert_eq!(status, 200);
     String::from_utf8(body)
@@ -622,7 +625,7 @@ fn follows_a_presigned_redirect_to_the_bucket_and_still_verifies_what_it_gets() 
         return;
     };
     let settings = s3.settings();
-    let fleet = Fleet::start_with(&dir.path().join("server"), |c| {
+    let fleet = LiveServer::start_with(&dir.path().join("server"), |c| {
         c.pack_store = Some(format!("s3://{}/packs", bucket::BUCKET));
         c.presign_downloads = true;
         c.aws_overrides = settings;

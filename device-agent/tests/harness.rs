@@ -13,7 +13,7 @@
 //! |----------------------------|----------------------------------------------------------------------------|
 //! | brick                      | once a pack was confirmed, every completed boot binds one (and the NPU holds exactly its registers) |
 //! | roll back a confirmed pack | a completed boot binds a sequence ≥ the newest one the device confirmed (a commit that returned `Ok`) |
-//! | replay                     | a manifest below the floor is refused with `ManifestReplayed`, before any erase or program |
+//! | replay                     | a manifest below the floor is refused with `ManifestError::Replayed`, before any erase or program |
 //! | lower the floor            | after every step `last_sequence` ≥ the highest sequence whose install the device acknowledged (its download began) |
 //! | lose a commit              | the two above, for the records that consume a sequence and confirm a pack; and a pending pack's trial boots never come back |
 //! | program a word twice       | the emulation's violation count stays 0 on both parts                      |
@@ -28,9 +28,10 @@ use std::time::{Duration, Instant};
 use common::*;
 use device_agent::nor_emu::Cut;
 use device_agent::{
-    Error, NpuRegisters, Report, Slot, Status, Transport, TransportError, VerifiedSlot,
+    BoundSlot, Error, NpuRegisters, Report, Slot, Status, Transport, TransportError,
 };
 use npub_core::Error as Core;
+use npub_core::ManifestError;
 use npub_core::manifest::VerifiedManifest;
 
 /// Sequences a life may issue: each needs a signed and verified manifest (the slow part).
@@ -333,7 +334,7 @@ impl Life<'_> {
                 npu.fail,
                 booted
                     .as_ref()
-                    .map(|b| (b.verified.slot(), b.verified.pack().sequence)),
+                    .map(|b| (b.bound.slot(), b.bound.pack().sequence)),
                 brief(agent.state()),
                 agent.flash().power_was_cut() || agent.counter().flash().power_was_cut()
             ));
@@ -361,7 +362,7 @@ impl Life<'_> {
     fn check_boot(&mut self, booted: &Result<device_agent::Booted, Error>, npu: &Npu) {
         match booted {
             Ok(b) => {
-                let seq = b.verified.pack().sequence;
+                let seq = b.bound.pack().sequence;
                 if seq < self.oracle.confirmed {
                     self.counts.rollbacks += 1;
                     self.fail(&format!(
@@ -369,7 +370,7 @@ impl Life<'_> {
                         self.oracle.confirmed
                     ));
                 }
-                if npu.programmed.as_ref() != Some(b.verified.registers()) {
+                if npu.programmed.as_ref() != Some(b.bound.registers()) {
                     self.fail("the NPU does not hold the bound pack's registers");
                 }
             }
@@ -514,7 +515,9 @@ impl Life<'_> {
                     self.counts.retried_after_local_failure += 1;
                 }
             }
-            Err(Error::Rejected(Core::ManifestReplayed { .. })) if seq > self.oracle.floor => {
+            Err(Error::Rejected(Core::Manifest(ManifestError::Replayed { .. })))
+                if seq > self.oracle.floor =>
+            {
                 self.fail(&format!(
                     "{seq} refused as replayed, floor {}",
                     self.oracle.floor
@@ -537,7 +540,7 @@ impl Life<'_> {
         (agent, false)
     }
 
-    fn check_installed(&mut self, agent: &Counted, v: &VerifiedSlot, seq: u64) {
+    fn check_installed(&mut self, agent: &Counted, v: &BoundSlot, seq: u64) {
         let s = agent.state();
         if v.pack().sequence != seq
             || s.active() != Some(v.slot())
@@ -559,7 +562,7 @@ impl Life<'_> {
         self.net.drop_after = None;
         let result = agent.install(m, &mut self.net, &mut npu, &mut mem.arena());
         match result {
-            Err(Error::Rejected(Core::ManifestReplayed { .. }))
+            Err(Error::Rejected(Core::Manifest(ManifestError::Replayed { .. })))
                 if ops == (agent.flash().ops(), agent.counter().flash().ops()) =>
             {
                 self.counts.replays_refused += 1;

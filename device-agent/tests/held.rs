@@ -6,6 +6,7 @@ mod common;
 use common::*;
 use device_agent::nor_emu::Cut;
 use device_agent::{Error, MonotonicCounter, Poll, RecordingNpu, ReportState, Slot, Status};
+use npub_core::ManifestError;
 
 #[test]
 fn a_manifest_for_the_running_pack_downloads_nothing() {
@@ -64,10 +65,12 @@ fn a_manifest_for_the_running_pack_downloads_nothing() {
     server.offer_stale = true;
     assert!(matches!(
         poll(&mut agent, &mut server, &mut npu),
-        Err(Error::Rejected(npub_core::Error::ManifestReplayed {
-            sequence: 3,
-            last: 3
-        }))
+        Err(Error::Rejected(npub_core::Error::Manifest(
+            ManifestError::Replayed {
+                sequence: 3,
+                last: 3
+            }
+        )))
     ));
 
     // A reboot binds slot B under sequence 3.
@@ -75,7 +78,7 @@ fn a_manifest_for_the_running_pack_downloads_nothing() {
     let (_, booted) = boot_counted(flash, counter, layout, &mut RecordingNpu::default());
     let booted = booted.unwrap();
     assert_eq!(
-        (booted.verified.slot(), booted.verified.pack().sequence),
+        (booted.bound.slot(), booted.bound.pack().sequence),
         (Slot::B, 3)
     );
 }
@@ -159,7 +162,7 @@ fn survives_a_power_cut_at_every_flash_operation_of_a_held_install() {
         // Whatever the cut did, slot B boots, and the device is at sequence 2 or 3.
         let (mut agent, booted) = boot_counted(flash, counter, layout, &mut npu);
         let booted = booted.expect("bootable after the cut");
-        assert_eq!(booted.verified.slot(), Slot::B, "{cut:?}");
+        assert_eq!(booted.bound.slot(), Slot::B, "{cut:?}");
         let floor = agent.state().last_sequence();
         assert!(floor == 2 || floor == 3, "{cut:?}: floor {floor}");
         // And the next poll finishes the job (or finds it done).

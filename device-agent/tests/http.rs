@@ -1,5 +1,6 @@
-//! The HTTP transport against a minimal device-API server on loopback: manifest poll with the
-//! sequence, Range downloads, status reports, bearer token on every request.
+//! The device's HTTP client (`http_io`, as the simulator runs it over a `TcpStream`) against a
+//! minimal device-API server on loopback: manifest poll with the sequence, Range downloads, status
+//! reports, bearer token on every request; a redirected download followed once, without the token.
 mod common;
 
 use std::io::{BufRead, BufReader, Read, Write};
@@ -7,10 +8,18 @@ use std::net::TcpListener;
 use std::sync::{Arc, Mutex};
 
 use common::*;
-use device_agent::http::HttpTransport;
+use device_agent::http_io::std_link::{StdClock, TcpLink};
+use device_agent::http_io::{Config, HttpIo};
 use device_agent::{Poll, RecordingNpu, Transport};
 
 const TOKEN: &str = "device-token-1";
+
+/// The simulator's transport for `base`, asking for `window` bytes per range request.
+fn client(base: &str, token: &str, window: u32) -> HttpIo<'static, TcpLink, StdClock> {
+    let (base, token) = (base.to_owned().leak(), token.to_owned().leak());
+    let config = Config::new(base, token).unwrap().with_window_bytes(window);
+    HttpIo::new(TcpLink::new(), StdClock::default(), config)
+}
 
 /// Serves the device API for one pack until the listener is dropped with the test; records every
 /// request line and status body.
@@ -73,8 +82,16 @@ fn serve(pack: Vec<u8>, manifest: Vec<u8>, seen: Arc<Mutex<Vec<String>>>) -> Str
                 } else {
                     ("404 Not Found", vec![])
                 };
+                let range = match (status, range) {
+                    ("206 Partial Content", Some((a, _))) => format!(
+                        "content-range: bytes {a}-{}/{}\r\n",
+                        a + payload.len() - 1,
+                        pack.len()
+                    ),
+                    _ => String::new(),
+                };
                 let head = format!(
-                    "HTTP/1.1 {status}\r\ncontent-length: {}\r\n\r\n",
+                    "HTTP/1.1 {status}\r\n{range}content-length: {}\r\n\r\n",
                     payload.len()
                 );
                 if stream
@@ -95,7 +112,8 @@ fn installs_over_http_with_range_requests_and_reports() {
     let c = small();
     let seen = Arc::new(Mutex::new(Vec::new()));
     let base = serve(c.pack.clone(), manifest(&c.pack, 1).to_vec(), seen.clone());
-    let mut http = HttpTransport::new(&base, TOKEN).unwrap();
+    // One range request per piece the agent asks for, as the simulator's former client made them.
+    let mut http = client(&base, TOKEN, device_agent::CHUNK_BYTES as u32);
     let layout = layout(4096);
     let mut agent = power_on(blank_flash(&layout), layout);
     let mut npu = RecordingNpu::default();
@@ -141,7 +159,7 @@ fn a_wrong_token_is_an_http_error_not_a_pack() {
         manifest(&c.pack, 1).to_vec(),
         Arc::default(),
     );
-    let mut http = HttpTransport::new(&base, "stolen").unwrap();
+    let mut http = client(&base, "stolen", 0);
     let mut buf = [0u8; 512];
     assert_eq!(
         http.fetch_manifest(0, &mut buf),
@@ -196,7 +214,7 @@ fn follows_a_pack_redirect_once_with_the_range_and_without_the_token() {
         )
         .into_bytes()
     });
-    let mut t = HttpTransport::new(&server, TOKEN).unwrap();
+    let mut t = client(&server, TOKEN, 100);
     let mut buf = vec![0u8; 100];
     assert_eq!(t.fetch_pack(&[7; 32], 100, &mut buf), Ok(100));
     assert_eq!(buf, pack[100..200]);
@@ -221,6 +239,10 @@ fn rejects_a_pack_redirect_without_a_location_or_to_another_scheme() {
             "Location: ftp://bucket.example/pack\r\n",
             "redirect to a scheme other than HTTP",
         ),
+        (
+            "Location: https://bucket.example/pack\r\n",
+            "redirect to HTTPS, which this transport does not speak",
+        ),
     ] {
         let server = answering(move |_| {
             format!(
@@ -229,7 +251,7 @@ fn rejects_a_pack_redirect_without_a_location_or_to_another_scheme() {
             )
             .into_bytes()
         });
-        let mut t = HttpTransport::new(&server, TOKEN).unwrap();
+        let mut t = client(&server, TOKEN, 0);
         let mut buf = vec![0u8; 100];
         assert_eq!(
             t.fetch_pack(&[7; 32], 0, &mut buf),

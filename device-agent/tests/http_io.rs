@@ -16,9 +16,9 @@ use device_agent::http_io::{Config, HttpError, HttpIo, Timeouts};
 use device_agent::{
     Agent, Arena, Device, Error, Mapped, Poll, RecordingNpu, Slot, Transport, Trust,
 };
-use net::{Fleet, RamNor};
+use net::{LiveServer, RamNor};
 use npub_core::format::build::{RegionSpec, build_pack};
-use npub_core::keys::KeyPair;
+use npub_core::keypair::KeyPair;
 use npub_core::manifest::{ManifestFields, PackFacts, sign_manifest};
 use npub_core::{Accel, Role};
 
@@ -29,14 +29,13 @@ const ARENA_BUS: u32 = 0x2200_0000;
 type Io<'a> = HttpIo<'a, TcpLink, StdClock>;
 
 fn transport<'a>(url: &'a str, token: &'a str) -> Io<'a> {
-    let mut config = Config::new(url, token).unwrap();
     // Short enough that the stall tests end soon; nothing honest comes near them on loopback.
-    config.timeouts = Timeouts {
+    let config = Config::new(url, token).unwrap().with_timeouts(Timeouts {
         connect_ms: 2_000,
         read_ms: 500,
         request_ms: 10_000,
         download_ms: 60_000,
-    };
+    });
     HttpIo::new(TcpLink::new(), StdClock::default(), config)
 }
 
@@ -74,7 +73,7 @@ fn slot_bytes(agent: &Agent<RamNor>, slot: Slot, len: usize) -> &[u8] {
 #[test]
 fn installs_a_1mb_pack_from_the_real_server_in_a_range_request_per_64_kib_on_one_connection() {
     let dir = tempfile::tempdir().unwrap();
-    let fleet = Fleet::start(&dir.path().join("server"));
+    let fleet = LiveServer::start(&dir.path().join("server"));
     let pack = fleet.upload("vision", "1.0.0", net::big_pack(1 << 20));
     let token = fleet.provision("dev-1", "lab");
     let seq = fleet.deploy("vision", "1.0.0", "lab");
@@ -619,10 +618,13 @@ fn rejects_a_download_that_drips_past_its_deadline() {
     let s = signed();
     let h = Hostile::start(&s, Lie::Drip, 128 * 1024);
     let mut agent = blank_agent(s.key);
-    let mut config = Config::new(&h.url, "t").unwrap();
-    config.timeouts.read_ms = 500;
+    let config = Config::new(&h.url, "t").unwrap();
     // Each byte comes in time; the attempt as a whole does not.
-    config.timeouts.download_ms = 1_500;
+    let config = config.with_timeouts(Timeouts {
+        read_ms: 500,
+        download_ms: 1_500,
+        ..config.timeouts()
+    });
     let mut t = HttpIo::new(TcpLink::new(), StdClock::default(), config);
     let result = poll(&mut agent, &mut t);
     assert!(matches!(result, Err(Error::Transport(_))), "{result:?}");

@@ -7,22 +7,23 @@ use common::*;
 use device_agent::nor_emu::Cut;
 use device_agent::{DeviceKeyring, Error, Poll, RecordingNpu};
 use npub_core::manifest::{KeyId, KeyringChange};
+use npub_core::{KeyringError, ManifestError};
 
-fn id(key: &npub_core::keys::KeyPair) -> KeyId {
+fn id(key: &npub_core::keypair::KeyPair) -> KeyId {
     key.key_id()
 }
 
-fn add(key: &npub_core::keys::KeyPair) -> KeyringChange {
+fn add(key: &npub_core::keypair::KeyPair) -> KeyringChange {
     KeyringChange::Add {
         public_key: key.public_key(),
     }
 }
 
-fn revoke(key: &npub_core::keys::KeyPair) -> KeyringChange {
+fn revoke(key: &npub_core::keypair::KeyPair) -> KeyringChange {
     KeyringChange::Revoke { key_id: id(key) }
 }
 
-fn is_revoked(ring: &DeviceKeyring, key: &npub_core::keys::KeyPair) -> Option<bool> {
+fn is_revoked(ring: &DeviceKeyring, key: &npub_core::keypair::KeyPair) -> Option<bool> {
     ring.get(id(key)).map(|e| e.is_revoked())
 }
 
@@ -77,7 +78,7 @@ fn catches_up_several_updates_in_one_poll() {
     let layout = layout(2048);
     let mut agent = power_on(blank_flash(&layout), layout);
     let keys: Vec<_> = (20..25)
-        .map(|n| npub_core::keys::KeyPair::from_seed([n; 32]))
+        .map(|n| npub_core::keypair::KeyPair::from_seed([n; 32]))
         .collect();
     let mut server = Server::default();
     let mut seq = 0;
@@ -136,9 +137,9 @@ fn rejects_a_manifest_signed_by_a_revoked_key_after_a_reboot() {
     let err = poll(&mut agent, &mut replay, &mut RecordingNpu::default()).unwrap_err();
     assert_eq!(
         err,
-        Error::Rejected(npub_core::Error::ManifestKeyRevoked {
+        Error::Rejected(npub_core::Error::Manifest(ManifestError::KeyRevoked {
             key_id: id(&signing_key())
-        })
+        }))
     );
     assert_eq!(replay.served, 0);
     assert_eq!(agent.state().active(), None);
@@ -161,7 +162,7 @@ fn rejects_a_keyring_update_not_signed_by_a_root_and_keeps_the_ones_before_it() 
     let mut server = Server::default();
     server.publish(1, add(&signing_key_2()));
     // Sequence 2 signed by a key that is not a root of this device.
-    let stranger = npub_core::keys::KeyPair::from_seed([0x66; 32]);
+    let stranger = npub_core::keypair::KeyPair::from_seed([0x66; 32]);
     let forged = npub_core::manifest::sign_keyring_update(
         &npub_core::manifest::KeyringUpdate {
             sequence: 2,
@@ -177,9 +178,9 @@ fn rejects_a_keyring_update_not_signed_by_a_root_and_keeps_the_ones_before_it() 
         err,
         Error::KeyringUpdate {
             sequence: 2,
-            error: npub_core::Error::RotationUnknownRootKey {
+            error: npub_core::Error::Keyring(KeyringError::UpdateUnknownRootKey {
                 key_id: stranger.key_id()
-            }
+            })
         }
     );
     // Nothing was installed with a keyring the server says is stale; the first update is kept.

@@ -94,7 +94,7 @@ impl Scenario {
         let (agent, booted) =
             boot_counted(board.flash, board.counter, self.layout, &mut self.npu());
         let seq = match booted {
-            Ok(b) => Some(b.verified.pack().sequence),
+            Ok(b) => Some(b.bound.pack().sequence),
             Err(Error::NoBootableSlot) => None,
             Err(e) => panic!("{}: boot failed with {e}", self.name),
         };

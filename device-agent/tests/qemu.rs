@@ -10,7 +10,7 @@ mod net;
 
 use std::time::Duration;
 
-use net::Fleet;
+use net::LiveServer;
 use net::proxy::Proxy;
 use net::qemu::{Run, active_bytes, args, assert_poll_stack_within_budget, boot_of, state_of};
 
@@ -20,7 +20,7 @@ const RUN: Duration = Duration::from_secs(120);
 fn the_firmware_installs_reports_rolls_back_by_version_and_refuses_a_replay_over_tcp() {
     net::qemu::firmware();
     let dir = tempfile::tempdir().unwrap();
-    let fleet = Fleet::start(&dir.path().join("server"));
+    let fleet = LiveServer::start(&dir.path().join("server"));
     let v1 = fleet.upload("kws", "1.0.0", net::tflite("small_net_vela.tflite"));
     let v2 = fleet.upload("kws", "2.0.0", net::big_pack(1 << 20));
     let token = fleet.provision("dev-1", "lab");
@@ -131,7 +131,7 @@ fn the_firmware_installs_reports_rolls_back_by_version_and_refuses_a_replay_over
     assert!(net::proxy::Proxy::range_starts(&proxy.take_seen()).is_empty());
     assert_eq!(state_of(&flash), before);
     let booted = boot_of(&flash).unwrap();
-    assert_eq!(booted.verified.pack().sequence, s3);
+    assert_eq!(booted.bound.pack().sequence, s3);
 
     // Honest again: up to date.
     proxy.replay(None);
@@ -167,7 +167,7 @@ fn the_firmware_installs_reports_rolls_back_by_version_and_refuses_a_replay_over
         assert_eq!(state_of(&flash), before, "{what}: nothing written");
         let booted = boot_of(&flash).unwrap();
         assert_eq!(
-            booted.verified.pack().sequence,
+            booted.bound.pack().sequence,
             s3,
             "{what}: the rollback stays bound"
         );

@@ -9,7 +9,7 @@ mod net;
 
 use std::time::Duration;
 
-use net::Fleet;
+use net::LiveServer;
 use net::proxy::{Cut, Proxy};
 use net::qemu::{Run, active_bytes, args, state_of};
 
@@ -40,7 +40,7 @@ fn resumed_at(log: &str) -> Option<u64> {
 fn the_firmware_resumes_after_a_reset_a_truncated_answer_and_a_server_restart() {
     net::qemu::firmware();
     let dir = tempfile::tempdir().unwrap();
-    let mut fleet = Fleet::start(&dir.path().join("server"));
+    let mut fleet = LiveServer::start(&dir.path().join("server"));
     let big = fleet.upload("kws", "2.0.0", net::big_pack(1 << 20));
     let small = fleet.upload("kws", "1.0.0", net::tflite("small_net_vela.tflite"));
     let token = fleet.provision("dev-1", "lab");

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use net::proxy::Proxy;
 use net::qemu::{Run, boot_of, state_of};
-use net::{Body, Fleet};
+use net::{Body, LiveServer};
 use serde_json::json;
 
 const RUN: Duration = Duration::from_secs(120);
@@ -20,7 +20,7 @@ const RUN: Duration = Duration::from_secs(120);
 fn rejects_a_revoked_key_after_the_firmware_followed_a_rotation_and_rebooted() {
     net::qemu::firmware();
     let dir = tempfile::tempdir().unwrap();
-    let fleet = Fleet::start(&dir.path().join("server"));
+    let fleet = LiveServer::start(&dir.path().join("server"));
     fleet.upload("kws", "1.0.0", net::tflite("small_net_vela.tflite"));
     fleet.upload("kws", "2.0.0", net::tflite("conv1_vela.tflite"));
     let token = fleet.provision("dev-1", "lab");
@@ -91,5 +91,5 @@ fn rejects_a_revoked_key_after_the_firmware_followed_a_rotation_and_rebooted() {
     );
     assert!(net::proxy::Proxy::range_starts(&proxy.take_seen()).is_empty());
     assert_eq!(state_of(&flash), before);
-    assert_eq!(boot_of(&flash).unwrap().verified.pack().sequence, s2);
+    assert_eq!(boot_of(&flash).unwrap().bound.pack().sequence, s2);
 }

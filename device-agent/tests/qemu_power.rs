@@ -14,7 +14,7 @@ mod net;
 use std::collections::HashMap;
 use std::time::Duration;
 
-use net::Fleet;
+use net::LiveServer;
 use net::proxy::Proxy;
 use net::qemu::{Run, active_bytes, args, boot_of, state_of};
 
@@ -71,7 +71,7 @@ fn the_firmware_survives_power_cuts_binding_old_or_new_and_never_fetching_a_dura
     net::qemu::firmware();
 
     let dir = tempfile::tempdir().unwrap();
-    let fleet = Fleet::start(&dir.path().join("server"));
+    let fleet = LiveServer::start(&dir.path().join("server"));
     let mut packs = HashMap::new();
     packs.insert(
         "1.0.0",
@@ -151,7 +151,7 @@ fn the_firmware_survives_power_cuts_binding_old_or_new_and_never_fetching_a_dura
         // Old or new, never neither.
         let booted = boot_of(&flash)
             .unwrap_or_else(|e| panic!("after boot {boots}: nothing boots: {e}\n{log}"));
-        let bound = booted.verified.pack().sequence;
+        let bound = booted.bound.pack().sequence;
         assert!(
             bound == old.0 || bound == new.0,
             "after boot {boots}: bound sequence {bound}, neither {} nor {}\n{log}",

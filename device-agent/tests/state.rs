@@ -12,6 +12,7 @@ use device_agent::{
     Status,
 };
 use npub_core::Error as Core;
+use npub_core::ManifestError;
 use npub_core::manifest::VerifiedManifest;
 
 /// Flash after installing `packs` in order on a blank device, each confirmed, with no counter.
@@ -169,7 +170,7 @@ fn survives_one_misread_of_the_record_that_confirmed_a_pack() {
     assert_eq!(agent.state().active(), Some(Slot::B));
     assert_eq!(agent.state().slot(Slot::B).status(), Status::Confirmed);
     let booted = boot(&mut agent, &mut RecordingNpu::default()).unwrap();
-    assert_eq!(booted.verified.pack().sequence, 2);
+    assert_eq!(booted.bound.pack().sequence, 2);
     // And the next install goes to A, not over the confirmed pack.
     assert_eq!(agent.state().install_target(), Slot::A);
 }
@@ -192,7 +193,9 @@ fn survives_one_misread_of_the_record_that_consumed_a_sequence() {
     let m = verified(&a.pack, 2, layout.slot_bytes);
     assert!(matches!(
         install(&mut agent, &m, &mut server, &mut RecordingNpu::default()),
-        Err(Error::Rejected(Core::ManifestReplayed { .. }))
+        Err(Error::Rejected(Core::Manifest(
+            ManifestError::Replayed { .. }
+        )))
     ));
 }
 
@@ -273,10 +276,10 @@ fn boots_a_verifying_pack_and_keeps_the_floor_with_both_journal_banks_erased() {
     let (mut agent, booted) = boot_counted(flash, counter, layout, &mut npu);
     let booted = booted.expect("two intact packs in flash");
     assert_eq!(
-        (booted.verified.slot(), booted.verified.pack().sequence),
+        (booted.bound.slot(), booted.bound.pack().sequence),
         (Slot::B, 2)
     );
-    assert_eq!(npu.programmed.as_ref(), Some(booted.verified.registers()));
+    assert_eq!(npu.programmed.as_ref(), Some(booted.bound.registers()));
     assert_eq!(agent.state().last_sequence(), 2);
     assert_eq!(agent.state().slot(Slot::A).status(), Status::Confirmed);
     for seq in [1, 2] {
@@ -284,7 +287,9 @@ fn boots_a_verifying_pack_and_keeps_the_floor_with_both_journal_banks_erased() {
         assert!(
             matches!(
                 install(&mut agent, &m, &mut serving(&a.pack), &mut npu),
-                Err(Error::Rejected(Core::ManifestReplayed { .. }))
+                Err(Error::Rejected(Core::Manifest(
+                    ManifestError::Replayed { .. }
+                )))
             ),
             "sequence {seq} accepted again"
         );
@@ -295,7 +300,7 @@ fn boots_a_verifying_pack_and_keeps_the_floor_with_both_journal_banks_erased() {
     // The rebuilt journal holds from now on: a reboot binds the new pack.
     let (flash, counter) = parts(agent);
     let (_, booted) = boot_counted(flash, counter, layout, &mut RecordingNpu::default());
-    assert_eq!(booted.unwrap().verified.pack().sequence, 3);
+    assert_eq!(booted.unwrap().bound.pack().sequence, 3);
 }
 
 #[test]
@@ -318,7 +323,7 @@ fn rejects_a_replayed_manifest_after_the_journal_is_lost_before_the_pack_is() {
         )
         .unwrap();
     let (mut agent, booted) = boot_counted(flash, counter, layout, &mut RecordingNpu::default());
-    assert_eq!(booted.unwrap().verified.pack().sequence, 1);
+    assert_eq!(booted.unwrap().bound.pack().sequence, 1);
     let m5 = verified(&b.pack, 5, layout.slot_bytes);
     assert_eq!(
         install(
@@ -327,10 +332,10 @@ fn rejects_a_replayed_manifest_after_the_journal_is_lost_before_the_pack_is() {
             &mut serving(&b.pack),
             &mut RecordingNpu::default()
         ),
-        Err(Error::Rejected(Core::ManifestReplayed {
+        Err(Error::Rejected(Core::Manifest(ManifestError::Replayed {
             sequence: 5,
             last: 7
-        }))
+        })))
     );
 }
 
@@ -347,8 +352,8 @@ fn boots_the_confirmed_pack_when_the_journal_cannot_be_written() {
     let mut agent = power_on(flash, layout);
     let mut npu = RecordingNpu::default();
     let booted = boot(&mut agent, &mut npu).expect("A verifies");
-    assert_eq!(booted.verified.slot(), Slot::A);
-    assert_eq!(npu.programmed.as_ref(), Some(booted.verified.registers()));
+    assert_eq!(booted.bound.slot(), Slot::A);
+    assert_eq!(npu.programmed.as_ref(), Some(booted.bound.registers()));
 
     // A pending pack whose trial cannot be recorded is not tried; the confirmed one is bound.
     let flash = installed(&layout, &[(&a.pack, 1)]);
@@ -374,7 +379,7 @@ fn boots_the_confirmed_pack_when_the_journal_cannot_be_written() {
     let mut agent = power_on(flash, layout);
     let mut npu = RecordingNpu::default();
     let booted = boot(&mut agent, &mut npu).expect("A is confirmed and verifies");
-    assert_eq!(booted.verified.slot(), Slot::A);
+    assert_eq!(booted.bound.slot(), Slot::A);
     assert_eq!(npu.programs, 1, "the untracked trial was not run");
 }
 
@@ -547,7 +552,7 @@ fn poll_before_boot_does_not_confirm_the_older_of_two_pending_packs() {
     // The next boot binds 2, not the older pending 1.
     let mut agent = power_on(agent.into_flash(), layout);
     let booted = boot(&mut agent, &mut RecordingNpu::default()).unwrap();
-    assert_eq!(booted.verified.pack().sequence, 2);
+    assert_eq!(booted.bound.pack().sequence, 2);
     assert_eq!(agent.state().on_trial(), None);
 }
 
@@ -579,6 +584,6 @@ fn survives_a_glitch_in_the_xip_view_of_the_active_pack_at_boot() {
     flash.glitch_mapped(layout.slot(Slot::B) + 100, 4);
     let mut agent = Agent::open(flash, layout, device()).unwrap();
     let booted = boot(&mut agent, &mut RecordingNpu::default()).unwrap();
-    assert_eq!(booted.verified.slot(), Slot::B);
+    assert_eq!(booted.bound.slot(), Slot::B);
     assert_eq!(agent.state().active(), Some(Slot::B));
 }

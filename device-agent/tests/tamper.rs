@@ -7,6 +7,7 @@ use device_agent::nor_emu::OpKind;
 use device_agent::state::MAX_LOCAL_RETRIES;
 use device_agent::{Agent, CHUNK_BYTES, Error, Poll, RecordingNpu, Slot, Status};
 use npub_core::Error as Core;
+use npub_core::{FormatError, ManifestError};
 
 /// A device with `a` installed at sequence 1 in slot A, and the server that installed it.
 fn with_one_pack(slot_bytes: u32) -> (Agent<Flash>, Server) {
@@ -33,7 +34,7 @@ fn assert_untouched(agent: Agent<Flash>, before: &[u8]) {
     let layout = *agent.layout();
     let mut agent = power_on(agent.into_flash(), layout);
     let booted = boot(&mut agent, &mut RecordingNpu::default()).unwrap();
-    assert_eq!(booted.verified.slot(), Slot::A);
+    assert_eq!(booted.bound.slot(), Slot::A);
 }
 
 #[test]
@@ -48,7 +49,10 @@ fn rejects_a_tampered_manifest_before_touching_flash() {
     server.serve(&b.pack);
     let err = poll(&mut agent, &mut server, &mut RecordingNpu::default()).unwrap_err();
     assert!(
-        matches!(err, Error::Rejected(Core::ManifestBadSignature { .. })),
+        matches!(
+            err,
+            Error::Rejected(Core::Manifest(ManifestError::BadSignature { .. }))
+        ),
         "{err:?}"
     );
     assert_eq!(agent.flash().ops(), ops, "not one erase or program");
@@ -62,10 +66,10 @@ fn rejects_a_replayed_manifest() {
     let before = slot_a(&agent);
     let ops = agent.flash().ops();
     let a = small();
-    let replayed = Error::Rejected(Core::ManifestReplayed {
+    let replayed = Error::Rejected(Core::Manifest(ManifestError::Replayed {
         sequence: 1,
         last: 1,
-    });
+    }));
     // A server (or a man in the middle) that offers the old manifest again: npub-core refuses it.
     server.offer_stale = true;
     assert_eq!(
@@ -89,7 +93,10 @@ fn rejects_a_manifest_of_the_wrong_length() {
     m.push(0);
     server.offer_manifest(m, 2);
     let err = poll(&mut agent, &mut server, &mut RecordingNpu::default()).unwrap_err();
-    assert_eq!(err, Error::Rejected(Core::ManifestWrongLength { len: 281 }));
+    assert_eq!(
+        err,
+        Error::Rejected(Core::Manifest(ManifestError::WrongLength { len: 281 }))
+    );
 }
 
 #[test]
@@ -105,7 +112,10 @@ fn rejects_a_tampered_pack_and_reverts_its_slot() {
     server.packs.insert(sha256(&b.pack), evil);
     let err = poll(&mut agent, &mut server, &mut RecordingNpu::default()).unwrap_err();
     assert!(
-        matches!(err, Error::Rejected(Core::PackHashMismatch { .. })),
+        matches!(
+            err,
+            Error::Rejected(Core::Manifest(ManifestError::PackHashMismatch { .. }))
+        ),
         "{err:?}"
     );
     // The device cannot tell a tampered download from a slot that read back wrong: it takes the
@@ -114,7 +124,10 @@ fn rejects_a_tampered_pack_and_reverts_its_slot() {
     for _ in 0..MAX_LOCAL_RETRIES {
         let err = poll(&mut agent, &mut server, &mut RecordingNpu::default()).unwrap_err();
         assert!(
-            matches!(err, Error::Rejected(Core::PackHashMismatch { .. })),
+            matches!(
+                err,
+                Error::Rejected(Core::Manifest(ManifestError::PackHashMismatch { .. }))
+            ),
             "{err:?}"
         );
     }
@@ -138,7 +151,10 @@ fn rejects_a_hostile_header_at_the_first_chunk() {
     server.packs.insert(sha256(&b.pack), evil);
     let err = poll(&mut agent, &mut server, &mut RecordingNpu::default()).unwrap_err();
     assert!(
-        matches!(err, Error::Rejected(Core::RegionTableOutOfBounds { .. })),
+        matches!(
+            err,
+            Error::Rejected(Core::Format(FormatError::RegionTableOutOfBounds { .. }))
+        ),
         "{err:?}"
     );
     assert_eq!(
@@ -183,7 +199,10 @@ fn rejects_a_bit_flipped_in_flash_after_the_write() {
     let mut agent = power_on(flash, layout);
     let err = poll(&mut agent, &mut server, &mut RecordingNpu::default()).unwrap_err();
     assert!(
-        matches!(err, Error::Rejected(Core::PackHashMismatch { .. })),
+        matches!(
+            err,
+            Error::Rejected(Core::Manifest(ManifestError::PackHashMismatch { .. }))
+        ),
         "{err:?}"
     );
     // A local fault: the same manifest may be installed again.
@@ -213,7 +232,7 @@ fn boot_falls_back_when_the_active_pack_rots_in_flash() {
     flash.flip_stored_bit(layout.slot(Slot::B) + 200, 0);
     let mut agent = power_on(flash, layout);
     let booted = boot(&mut agent, &mut RecordingNpu::default()).unwrap();
-    assert_eq!(booted.verified.slot(), Slot::A);
+    assert_eq!(booted.bound.slot(), Slot::A);
     assert_eq!(
         agent.state().active(),
         Some(Slot::A),

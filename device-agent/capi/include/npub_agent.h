@@ -110,10 +110,12 @@
 // A manifest or pack was refused: signature, replay, device, structure, command stream.
 #define NPUB_E_REJECTED -11
 
-// The flash does not hold what was signed or programmed (digest, read-back).
+// The flash does not hold what was signed or programmed (digest, read-back), or read
+// differently after verification than during it (the NPU program's copy).
 #define NPUB_E_INTEGRITY -12
 
-// The pack cannot be bound on this NPU and arena (alignment, bus, IO bindings).
+// The pack cannot be bound on this NPU and arena (alignment, bus, IO bindings, an arena too
+// small for the runtime regions and the program's copy).
 #define NPUB_E_BIND -13
 
 // The self-test failed: the pack was given up and the previous one bound again.
@@ -362,7 +364,9 @@ typedef struct {
   const uint8_t *io_bindings;
   // Their length.
   size_t io_bindings_len;
-  // NPU-visible RAM for the packs' runtime regions, 16-byte aligned.
+  // NPU-visible RAM for the bound pack's runtime regions and, at its end, the copy of its
+  // program (COP1 driver payload or command stream) that the NPU runs: 16-byte aligned, at
+  // least the pack's `arena_bytes` + its program's length + 15.
   uint8_t *arena;
   // Its size.
   size_t arena_bytes;
@@ -394,8 +398,9 @@ typedef struct {
 // `ethosu_invoke_v3(drv, job.driver_payload, job.driver_payload_bytes, job.base_addr,
 // job.base_addr_size, job.num_base_addr, user_arg)`
 typedef struct {
-  // The COP1 driver payload (header + command stream) where it lies in flash: the driver's
-  // `custom_data_ptr`. NULL when the pack carries no driver header (not built by `npub pack`).
+  // The COP1 driver payload (header + command stream), copied from flash into the arena's end
+  // and proven equal to the verified bytes: the driver's `custom_data_ptr`. NULL when the pack
+  // carries no driver header (not built by `npub pack`).
   const void *driver_payload;
   // Its length in bytes: the driver's `custom_data_size`.
   int driver_payload_bytes;
@@ -408,11 +413,11 @@ typedef struct {
   int num_base_addr;
   // Bit n set: BASEPn points into flash (baked weights), else into the arena.
   uint32_t baked_mask;
-  // QBASE: the command stream's bus address.
+  // QBASE: the bus address of the command stream's copy in the arena.
   uint32_t qbase;
   // QSIZE: its length in bytes.
   uint32_t qsize;
-  // The command stream as the CPU reads it.
+  // The command stream's copy as the CPU reads it (inside the arena).
   const uint8_t *command_stream;
   // The bound inputs and outputs (the first `io_count`).
   npub_io io[NPUB_MAX_IO];

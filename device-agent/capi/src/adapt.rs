@@ -551,7 +551,7 @@ impl Transport for CRequests {
         state[..name.len()].copy_from_slice(name);
         let mut reason = [0u8; 320];
         let has_reason = report.reason.is_some_and(|r| {
-            crate::message::write_c(&mut reason, format_args!("{r}"));
+            crate::cstr::write_c(&mut reason, format_args!("{r}"));
             true
         });
         let c = npub_report {

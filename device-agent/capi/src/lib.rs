@@ -24,6 +24,7 @@
 #![allow(clippy::result_large_err)]
 
 mod adapt;
+mod cstr;
 mod message;
 pub mod types;
 
@@ -35,15 +36,16 @@ use core::sync::atomic::{AtomicBool, Ordering};
 
 use device_agent::http_io::{Config as HttpConfig, HttpIo};
 use device_agent::{
-    Agent, Arena, BootStart, Device, Error, Installing, Layout, NpuRegisters, Progress, Report,
-    ReportState, Transport, Trust, Unbooted, VerifiedSlot,
+    Agent, Arena, BootStart, BoundSlot, Device, Error, Installing, Layout, NpuRegisters, Progress,
+    Report, ReportState, Transport, Trust, Unbooted,
 };
 use npub_core::Accel;
 use npub_core::io_bindings::{IoBindings, IoKind};
 use npub_core::manifest::Keyring;
 
 use adapt::{CClock, CCounter, CFlash, CLink, CNpu, CRequests, CTransport};
-use message::{ConfigError, Detail, LastError, code_of, name_of, write_c};
+use cstr::write_c;
+use message::{ConfigError, Detail, LastError, code_of, name_of};
 use types::*;
 
 /// "npubAGNT": the storage holds an agent this library opened.
@@ -63,7 +65,7 @@ enum AgentCell {
 enum Step {
     None,
     /// Boot bound a pending pack on trial: `npub_agent_confirm` settles it.
-    Trial(VerifiedSlot),
+    Trial(BoundSlot),
     /// A download under way: `npub_agent_poll` continues it.
     Installing(Installing),
     /// The install's pack is pending: `npub_agent_confirm` finishes it.
@@ -299,7 +301,7 @@ impl Live {
             baked_mask: 0,
             qbase: regs.qbase,
             qsize: regs.qsize,
-            command_stream: xip_ptr(regs.qbase),
+            command_stream: data(regs.qbase).cast_const(),
             io: [npub_io {
                 kind: 0,
                 index: 0,
@@ -313,7 +315,7 @@ impl Live {
             pack_bytes: 0,
         };
         if let Some(p) = regs.driver_payload {
-            job.driver_payload = xip_ptr(p.address).cast();
+            job.driver_payload = data(p.address).cast_const().cast();
             job.driver_payload_bytes = p.bytes as c_int;
         }
         for n in 0..usize::from(regs.regions).min(NPUB_MAX_REGIONS) {
@@ -332,7 +334,7 @@ impl Live {
                 };
             }
         }
-        let offset = regs.qbase.wrapping_sub(self.xip_bus);
+        let offset = regs.pack.wrapping_sub(self.xip_bus);
         let slot = if offset >= self.layout.slots[1] && self.layout.slots[1] > self.layout.slots[0]
             || offset < self.layout.slots[0]
         {
@@ -565,7 +567,7 @@ unsafe fn build(c: &npub_config) -> Result<Live, (i32, &'static str, Detail)> {
                 .map_err(|_| bad(ConfigError::NotUtf8("stream.token")))?;
             let mut http = HttpConfig::new(url, token).map_err(|e| bad(ConfigError::Http(e)))?;
             if s.window_bytes != 0 {
-                http.window_bytes = s.window_bytes;
+                http = http.with_window_bytes(s.window_bytes);
             }
             let link = CLink {
                 ops: *s,

@@ -1,6 +1,6 @@
 //! Result codes and the human message of the last failure: which call, which step, and what was
 //! wrong, formatted on demand into the caller's buffer (the agent keeps only `Copy` values).
-use core::fmt::{self, Write};
+use core::fmt;
 
 use device_agent::http_io::HttpError;
 use device_agent::{CounterError, Error, LayoutError};
@@ -104,10 +104,13 @@ pub fn code_of(e: &Error) -> i32 {
         Error::Rejected(_) | Error::SequenceTooFar { .. } | Error::IoBindingsMismatch => {
             NPUB_E_REJECTED
         }
-        Error::DigestMismatch { .. } | Error::DescriptorReadBack { .. } => NPUB_E_INTEGRITY,
+        Error::DigestMismatch { .. }
+        | Error::DescriptorReadBack { .. }
+        | Error::ProgramReadDifferently { .. } => NPUB_E_INTEGRITY,
         Error::Misaligned { .. }
         | Error::AddressOverflow { .. }
-        | Error::TooManyIoBindings { .. } => NPUB_E_BIND,
+        | Error::TooManyIoBindings { .. }
+        | Error::ArenaTooSmall { .. } => NPUB_E_BIND,
         Error::SelfTestFailed { .. } | Error::TrialBootsExhausted { .. } => NPUB_E_SELF_TEST,
         Error::NoBootableSlot => NPUB_E_NO_PACK,
         Error::JournalExhausted | Error::JournalReadBack => NPUB_E_JOURNAL,
@@ -144,42 +147,4 @@ pub fn name_of(code: i32) -> &'static str {
         NPUB_E_ABI => "NPUB_E_ABI\0",
         _ => "unknown npub result\0",
     }
-}
-
-/// Writes into a byte buffer, keeping the last byte for a NUL; counts what did not fit.
-pub struct Truncating<'a> {
-    pub buf: &'a mut [u8],
-    pub len: usize,
-    pub wanted: usize,
-}
-
-impl Write for Truncating<'_> {
-    fn write_str(&mut self, s: &str) -> fmt::Result {
-        self.wanted += s.len();
-        let room = self.buf.len().saturating_sub(1).saturating_sub(self.len);
-        // Cut on a character boundary, so the text stays UTF-8.
-        let mut take = s.len().min(room);
-        while !s.is_char_boundary(take) {
-            take -= 1;
-        }
-        self.buf[self.len..self.len + take].copy_from_slice(&s.as_bytes()[..take]);
-        self.len += take;
-        Ok(())
-    }
-}
-
-/// Formats `args` into `buf` as a NUL-terminated string (truncated to fit); returns the length
-/// the whole text needs, without its NUL.
-pub fn write_c(buf: &mut [u8], args: fmt::Arguments<'_>) -> usize {
-    let mut t = Truncating {
-        buf,
-        len: 0,
-        wanted: 0,
-    };
-    let _ = t.write_fmt(args);
-    let (len, wanted) = (t.len, t.wanted);
-    if let Some(b) = buf.get_mut(len) {
-        *b = 0;
-    }
-    wanted
 }

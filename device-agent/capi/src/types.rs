@@ -108,9 +108,11 @@ pub const NPUB_E_FLASH: i32 = -9;
 pub const NPUB_E_TRANSPORT: i32 = -10;
 /// A manifest or pack was refused: signature, replay, device, structure, command stream.
 pub const NPUB_E_REJECTED: i32 = -11;
-/// The flash does not hold what was signed or programmed (digest, read-back).
+/// The flash does not hold what was signed or programmed (digest, read-back), or read
+/// differently after verification than during it (the NPU program's copy).
 pub const NPUB_E_INTEGRITY: i32 = -12;
-/// The pack cannot be bound on this NPU and arena (alignment, bus, IO bindings).
+/// The pack cannot be bound on this NPU and arena (alignment, bus, IO bindings, an arena too
+/// small for the runtime regions and the program's copy).
 pub const NPUB_E_BIND: i32 = -13;
 /// The self-test failed: the pack was given up and the previous one bound again.
 pub const NPUB_E_SELF_TEST: i32 = -14;
@@ -339,7 +341,9 @@ pub struct npub_config {
     pub io_bindings: *const u8,
     /// Their length.
     pub io_bindings_len: usize,
-    /// NPU-visible RAM for the packs' runtime regions, 16-byte aligned.
+    /// NPU-visible RAM for the bound pack's runtime regions and, at its end, the copy of its
+    /// program (COP1 driver payload or command stream) that the NPU runs: 16-byte aligned, at
+    /// least the pack's `arena_bytes` + its program's length + 15.
     pub arena: *mut u8,
     /// Its size.
     pub arena_bytes: usize,
@@ -375,8 +379,9 @@ pub struct npub_io {
 #[repr(C)]
 #[derive(Clone, Copy)]
 pub struct npub_job {
-    /// The COP1 driver payload (header + command stream) where it lies in flash: the driver's
-    /// `custom_data_ptr`. NULL when the pack carries no driver header (not built by `npub pack`).
+    /// The COP1 driver payload (header + command stream), copied from flash into the arena's end
+    /// and proven equal to the verified bytes: the driver's `custom_data_ptr`. NULL when the pack
+    /// carries no driver header (not built by `npub pack`).
     pub driver_payload: *const c_void,
     /// Its length in bytes: the driver's `custom_data_size`.
     pub driver_payload_bytes: c_int,
@@ -389,11 +394,11 @@ pub struct npub_job {
     pub num_base_addr: c_int,
     /// Bit n set: BASEPn points into flash (baked weights), else into the arena.
     pub baked_mask: u32,
-    /// QBASE: the command stream's bus address.
+    /// QBASE: the bus address of the command stream's copy in the arena.
     pub qbase: u32,
     /// QSIZE: its length in bytes.
     pub qsize: u32,
-    /// The command stream as the CPU reads it.
+    /// The command stream's copy as the CPU reads it (inside the arena).
     pub command_stream: *const u8,
     /// The bound inputs and outputs (the first `io_count`).
     pub io: [npub_io; NPUB_MAX_IO],

@@ -8,7 +8,7 @@ mod common;
 use std::path::PathBuf;
 use std::process::Command;
 
-use common::{Fleet, crate_dir, run, write_data_c};
+use common::{LiveServer, crate_dir, run, write_data_c};
 
 /// Builds the library the C program links (the host's, `std`, debug as this test), in a target
 /// directory of its own: the `cargo test` running this holds the lock on its own while tests run,
@@ -31,7 +31,7 @@ fn staticlib() -> PathBuf {
 #[test]
 fn a_c_program_installs_from_a_real_server_and_survives_every_power_cut() {
     let dir = tempfile::tempdir().unwrap();
-    let fleet = Fleet::start(&dir.path().join("server"));
+    let fleet = LiveServer::start(&dir.path().join("server"));
     let served = fleet.deploy_two_versions();
     let data = dir.path().join("data.c");
     write_data_c(&served, &data);
@@ -61,7 +61,7 @@ fn a_c_program_installs_from_a_real_server_and_survives_every_power_cut() {
         .env("UBSAN_OPTIONS", "print_stacktrace=1"));
     println!("{out}");
     assert!(out.contains("installed from the server: slot"), "{out}");
-    assert!(out.contains("driver payload in flash"), "{out}");
+    assert!(out.contains("driver payload in the arena"), "{out}");
     assert!(out.contains("PASSED: 0 failures"), "{out}");
     // The server saw the C device install the pack.
     fleet.stop();

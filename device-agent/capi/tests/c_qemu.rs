@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{Fleet, crate_dir, run, write_data_c};
+use common::{LiveServer, crate_dir, run, write_data_c};
 
 const TARGET: &str = "thumbv8m.main-none-eabihf";
 /// QEMU runs the whole check in a few seconds; a firmware stuck in a loop is stopped after this.
@@ -91,7 +91,7 @@ fn run_on_qemu(elf: &Path) -> (bool, String) {
 #[test]
 fn the_c_sources_run_the_agent_on_a_cortex_m55_under_qemu() {
     let dir = tempfile::tempdir().unwrap();
-    let fleet = Fleet::start(&dir.path().join("server"));
+    let fleet = LiveServer::start(&dir.path().join("server"));
     let served = fleet.deploy_two_versions();
     fleet.stop();
     let data = dir.path().join("data.c");
@@ -107,7 +107,7 @@ fn the_c_sources_run_the_agent_on_a_cortex_m55_under_qemu() {
         "{out}"
     );
     assert!(out.contains("installed (memory transport): slot"), "{out}");
-    assert!(out.contains("driver payload in flash"), "{out}");
+    assert!(out.contains("driver payload in the arena"), "{out}");
     assert!(out.contains("power cuts:"), "{out}");
     assert!(out.contains("PASSED: 0 failures"), "{out}");
 }

@@ -189,8 +189,9 @@ fn run() -> Result<(), Fail> {
         m[4],
         m[5]
     );
-    let mut config = Config::new(args.server, args.token).map_err(Fail::Url)?;
-    config.window_bytes = args.window_kib.saturating_mul(1024);
+    let config = Config::new(args.server, args.token)
+        .map_err(Fail::Url)?
+        .with_window_bytes(args.window_kib.saturating_mul(1024));
     let mut transport = Logged::new(HttpIo::new(net, SysClock, config));
     let link = core::mem::size_of::<Net<'_>>();
     hprintln!(
@@ -268,7 +269,7 @@ fn boot(booted: Result<Booted, Error>) -> Option<(u64, ReportState)> {
                     r.reason
                 );
             }
-            let v = b.verified;
+            let v = b.bound;
             hprintln!(
                 "boot: sequence {} bound from slot {}",
                 v.pack().sequence,

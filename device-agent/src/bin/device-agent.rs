@@ -1,5 +1,8 @@
 //! `device-agent`: one simulated RA8P1 on the host. The same agent core as the firmware, over an
-//! emulated OSPI NOR kept in a file, talking to an npub server's device API over HTTP.
+//! emulated OSPI NOR kept in a file, talking to an npub server's device API through the
+//! firmware's own HTTP/1.1 client (`http_io`) over a `TcpStream`. Only the start-up question
+//! "which accelerator did the server register?", a JSON API outside the device protocol, goes
+//! through reqwest.
 //!
 //! It boots (re-validating and binding whatever the flash holds), then polls, installs, reports,
 //! and repeats every `--interval` seconds (or once, with `--once`). The replay floor is also kept
@@ -9,7 +12,8 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::Parser;
-use device_agent::http::HttpTransport;
+use device_agent::http_io::std_link::{StdClock, TcpLink};
+use device_agent::http_io::{Config, HttpIo};
 use device_agent::nor_emu::NorEmu;
 use device_agent::{
     Agent, Arena, Device, Error, Layout, NorCounter, RecordingNpu, Report, ReportState, Transport,
@@ -28,6 +32,11 @@ const ARENA_BYTES: usize = 1 << 20;
 /// Where the emulated flash and arena sit on the bus (the RA8P1's OSPI0 XIP window, SRAM).
 const XIP_BASE: u32 = 0x8000_0000;
 const ARENA_BUS: u32 = 0x2200_0000;
+/// How long the start-up question to the server may take.
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// The device API, as the firmware speaks it.
+type Io<'a> = HttpIo<'a, TcpLink, StdClock>;
 
 /// Simulates one device: poll, install, report, repeat.
 #[derive(Parser, Debug)]
@@ -90,13 +99,14 @@ fn main() -> ExitCode {
 }
 
 fn run(args: &Args) -> Result<ExitCode, String> {
-    let mut transport = HttpTransport::new(&args.server, &args.token).map_err(|e| e.to_string())?;
-    let accel = accelerator(args, &transport)?;
+    let config = Config::new(&args.server, &args.token).map_err(|e| e.to_string())?;
+    let mut transport = HttpIo::new(TcpLink::new(), StdClock::default(), config);
+    let accel = accelerator(args)?;
     let read = |flag: &str, paths: &[PathBuf]| {
         paths
             .iter()
             .map(|path| {
-                npub_core::keys::read_public_key(path)
+                npub_core::keypair::read_public_key(path)
                     .map_err(|e| format!("{flag} {}: {e}", path.display()))
             })
             .collect::<Result<Vec<_>, _>>()
@@ -160,7 +170,7 @@ fn run(args: &Args) -> Result<ExitCode, String> {
 /// manifest's model and version as well as its sequence (an operator reads this log).
 fn poll_once(
     agent: &mut Agent<Flash, NorCounter<CounterFlash>>,
-    transport: &mut HttpTransport,
+    transport: &mut Io<'_>,
     npu: &mut RecordingNpu,
     arena: &mut Arena<'_>,
 ) -> Result<(), Error> {
@@ -229,7 +239,7 @@ fn poll_once(
 /// for the server's, refuse each one as "compiled for another accelerator" and fail the install,
 /// and failures count towards the whole group deployment's auto-abort: so the disagreement is
 /// refused here, before any poll.
-fn accelerator(args: &Args, transport: &HttpTransport) -> Result<Accel, String> {
+fn accelerator(args: &Args) -> Result<Accel, String> {
     let parse = |name: &str, from: &str| {
         Accel::from_name(name).ok_or_else(|| format!("{from} {name}: not a Vela accelerator name"))
     };
@@ -238,7 +248,7 @@ fn accelerator(args: &Args, transport: &HttpTransport) -> Result<Accel, String> 
         .as_deref()
         .map(|n| parse(n, "--accel"))
         .transpose()?;
-    match (given, transport.registered_accelerator()) {
+    match (given, registered_accelerator(&args.server, &args.token)) {
         (Some(given), Ok(registered)) => {
             let registered_accel = parse(&registered, "the server's registration:")?;
             if registered_accel != given {
@@ -266,6 +276,30 @@ fn accelerator(args: &Args, transport: &HttpTransport) -> Result<Accel, String> 
     }
 }
 
+/// The accelerator the server registered for this device: `GET /api/v1/device`, its
+/// `accelerator` field.
+fn registered_accelerator(server: &str, token: &str) -> Result<String, String> {
+    let client = reqwest::blocking::Client::builder()
+        .timeout(REQUEST_TIMEOUT)
+        .build()
+        .map_err(|e| e.to_string())?;
+    let resp = client
+        .get(format!("{}/api/v1/device", server.trim_end_matches('/')))
+        .bearer_auth(token)
+        .send()
+        .map_err(|_| "server unreachable".to_owned())?;
+    if resp.status() != reqwest::StatusCode::OK {
+        return Err(format!("server answered HTTP {}", resp.status().as_u16()));
+    }
+    let body = resp.bytes().map_err(|_| "server unreachable".to_owned())?;
+    let v: serde_json::Value =
+        serde_json::from_slice(&body).map_err(|_| "the answer is not JSON".to_owned())?;
+    v["accelerator"]
+        .as_str()
+        .map(str::to_owned)
+        .ok_or_else(|| "the answer has no `accelerator`".to_owned())
+}
+
 /// Where the counter of the flash at `flash` is kept.
 fn counter_path(flash: &std::path::Path) -> PathBuf {
     let mut name = flash.as_os_str().to_owned();
@@ -274,7 +308,7 @@ fn counter_path(flash: &std::path::Path) -> PathBuf {
 }
 
 /// Tells the server what boot bound.
-fn report_boot(booted: Result<device_agent::Booted, Error>, transport: &mut HttpTransport) {
+fn report_boot(booted: Result<device_agent::Booted, Error>, transport: &mut Io<'_>) {
     match booted {
         Ok(booted) => {
             if let Some(r) = booted.reverted {
@@ -291,7 +325,7 @@ fn report_boot(booted: Result<device_agent::Booted, Error>, transport: &mut Http
                     Some(r.reason),
                 );
             }
-            let v = booted.verified;
+            let v = booted.bound;
             println!(
                 "booted sequence {} from slot {}",
                 v.pack().sequence,
@@ -304,7 +338,7 @@ fn report_boot(booted: Result<device_agent::Booted, Error>, transport: &mut Http
     }
 }
 
-fn report(transport: &mut HttpTransport, sequence: u64, state: ReportState, reason: Option<Error>) {
+fn report(transport: &mut Io<'_>, sequence: u64, state: ReportState, reason: Option<Error>) {
     let _ = transport.report(&Report {
         sequence,
         state,

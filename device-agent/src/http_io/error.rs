@@ -8,7 +8,7 @@ use core::fmt;
 
 use embedded_io::ErrorKind;
 
-use crate::transport::TransportError;
+use crate::error::TransportError;
 
 /// Which request an error is about.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -161,6 +161,21 @@ pub enum HttpError {
         /// How many were buffered.
         extra: usize,
     },
+    /// A redirect of a pack download without a `Location` this transport can follow (none, or
+    /// not a URL).
+    RedirectWithoutLocation {
+        /// The redirect's status.
+        status: u16,
+    },
+    /// A redirect to a scheme other than `http` (`ftp:`, `file:` …).
+    RedirectNotHttp,
+    /// A redirect to `https`: TLS is the network stack's business, not this transport's.
+    RedirectToHttps,
+    /// The redirect's target answered with another redirect: one hop only.
+    RedirectAgain {
+        /// Its status.
+        status: u16,
+    },
 }
 
 impl HttpError {
@@ -210,6 +225,10 @@ impl HttpError {
             HttpError::Unsatisfiable { .. } => "416 for an offset inside the pack",
             HttpError::BodyTruncated { .. } => "body ended before its Content-Length",
             HttpError::TrailingBytes { .. } => "bytes past the end of the pack body",
+            HttpError::RedirectWithoutLocation { .. } => "redirect without a usable Location",
+            HttpError::RedirectNotHttp => "redirect to a scheme other than HTTP",
+            HttpError::RedirectToHttps => "redirect to HTTPS, which this transport does not speak",
+            HttpError::RedirectAgain { .. } => "a redirect's target redirected again",
         }
     }
 }
@@ -313,6 +332,22 @@ impl fmt::Display for HttpError {
             HttpError::TrailingBytes { extra } => {
                 write!(f, "pack: {extra} bytes past the end of the body")
             }
+            HttpError::RedirectWithoutLocation { status } => write!(
+                f,
+                "pack: {status} redirect without a Location this transport can follow (an \
+                 absolute http:// URL or a path)"
+            ),
+            HttpError::RedirectNotHttp => {
+                f.write_str("pack: redirect to a scheme other than http://")
+            }
+            HttpError::RedirectToHttps => f.write_str(
+                "pack: redirect to https://, which this transport does not speak (TLS belongs to \
+                 the network stack); serve packs from the npub server instead",
+            ),
+            HttpError::RedirectAgain { status } => write!(
+                f,
+                "pack: the redirect's target answered {status}, another redirect (one hop only)"
+            ),
         }
     }
 }

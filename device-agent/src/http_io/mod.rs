@@ -46,8 +46,9 @@ pub use error::{Call, HttpError};
 pub use link::{Clock, Link, Retry, Timeouts};
 pub use wire::{ContentRange, Server};
 
-use crate::transport::{Report, ReportState, Transport, TransportError};
-use wire::{Cursor, ETAG_MAX, Head, JsonText, parse_head};
+use crate::error::TransportError;
+use crate::transport::{Report, ReportState, Transport};
+use wire::{Cursor, ETAG_MAX, Head, JsonText, Redirect, parse_head};
 
 /// Bytes of one range request, unless configured otherwise: 64 KiB, so a request costs far less
 /// than the bytes it brings, and a dropped connection costs at most one window.
@@ -64,21 +65,17 @@ const REASON_BYTES: usize = 300;
 /// costs the connection instead.
 const DRAIN_MAX: u64 = 4096;
 
-/// How the transport reaches its server.
+/// How the transport reaches its server. Built only by [`Config::new`], which checks the URL and
+/// the token (no CR, LF or other byte that would let the token end a header line); the tunables,
+/// which cannot break a request, are set after it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Config<'a> {
-    /// The server.
-    pub server: Server<'a>,
-    /// The device token (`Authorization: Bearer …`).
-    pub token: &'a str,
-    /// Bytes per range request; 0 asks for the rest of the pack in one response.
-    pub window_bytes: u32,
-    /// Deadlines.
-    pub timeouts: Timeouts,
-    /// Retries of a failed connection or a 5xx / 429.
-    pub retry: Retry,
-    /// Seeds the backoff's jitter: anything that differs between devices.
-    pub seed: u32,
+    server: Server<'a>,
+    token: &'a str,
+    window_bytes: u32,
+    timeouts: Timeouts,
+    retry: Retry,
+    seed: u32,
 }
 
 impl<'a> Config<'a> {
@@ -97,6 +94,56 @@ impl<'a> Config<'a> {
                 (h ^ u32::from(b)).wrapping_mul(0x0100_0193)
             }),
         })
+    }
+
+    /// Bytes per range request; 0 asks for the rest of the pack in one response.
+    pub const fn with_window_bytes(mut self, window_bytes: u32) -> Self {
+        self.window_bytes = window_bytes;
+        self
+    }
+
+    /// Deadlines.
+    pub const fn with_timeouts(mut self, timeouts: Timeouts) -> Self {
+        self.timeouts = timeouts;
+        self
+    }
+
+    /// Retries of a failed connection or a 5xx / 429.
+    pub const fn with_retry(mut self, retry: Retry) -> Self {
+        self.retry = retry;
+        self
+    }
+
+    /// Seeds the backoff's jitter: anything that differs between devices (by default, a hash of
+    /// the token).
+    pub const fn with_seed(mut self, seed: u32) -> Self {
+        self.seed = seed;
+        self
+    }
+
+    /// The server.
+    pub const fn server(&self) -> &Server<'a> {
+        &self.server
+    }
+
+    /// The device token (`Authorization: Bearer …`).
+    pub const fn token(&self) -> &'a str {
+        self.token
+    }
+
+    /// Bytes per range request (0: the rest of the pack).
+    pub const fn window_bytes(&self) -> u32 {
+        self.window_bytes
+    }
+
+    /// Deadlines.
+    pub const fn timeouts(&self) -> Timeouts {
+        self.timeouts
+    }
+
+    /// Retries.
+    pub const fn retry(&self) -> Retry {
+        self.retry
     }
 }
 
@@ -117,6 +164,9 @@ pub struct Stats {
     pub connects: u32,
     /// Manifest polls answered 304 (the kept manifest handed out again).
     pub not_modified: u32,
+    /// Range requests the server redirected, each followed once (also counted in
+    /// `pack_requests`).
+    pub redirects: u32,
     /// Pack bytes handed to the agent.
     pub pack_bytes: u64,
 }
@@ -165,6 +215,8 @@ pub struct HttpIo<'a, L, C> {
     config: Config<'a>,
     backoff: Backoff,
     conn: Conn,
+    /// The open connection is to a redirect's target, not to the server.
+    foreign: bool,
     rx: [u8; RX_BYTES],
     rx_pos: usize,
     rx_len: usize,
@@ -194,6 +246,7 @@ impl<'a, L: Link, C: Clock> HttpIo<'a, L, C> {
             config,
             backoff: Backoff::new(r.base_ms, r.cap_ms, config.seed),
             conn: Conn::Closed,
+            foreign: false,
             rx: [0; RX_BYTES],
             rx_pos: 0,
             rx_len: 0,
@@ -264,6 +317,7 @@ impl<'a, L: Link, C: Clock> HttpIo<'a, L, C> {
             self.link.close();
         }
         self.conn = Conn::Closed;
+        self.foreign = false;
         self.window = None;
         self.rx_pos = 0;
         self.rx_len = 0;
@@ -276,7 +330,7 @@ impl<'a, L: Link, C: Clock> HttpIo<'a, L, C> {
         server: &Server<'_>,
         route: &str,
     ) -> core::fmt::Result {
-        write!(c, "{method} {}{route}", server.path)
+        write!(c, "{method} {}{route}", server.path())
     }
 
     /// Writes the rest of the request line and the headers every request carries.
@@ -284,13 +338,19 @@ impl<'a, L: Link, C: Clock> HttpIo<'a, L, C> {
         write!(
             c,
             " HTTP/1.1\r\nHost: {}:{}\r\nAuthorization: Bearer {}\r\n",
-            config.server.host, config.server.port, config.token
+            config.server.host(),
+            config.server.port(),
+            config.token
         )
     }
 
     /// Sends `tx[..len]` and reads the response head, connecting, reconnecting and backing off
     /// as needed, until `deadline`.
     fn exchange(&mut self, call: Call, len: usize, deadline: u64) -> Result<Head, HttpError> {
+        if self.foreign {
+            // Kept open to a redirect's target: the server is elsewhere.
+            self.close();
+        }
         let mut attempt = 0u8;
         let mut stale_retried = false;
         loop {
@@ -361,7 +421,7 @@ impl<'a, L: Link, C: Clock> HttpIo<'a, L, C> {
             let timeout = u64::from(self.config.timeouts.connect_ms).min(left) as u32;
             let server = self.config.server;
             self.link
-                .connect(server.host, server.port, timeout)
+                .connect(server.host(), server.port(), timeout)
                 .map_err(HttpError::Connect)?;
             self.stats.connects += 1;
             self.conn = Conn::Idle;
@@ -727,7 +787,10 @@ impl<'a, L: Link, C: Clock> HttpIo<'a, L, C> {
             last = last.min(len - 1);
         }
         let len = self.pack_request(sha256, offset, last)?;
-        let head = self.exchange(Call::Pack, len, deadline)?;
+        let mut head = self.exchange(Call::Pack, len, deadline)?;
+        if matches!(head.status, 301 | 302 | 303 | 307 | 308) {
+            head = self.follow_redirect(&head, offset, last, deadline)?;
+        }
         match head.status {
             206 => {}
             200 => {
@@ -796,6 +859,84 @@ impl<'a, L: Link, C: Clock> HttpIo<'a, L, C> {
             end: range.last as u32 + 1,
         });
         self.read_window(buf, deadline)
+    }
+
+    /// The same range from where the server's `head` redirects it (a presigned URL of a
+    /// bucket: `--presign-downloads`), once: a plain `GET` with the `Range`, without the token
+    /// (the URL is its own authorisation, and a bucket must never see a device's token) and
+    /// without retries (the next poll asks the server again, for a fresh URL). The answer is
+    /// checked like the server's. (Out of line: `pack`'s frame is on the download's deep path.)
+    #[inline(never)]
+    fn follow_redirect(
+        &mut self,
+        head: &Head,
+        offset: u32,
+        last: u32,
+        deadline: u64,
+    ) -> Result<Head, HttpError> {
+        let status = head.status;
+        let (a, b) = head
+            .location
+            .ok_or(HttpError::RedirectWithoutLocation { status })?;
+        let location = &self.rx[usize::from(a)..usize::from(b)];
+        let to = Redirect::parse(location).map_err(|e| match e {
+            HttpError::RedirectWithoutLocation { .. } => {
+                HttpError::RedirectWithoutLocation { status }
+            }
+            e => e,
+        })?;
+        // The request, built from the Location while it is still in the receive buffer; the
+        // host is read back from the `Host` header when connecting.
+        let mut c = Cursor::new(&mut self.tx);
+        let server = self.config.server;
+        let part = |(x, y): (usize, usize)| &location[x..y];
+        let target = match part(to.target) {
+            b"" => &b"/"[..],
+            t => t,
+        };
+        let host_at = c
+            .put(b"GET ")
+            .and_then(|()| c.put(target))
+            .and_then(|()| c.put(b" HTTP/1.1\r\nHost: "))
+            .map(|()| c.len())
+            .map_err(|_| HttpError::RequestTooLong { call: Call::Pack })?;
+        let (host_len, port) = match (to.authority, to.host) {
+            (Some(authority), Some(host)) => {
+                c.put(part(authority))
+                    .map_err(|_| HttpError::RequestTooLong { call: Call::Pack })?;
+                (host.1 - host.0, to.port)
+            }
+            _ => {
+                write!(c, "{}:{}", server.host(), server.port())
+                    .map_err(|_| HttpError::RequestTooLong { call: Call::Pack })?;
+                (server.host().len(), server.port())
+            }
+        };
+        let len = write!(c, "\r\nRange: bytes={offset}-{last}\r\n\r\n")
+            .map(|()| c.len())
+            .map_err(|_| HttpError::RequestTooLong { call: Call::Pack })?;
+        // The redirect's own body, then the server's connection: the range comes from elsewhere.
+        self.skip_body(Call::Pack, head, deadline)?;
+        self.close();
+        let left = deadline.saturating_sub(self.clock.now_ms());
+        let timeout = u64::from(self.config.timeouts.connect_ms).min(left) as u32;
+        // Printable ASCII, checked by `Redirect::parse` (or the server's own host).
+        let host = core::str::from_utf8(&self.tx[host_at..host_at + host_len])
+            .map_err(|_| HttpError::RedirectWithoutLocation { status })?;
+        self.link
+            .connect(host, port, timeout)
+            .map_err(HttpError::Connect)?;
+        self.stats.connects += 1;
+        self.stats.redirects += 1;
+        self.conn = Conn::Idle;
+        self.foreign = true;
+        let head = self.send_and_read_head(Call::Pack, len, deadline)?;
+        if (300..400).contains(&head.status) && head.status != 304 {
+            return Err(HttpError::RedirectAgain {
+                status: head.status,
+            });
+        }
+        Ok(head)
     }
 
     fn pack_request(

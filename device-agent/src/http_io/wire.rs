@@ -21,12 +21,9 @@ pub const ETAG_MAX: usize = 80;
 /// The server, from `http://HOST[:PORT][/PATH]`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Server<'a> {
-    /// Host name or address, as given.
-    pub host: &'a str,
-    /// TCP port (80 when not given).
-    pub port: u16,
-    /// Path prefix before `/api/v1/…`, without a trailing slash (often empty).
-    pub path: &'a str,
+    host: &'a str,
+    port: u16,
+    path: &'a str,
 }
 
 impl<'a> Server<'a> {
@@ -59,6 +56,102 @@ impl<'a> Server<'a> {
             host,
             port,
             path: path.trim_end_matches('/'),
+        })
+    }
+
+    /// Host name or address, as given.
+    pub const fn host(&self) -> &'a str {
+        self.host
+    }
+
+    /// TCP port (80 when not given).
+    pub const fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// Path prefix before `/api/v1/…`, without a trailing slash (often empty).
+    pub const fn path(&self) -> &'a str {
+        self.path
+    }
+}
+
+/// Where a redirect points, as positions in its `Location` value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Redirect {
+    /// `HOST[:PORT]` as written, for the `Host` header (a presigned URL signs it verbatim);
+    /// `None` for a path on the server itself.
+    pub authority: Option<(usize, usize)>,
+    /// The host alone.
+    pub host: Option<(usize, usize)>,
+    /// The TCP port (80 when not given).
+    pub port: u16,
+    /// The request target: path and query.
+    pub target: (usize, usize),
+}
+
+impl Redirect {
+    /// Parses a `Location`: an absolute `http://HOST[:PORT]/PATH[?QUERY]`, or a `/PATH[?QUERY]` on
+    /// the server that redirected. Printable ASCII only, so nothing can end a header line.
+    pub fn parse(location: &[u8]) -> Result<Self, HttpError> {
+        let unusable = HttpError::RedirectWithoutLocation { status: 0 };
+        if location.is_empty() || !location.iter().all(|b| b.is_ascii_graphic()) {
+            return Err(unusable);
+        }
+        if location.starts_with(b"/") && !location.starts_with(b"//") {
+            return Ok(Self {
+                authority: None,
+                host: None,
+                port: 0,
+                target: (0, location.len()),
+            });
+        }
+        let scheme_is = |s: &[u8]| {
+            location
+                .get(..s.len())
+                .is_some_and(|l| l.eq_ignore_ascii_case(s))
+        };
+        if scheme_is(b"https://") {
+            return Err(HttpError::RedirectToHttps);
+        }
+        if !scheme_is(b"http://") {
+            let scheme = location.iter().position(|&b| b == b':');
+            return Err(match scheme {
+                Some(i) if i > 0 && location[..i].iter().all(u8::is_ascii_alphabetic) => {
+                    HttpError::RedirectNotHttp
+                }
+                _ => unusable,
+            });
+        }
+        let start = 7;
+        let end = location[start..]
+            .iter()
+            .position(|&b| b == b'/')
+            .map_or(location.len(), |i| start + i);
+        let authority = &location[start..end];
+        let (host_len, port) = match authority.iter().rposition(|&b| b == b':') {
+            Some(i) => (
+                i,
+                core::str::from_utf8(&authority[i + 1..])
+                    .ok()
+                    .and_then(|p| p.parse::<u16>().ok())
+                    .filter(|&p| p != 0)
+                    .ok_or(unusable)?,
+            ),
+            None => (authority.len(), 80),
+        };
+        if host_len == 0 || authority.contains(&b'@') {
+            return Err(unusable);
+        }
+        Ok(Self {
+            authority: Some((start, end)),
+            host: Some((start, start + host_len)),
+            port,
+            // An empty path is the root.
+            target: if end == location.len() {
+                (0, 0)
+            } else {
+                (end, location.len())
+            },
         })
     }
 }
@@ -186,6 +279,8 @@ pub struct Head {
     pub keyring_sequence: Option<u64>,
     /// The connection must not be reused (`Connection: close`, or HTTP/1.0 without keep-alive).
     pub close: bool,
+    /// `Location`: where its value lies in the head's bytes (start, end), trimmed.
+    pub location: Option<(u16, u16)>,
 }
 
 /// Parses the response head at the start of `buf`: `Ok(None)` while it is incomplete,
@@ -209,6 +304,7 @@ pub fn parse_head(buf: &[u8]) -> Result<Option<(Head, usize)>, HttpError> {
         poll_interval_s: None,
         keyring_sequence: None,
         close: resp.version == Some(0),
+        location: None,
     };
     for h in resp.headers.iter() {
         let name = h.name;
@@ -237,6 +333,12 @@ pub fn parse_head(buf: &[u8]) -> Result<Option<(Head, usize)>, HttpError> {
             head.keyring_sequence = Some(decimal(value).ok_or(HttpError::MalformedHeader {
                 name: "Npub-Keyring-Sequence",
             })?);
+        } else if name.eq_ignore_ascii_case("location") {
+            // A slice of `buf`: its place, so the value can be read there after the parse.
+            let start = value.as_ptr() as usize - buf.as_ptr() as usize;
+            head.location = u16::try_from(start)
+                .ok()
+                .zip(u16::try_from(start + value.len()).ok());
         } else if name.eq_ignore_ascii_case("connection") {
             let v = value;
             if v.eq_ignore_ascii_case(b"close") {
@@ -296,6 +398,65 @@ mod tests {
             assert_eq!(
                 ContentRange::parse(bad),
                 None,
+                "{}",
+                String::from_utf8_lossy(bad)
+            );
+        }
+    }
+
+    #[test]
+    fn reads_a_redirect_location_as_authority_host_port_and_target() {
+        let loc = b"http://127.0.0.1:9000/bucket/p?X-Amz-Signature=ab";
+        let r = Redirect::parse(loc).unwrap();
+        let part = |(a, b): (usize, usize)| &loc[a..b];
+        assert_eq!(part(r.authority.unwrap()), b"127.0.0.1:9000");
+        assert_eq!(part(r.host.unwrap()), b"127.0.0.1");
+        assert_eq!(r.port, 9000);
+        assert_eq!(part(r.target), b"/bucket/p?X-Amz-Signature=ab");
+        let r = Redirect::parse(b"HTTP://bucket.example").unwrap();
+        assert_eq!((r.port, r.target), (80, (0, 0)), "no path: the root");
+        let r = Redirect::parse(b"/elsewhere?x=1").unwrap();
+        assert_eq!(
+            (r.authority, r.target),
+            (None, (0, 14)),
+            "a path on the server itself"
+        );
+    }
+
+    #[test]
+    fn rejects_redirect_locations_it_cannot_follow() {
+        for (bad, want) in [
+            (&b""[..], HttpError::RedirectWithoutLocation { status: 0 }),
+            (b"https://bucket.example/p", HttpError::RedirectToHttps),
+            (b"ftp://bucket.example/p", HttpError::RedirectNotHttp),
+            (
+                b"//bucket.example/p",
+                HttpError::RedirectWithoutLocation { status: 0 },
+            ),
+            (
+                b"http://u@h/p",
+                HttpError::RedirectWithoutLocation { status: 0 },
+            ),
+            (
+                b"http://h:0/p",
+                HttpError::RedirectWithoutLocation { status: 0 },
+            ),
+            (
+                b"http://:80/p",
+                HttpError::RedirectWithoutLocation { status: 0 },
+            ),
+            (
+                b"http://h/a b",
+                HttpError::RedirectWithoutLocation { status: 0 },
+            ),
+            (
+                b"http://h/p\r\nX: y",
+                HttpError::RedirectWithoutLocation { status: 0 },
+            ),
+        ] {
+            assert_eq!(
+                Redirect::parse(bad),
+                Err(want),
                 "{}",
                 String::from_utf8_lossy(bad)
             );

@@ -11,8 +11,8 @@ use device_agent::{
     Agent, Arena, Booted, Device, Error, Layout, MonotonicCounter, NorCounter, RecordingNpu,
     Report, Transport, TransportError, Trust, Unbooted,
 };
-use npub_core::format::build::{RegionSpec, build_pack};
-use npub_core::keys::KeyPair;
+use npub_core::format::build::{RegionSpec, build_pack_for_driver};
+use npub_core::keypair::KeyPair;
 use npub_core::manifest::{
     Keyring, KeyringChange, KeyringUpdate, MANIFEST_BYTES, ManifestFields, PackFacts, Policy,
     ROTATION_BYTES, VerifiedManifest, sign_keyring_update, sign_manifest,
@@ -54,15 +54,37 @@ pub fn case(name: &'static str) -> Case {
     case_with_scratch(name, 0)
 }
 
-/// [`case`] with `extra` more bytes of scratch: another pack (another SHA-256) of the same model.
+/// [`case`] with `extra` more bytes of scratch: another pack (another SHA-256) of
+/// the same model.
 pub fn case_with_scratch(name: &'static str, extra: u32) -> Case {
+    build_case(name, extra, false)
+}
+
+/// [`case`] as `npub pack` writes it from Vela's `.tflite`: the COP1 driver payload's header
+/// (Vela's `payload.bin` up to the stream) in the padding right before the command stream.
+pub fn case_for_driver(name: &'static str) -> Case {
+    build_case(name, 0, true)
+}
+
+fn build_case(name: &'static str, extra: u32, driver: bool) -> Case {
     let dir = fixtures().join("cases").join(name);
     let cmd = std::fs::read(dir.join("cmd.bin")).unwrap();
     let weights = std::fs::read(dir.join("weights.bin")).unwrap();
     let meta: serde_json::Value =
         serde_json::from_slice(&std::fs::read(dir.join("meta.json")).unwrap()).unwrap();
     let scratch = meta["regions"][1]["size"].as_u64().unwrap() as u32 + extra;
-    let pack = build_pack(
+    let payload = if driver {
+        std::fs::read(dir.join("payload.bin")).unwrap()
+    } else {
+        cmd.clone()
+    };
+    assert!(
+        payload.ends_with(&cmd),
+        "{name}: the payload ends with the stream"
+    );
+    let head = &payload[..payload.len() - cmd.len()];
+    let pack = build_pack_for_driver(
+        head,
         &cmd,
         &[
             RegionSpec::Baked {
@@ -431,7 +453,7 @@ pub fn install<C: MonotonicCounter>(
     manifest: &VerifiedManifest,
     server: &mut Server,
     npu: &mut RecordingNpu,
-) -> Result<device_agent::VerifiedSlot, Error> {
+) -> Result<device_agent::BoundSlot, Error> {
     let mut mem = ArenaMem::new();
     agent.install(manifest, server, npu, &mut mem.arena())
 }

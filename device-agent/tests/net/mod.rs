@@ -180,16 +180,16 @@ impl Mapped for RamNor {
     }
 }
 
-/// A request body for [`Fleet::call`].
+/// A request body for [`LiveServer::call`].
 pub enum Body {
     None,
     Json(Value),
     Raw(Vec<u8>),
 }
 
-/// A real npub server on its own runtime, on a port that survives [`Fleet::stop`] +
-/// [`Fleet::start_again`] (same data directory, same address).
-pub struct Fleet {
+/// A real npub server on its own runtime, on a port that survives [`LiveServer::stop`] +
+/// [`LiveServer::start_again`] (same data directory, same address).
+pub struct LiveServer {
     pub dir: PathBuf,
     pub addr: SocketAddr,
     pub url: String,
@@ -199,7 +199,7 @@ pub struct Fleet {
     task: Option<tokio::task::JoinHandle<std::io::Result<()>>>,
 }
 
-impl Fleet {
+impl LiveServer {
     /// A fresh server over `dir` on 127.0.0.1, port chosen by the system.
     pub fn start(dir: &Path) -> Self {
         let mut fleet = Self {
@@ -384,7 +384,7 @@ impl Fleet {
     }
 }
 
-impl Drop for Fleet {
+impl Drop for LiveServer {
     fn drop(&mut self) {
         self.stop();
     }

@@ -174,7 +174,7 @@ void test_print_job(const char *what, const npub_job *job) {
          "%d base addresses:",
          what, job->slot ? 'B' : 'A', (unsigned long long)job->sequence, (unsigned)job->pack_bytes,
          (unsigned long)job->qbase, (unsigned long)job->qsize,
-         job->driver_payload ? "in flash" : "none", job->driver_payload_bytes, job->num_base_addr);
+         job->driver_payload ? "in the arena" : "none", job->driver_payload_bytes, job->num_base_addr);
   for (int i = 0; i < job->num_base_addr; i++)
     printf(" [%d] 0x%08llx+%lu%s", i, (unsigned long long)job->base_addr[i],
            (unsigned long)job->base_addr_size[i], (job->baked_mask >> i) & 1 ? " (flash)" : "");
@@ -214,10 +214,20 @@ static int check_job(const npub_job *job, uint64_t sequence, const uint8_t *pack
   CHECK(job->num_base_addr >= 1 && (job->baked_mask & 1), "region 0 is the baked weights");
   for (int i = 0; i < job->num_base_addr; i++)
     CHECK(job->base_addr[i] % NPUB_NPU1_ARENA_ALIGN == 0, "BASEP%d unaligned", i);
-  /* The stream and the payload are the pack's own bytes, where they lie. */
+  /* The program runs from SRAM: the stream and the payload are copies of the pack's own bytes,
+   * at the arena's end, QBASE on the arena's bus addresses. */
   uint32_t cmd_offset;
   memcpy(&cmd_offset, pack + 16, 4);
   CHECK(memcmp(job->command_stream, pack + cmd_offset, job->qsize) == 0, "stream bytes");
+  CHECK(job->command_stream >= arena_mem && job->command_stream + job->qsize <= arena_mem + TEST_ARENA_BYTES,
+        "the stream is not in the arena");
+  CHECK(job->qbase >= TEST_ARENA_BUS && job->qbase + job->qsize <= TEST_ARENA_BUS + TEST_ARENA_BYTES,
+        "QBASE 0x%08lx is not in the arena", (unsigned long)job->qbase);
+  CHECK(job->qbase - TEST_ARENA_BUS == (uint32_t)(job->command_stream - arena_mem), "QBASE is not the stream's copy");
+  const uint8_t *payload = job->driver_payload;
+  CHECK(payload != NULL && memcmp(payload, pack + cmd_offset - (job->command_stream - payload),
+                                  (size_t)job->driver_payload_bytes) == 0,
+        "driver payload bytes");
   return failures;
 }
 

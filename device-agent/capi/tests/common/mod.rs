@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 const ADMIN: &str = "npub_op_capi-admin-0123456789abcdef0123456789abcdef";
 
 /// A real npub server on its own runtime.
-pub struct Fleet {
+pub struct LiveServer {
     pub url: String,
     http: reqwest::blocking::Client,
     rt: tokio::runtime::Runtime,
@@ -41,7 +41,7 @@ pub struct Rotation {
     pub manifest: Vec<u8>,
 }
 
-impl Fleet {
+impl LiveServer {
     pub fn start(dir: &Path) -> Self {
         let rt = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(1)

@@ -154,7 +154,7 @@ fn verify(s: &Setup, manifest: &str, pack: &str, extra: &[&str]) -> Output {
 }
 
 fn key_id(public: &str) -> String {
-    let key = npub_core::keys::read_public_key(Path::new(public)).unwrap();
+    let key = npub_core::keypair::read_public_key(Path::new(public)).unwrap();
     npub_core::manifest::KeyId::of(&key).to_string()
 }
 

@@ -4,7 +4,7 @@ use std::fmt::Write as _;
 use std::path::PathBuf;
 
 use npub_core::Accel;
-use npub_core::inspect::{Report, report};
+use npub_core::inspect::{Inspection, report};
 
 use super::pack_io::io_json_path;
 use super::{Failure, read_file};
@@ -53,7 +53,7 @@ pub fn run(args: Args) -> Result<(), Failure> {
 }
 
 /// The human-readable report.
-fn render(name: &str, r: &Report) -> String {
+fn render(name: &str, r: &Inspection) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "{name}: {} bytes", r.bytes);
     if r.header.is_empty() {

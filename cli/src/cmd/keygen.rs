@@ -2,7 +2,7 @@
 //! public half in `KEYFILE.pub`. Never overwrites either file.
 use std::path::PathBuf;
 
-use npub_core::keys::{KeyPair, write_key_files};
+use npub_core::keypair::{KeyPair, write_key_files};
 
 use super::Failure;
 

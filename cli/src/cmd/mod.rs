@@ -3,9 +3,18 @@ use std::process::ExitCode;
 
 pub mod inspect;
 pub mod keygen;
+pub mod keyring;
 pub mod pack;
 mod pack_io;
+pub mod prove;
+pub mod release;
+mod release_input;
+mod release_show;
+mod release_sign;
+mod release_verify;
+pub mod run;
 pub mod sign;
+mod signer;
 pub mod verify;
 pub mod verify_manifest;
 

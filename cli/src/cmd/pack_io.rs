@@ -1,7 +1,7 @@
 //! Shared by `sign` and `verify-manifest`: reading keys, the clock, and the pack's IO bindings.
 use std::path::{Path, PathBuf};
 
-use npub_core::keys::KeyPair;
+use npub_core::keypair::KeyPair;
 use npub_core::{Blob, io_bindings};
 
 use super::{Failure, read_file};
@@ -43,7 +43,7 @@ pub fn canonical_io(json: &Path, blob: &Blob<'_>) -> Result<Vec<u8>, Failure> {
 
 /// Loads a secret key, refusing one that group or others can read.
 pub fn secret_key(path: &Path) -> Result<KeyPair, Failure> {
-    npub_core::keys::read_secret_key(path)
+    npub_core::keypair::read_secret_key(path)
         .map_err(|e| Failure::Usage(format!("cannot use key {}: {e}", path.display())))
 }
 

@@ -105,7 +105,7 @@ pub fn run(args: Args) -> Result<(), Failure> {
 }
 
 /// `--accel` against the pack header's own word.
-fn accel(flag: Option<&str>, declared: Accel) -> Result<Accel, Failure> {
+pub(super) fn accel(flag: Option<&str>, declared: Accel) -> Result<Accel, Failure> {
     let Some(name) = flag else {
         return match declared {
             Accel::Unspecified | Accel::Unknown(_) => Err(Failure::Usage(format!(

@@ -115,7 +115,7 @@ fn check(
 fn keyring(pubkeys: &[PathBuf], revoked: &[String]) -> Result<Keyring<MAX_PUBKEYS>, Failure> {
     let mut ring = Keyring::new();
     for path in pubkeys {
-        let key = npub_core::keys::read_public_key(path)
+        let key = npub_core::keypair::read_public_key(path)
             .map_err(|e| Failure::Usage(format!("cannot use {}: {e}", path.display())))?;
         ring.add(&key)
             .map_err(|e| Failure::Usage(format!("{}: {e}", path.display())))?;

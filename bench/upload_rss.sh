@@ -1,23 +1,30 @@
 #!/usr/bin/env bash
-# Upload-burst memory benchmark (issue #11 point 5): UPLOADS clients upload a vision-sized pack
-# (~1 MB: the conv1 command stream with its weights region padded to PACK_BYTES) to one release
-# npub-server at once; prints the server's RSS when idle, its peak RSS (VmHWM, reset after start)
-# and the difference. Target: <= 64 MB above idle.
+# Upload-burst memory benchmark (issues #11 point 5, #31 point 3): BURSTS times, UPLOADS clients
+# upload a pack (the conv1 command stream with its weights region padded to PACK_BYTES) to one
+# release npub-server at once; prints the server's RSS when idle, then for every burst its peak
+# RSS (VmHWM, reset before the burst) and its RSS once the burst is answered, each also as MiB
+# above idle. Targets: every peak <= 64 MiB above idle, and no growth from burst to burst.
 #
-#   bench/upload_rss.sh [UPLOADS] [PACK_BYTES]      (defaults 32 1048576)
+#   bench/upload_rss.sh [UPLOADS] [PACK_BYTES] [BURSTS]      (defaults 64 16777216 10)
 #
-# The server runs with --max-uploads UPLOADS so that every upload of the burst is taken (the
-# default, 16, answers the rest 503 before reading them). Not part of `cargo test`.
+# SERVER_BIN=path runs that binary instead of building this tree's (a baseline run side by
+# side). The server runs with --max-uploads UPLOADS so that every upload of a burst is taken
+# (the default, 16, answers the rest 503 before reading them). Not part of `cargo test`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . bench/lib.sh
-uploads=${1:-32}
-pack_bytes=${2:-1048576}
+uploads=${1:-64}
+pack_bytes=${2:-16777216}
+bursts=${3:-10}
 target=${CARGO_TARGET_DIR:-target}
 command -v curl >/dev/null || { echo "bench/upload_rss.sh: needs curl" >&2; exit 1; }
 
-cargo build --release -q --locked -p npub-server
-server_bin="$target/release/npub-server"
+if [ -n "${SERVER_BIN:-}" ]; then
+    server_bin=$SERVER_BIN
+else
+    cargo build --release -q --locked -p npub-server
+    server_bin="$target/release/npub-server"
+fi
 case_dir=../shared/fixtures/vela/cases/conv1_u55_256
 [ -d "$case_dir" ] || case_dir=/work/shared/fixtures/vela/cases/conv1_u55_256
 
@@ -54,7 +61,8 @@ PY
 
 admin="npub_op_bench-$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')"
 NPUB_ADMIN_TOKEN="$admin" NPUB_LOG=warn "$server_bin" --data-dir "$work/data" \
-    --listen 127.0.0.1:0 --max-uploads "$uploads" > "$work/server.out" 2> "$work/server.err" &
+    --listen 127.0.0.1:0 --max-uploads "$uploads" --min-free-space 0 \
+    > "$work/server.out" 2> "$work/server.err" &
 server_pid=$!
 url=$(wait_listening "$server_pid" "$work/server.out" "$work/server.err")
 auth=(-H "Authorization: Bearer $admin")
@@ -66,18 +74,27 @@ curl -sf "${auth[@]}" --data-binary "@$work/vision.npub" \
     "$url/api/v1/models/vision/versions/warmup" > /dev/null
 
 kib() { sed -n "s/^$1:[[:space:]]*\([0-9]*\) kB/\1/p" "/proc/$server_pid/status"; }
-echo 5 > "/proc/$server_pid/clear_refs"   # VmHWM := VmRSS
+sleep 1
 idle=$(kib VmRSS)
-
-for i in $(seq 1 "$uploads"); do
-    curl -s -o /dev/null -w '%{http_code}\n' "${auth[@]}" --data-binary "@$work/vision.npub" \
-        "$url/api/v1/models/vision/versions/burst-$i" >> "$work/codes" &
-done
-wait $(jobs -p | grep -v "^$server_pid$") 2>/dev/null || true
-peak=$(kib VmHWM)
-
-echo "pack:        $(stat -c %s "$work/vision.npub") bytes, $uploads concurrent uploads"
-echo "answers:     $(sort "$work/codes" | uniq -c | awk '{printf "%s x %s  ", $1, $2}')"
+echo "pack:        $(stat -c %s "$work/vision.npub") bytes, $bursts bursts of $uploads concurrent uploads"
 echo "idle RSS:    $((idle / 1024)) MiB"
-echo "peak RSS:    $((peak / 1024)) MiB"
-echo "above idle:  $(((peak - idle) / 1024)) MiB (target <= 64)"
+echo "burst  answers            peak MiB (above idle)  after MiB (above idle)  after: anon/file MiB"
+worst=0
+for b in $(seq 1 "$bursts"); do
+    echo 5 > "/proc/$server_pid/clear_refs"   # VmHWM := VmRSS
+    : > "$work/codes"
+    for i in $(seq 1 "$uploads"); do
+        curl -s -o /dev/null -w '%{http_code}\n' "${auth[@]}" --data-binary "@$work/vision.npub" \
+            "$url/api/v1/models/vision/versions/b$b-$i" >> "$work/codes" &
+    done
+    wait $(jobs -p | grep -v "^$server_pid$") 2>/dev/null || true
+    peak=$(kib VmHWM)
+    sleep 1
+    after=$(kib VmRSS)
+    [ $((peak - idle)) -gt "$worst" ] && worst=$((peak - idle))
+    printf '%5d  %-18s %8d (%4d)          %8d (%4d)           %d/%d\n' "$b" \
+        "$(sort "$work/codes" | uniq -c | awk '{printf "%sx%s ", $1, $2}')" \
+        $((peak / 1024)) $(((peak - idle) / 1024)) $((after / 1024)) $(((after - idle) / 1024)) \
+        $(($(kib RssAnon) / 1024)) $(($(kib RssFile) / 1024))
+done
+echo "worst peak:  $((worst / 1024)) MiB above idle (target <= 64)"

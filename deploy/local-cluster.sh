@@ -105,7 +105,7 @@ db_stop() {
     as_owner "$pg_bin/pg_ctl" -D "$dir/pg/data" -m fast -w -t 30 stop >/dev/null
 }
 
-# Starts replica $1 (a or b) on its port and waits until /healthz answers 200.
+# Starts replica $1 (a or b) on its port and waits until /readyz answers 200.
 start_replica() {
     load
     local name=$1 port
@@ -127,7 +127,7 @@ start_replica() {
     wait_for "$dir/replica-$name.pid" "replica-$name" \
         grep -q "listening on http://127.0.0.1:$port" "$dir/replica-$name.log"
     wait_for "$dir/replica-$name.pid" "replica-$name" \
-        curl -sf -o /dev/null "http://127.0.0.1:$port/healthz"
+        curl -sf -o /dev/null "http://127.0.0.1:$port/readyz"
 }
 
 kill_replica() {
@@ -156,7 +156,7 @@ up() {
     local token
     token="npub_op_local-$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')"
     # The replicas share the signing keys through the database, sealed under this key
-    # (server/src/key_store.rs): both must be given the same one.
+    # (server/src/keys/secrets.rs): both must be given the same one.
     local kek
     kek=$(head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n')
     local pg_port s3_port

@@ -16,7 +16,10 @@
 //! | `--idle-timeout`     | `NPUB_IDLE_TIMEOUT`     | 60               | seconds a connection may move no byte while no request is being handled (a client that stopped reading) |
 //! | `--body-min-rate`    | `NPUB_BODY_MIN_RATE`    | 512              | bytes/s a request body must average once its grace is over (0: no minimum); slower gets 408 |
 //! | `--body-grace`       | `NPUB_BODY_GRACE`       | 10               | seconds a request body may take before its rate is measured |
-//! | `--max-connections`  | `NPUB_MAX_CONNECTIONS`  | 4096             | connections served at once; more get 503 and are closed (lowered to fit the open-file limit) |
+//! | `--max-connections`  | `NPUB_MAX_CONNECTIONS`  | 4096             | connections served at once; one more closes the connection idle the longest, or gets 503 if none is idle (lowered to fit the open-file limit) |
+//! | `--max-connections-per-peer` | `NPUB_MAX_CONNECTIONS_PER_PEER` | 64 | connections one address (an IPv6 /64) holds at once; its next closes its own oldest idle one, or gets 503 |
+//! | `--admin-listen`     | `NPUB_ADMIN_LISTEN`     | (none)           | a second address serving the same API with its own 256 connections: health, metrics and the operator API stay reachable while devices flood the main one |
+//! | `--trusted-proxy`    | `NPUB_TRUSTED_PROXIES`  | (none)           | CIDR (repeatable, comma-separated in the variable) of reverse proxies whose `Forwarded` / `X-Forwarded-For` name the client, for logs and throttles; exempt from the per-peer cap |
 //! | `--cache-check`      | `NPUB_CACHE_CHECK`      | 1                | seconds between checks for fleet changes made by another replica |
 //! | `--auth-failure-burst` | `NPUB_AUTH_FAILURE_BURST` | 30           | failed authentications a peer may make in a row before it gets 429 |
 //! | `--auth-failure-refill` | `NPUB_AUTH_FAILURE_REFILL` | 1          | failed authentications per second a peer's allowance regains |
@@ -24,6 +27,8 @@
 //! | `--database-url`     | `NPUB_DATABASE_URL`     | (`<data-dir>/npub.db`) | `postgres://…`: a PostgreSQL database several replicas share; `sqlite://PATH`: that SQLite file |
 //! | `--key-encryption-key` | `NPUB_KEY_ENCRYPTION_KEY` | (none: key files in `<data-dir>/keys/`) | 64 hex digits: keep the signing and root keys in the database, sealed with this key (required with `postgres://`; the same on every replica) |
 //! | `--presign-downloads` | `NPUB_PRESIGN_DOWNLOADS` | off            | with an `s3://` store: device downloads answer `307` to a presigned URL |
+//! | `--store-timeout`    | `NPUB_STORE_TIMEOUT`    | 30               | seconds one pack-store call may take (a put: per started 8 MiB); then 503 with `Retry-After` |
+//! | `--min-free-space`   | `NPUB_MIN_FREE_SPACE`   | 256 MiB          | bytes an upload must leave free on the data directory's disk (room for the database to commit); below it uploads get 507 |
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
@@ -70,16 +75,16 @@ pub struct Config {
     pub log: String,
 
     /// Seconds devices are told to wait before their next manifest poll (`Npub-Poll-Interval`).
-    #[arg(long, env = "NPUB_POLL_INTERVAL", default_value_t = crate::fleet::DEFAULT_POLL_INTERVAL_SECS)]
+    #[arg(long, env = "NPUB_POLL_INTERVAL", default_value_t = crate::device::polling::DEFAULT_POLL_INTERVAL_SECS)]
     pub poll_interval: u32,
 
     /// Seconds between batched writes of devices' last-seen times (also written at shutdown).
-    #[arg(long, env = "NPUB_LAST_SEEN_FLUSH", default_value_t = crate::fleet::DEFAULT_LAST_SEEN_FLUSH_SECS)]
+    #[arg(long, env = "NPUB_LAST_SEEN_FLUSH", default_value_t = crate::device::polling::DEFAULT_LAST_SEEN_FLUSH_SECS)]
     pub last_seen_flush: u64,
 
     /// Seconds between checks of the fleet generation row, which picks up deployments and device
     /// changes made through another replica sharing the database.
-    #[arg(long, env = "NPUB_CACHE_CHECK", default_value_t = crate::fleet::DEFAULT_CACHE_CHECK_SECS)]
+    #[arg(long, env = "NPUB_CACHE_CHECK", default_value_t = crate::device::polling::DEFAULT_CACHE_CHECK_SECS)]
     pub cache_check: u64,
 
     /// Seconds a client may take to send a request's headers; the same clock runs while a
@@ -98,11 +103,11 @@ pub struct Config {
     /// Bytes per second a request body (an upload, a JSON body) must average once its grace is
     /// over; a slower one is answered 408 and its staged upload removed. 0: no minimum. The
     /// default lets a 2G uplink (a few kB/s) through.
-    #[arg(long, env = "NPUB_BODY_MIN_RATE", default_value_t = crate::body_rate::DEFAULT_MIN_RATE)]
+    #[arg(long, env = "NPUB_BODY_MIN_RATE", default_value_t = crate::http::body_rate::DEFAULT_MIN_RATE)]
     pub body_min_rate: u64,
 
     /// Seconds a request body may take before `--body-min-rate` is measured (a slow start).
-    #[arg(long, env = "NPUB_BODY_GRACE", default_value_t = crate::body_rate::DEFAULT_GRACE.as_secs())]
+    #[arg(long, env = "NPUB_BODY_GRACE", default_value_t = crate::http::body_rate::DEFAULT_GRACE.as_secs())]
     pub body_grace: u64,
 
     /// Connections served at once. A connection beyond it is answered 503 and closed instead of
@@ -110,6 +115,31 @@ pub struct Config {
     /// `RLIMIT_NOFILE`, which the server raises to the hard one) with 128 descriptors to spare.
     #[arg(long, env = "NPUB_MAX_CONNECTIONS", default_value_t = DEFAULT_MAX_CONNECTIONS)]
     pub max_connections: usize,
+
+    /// Connections one peer (an IPv4 address, an IPv6 /64) may hold at once. Its next connection
+    /// closes its own connection that has been idle the longest (one waiting for a request), or
+    /// is answered 503 if all of them are answering. Trusted proxies are exempt.
+    #[arg(long, env = "NPUB_MAX_CONNECTIONS_PER_PEER", default_value_t = crate::conn::table::DEFAULT_MAX_PER_PEER)]
+    pub max_connections_per_peer: usize,
+
+    /// A second address to serve the same API on, with connection limits of its own (256
+    /// connections, the same per-peer cap): bind it to a management network or loopback, and
+    /// health checks, metrics and operators reach the server however many devices hold the main
+    /// address.
+    #[arg(long, env = "NPUB_ADMIN_LISTEN")]
+    pub admin_listen: Option<SocketAddr>,
+
+    /// A reverse proxy (an address or a CIDR; repeat the flag, or separate with commas in the
+    /// variable) whose `Forwarded` / `X-Forwarded-For` headers are believed: a request it
+    /// carries is attributed, in logs and in authentication throttling, to the client it names.
+    /// Such headers from anyone else are ignored. A trusted proxy's connections are exempt from
+    /// `--max-connections-per-peer`.
+    #[arg(
+        long = "trusted-proxy",
+        env = "NPUB_TRUSTED_PROXIES",
+        value_delimiter = ','
+    )]
+    pub trusted_proxies: Vec<String>,
 
     /// Failed authentications (no token, a wrong or revoked one) a peer (an IPv4 address or an
     /// IPv6 /64) may make in a row; past it, failures get 429 with `Retry-After` instead of 401.
@@ -140,7 +170,7 @@ pub struct Config {
     /// 64 hex digits (`openssl rand -hex 32`): the key-encryption key. Given, the signing keys and
     /// the root key are kept in the database (`key_secrets`), each sealed with AES-256-GCM under
     /// it, so that every replica on one database signs with the same keys and follows rotations
-    /// made through the others (server/src/key_store.rs). Required with a `postgres://`
+    /// made through the others (server/src/keys/secrets.rs). Required with a `postgres://`
     /// database; unset on SQLite, the keys are files in `<data-dir>/keys/` as before. Prefer the
     /// environment variable (a command line is visible to every local user).
     #[arg(long, env = "NPUB_KEY_ENCRYPTION_KEY", hide_env_values = true)]
@@ -152,6 +182,20 @@ pub struct Config {
     /// server streams the pack from the bucket itself.
     #[arg(long, env = "NPUB_PRESIGN_DOWNLOADS")]
     pub presign_downloads: bool,
+
+    /// Seconds any one call to the pack store may take (a put gets this much for every started
+    /// 8 MiB); past it the call fails and the request answers 503 with `Retry-After`. A store
+    /// that accepts connections and never answers then costs each request this long, and
+    /// holds no lock meanwhile.
+    #[arg(long, env = "NPUB_STORE_TIMEOUT", default_value_t = crate::store::DEFAULT_STORE_TIMEOUT.as_secs())]
+    pub store_timeout: u64,
+
+    /// Bytes an upload must leave free on the data directory's disk: an upload that would
+    /// leave less is answered 507 (before its body is read when it declares its length, else as
+    /// soon as it crosses the line), so that the database always has room to commit. Other
+    /// writes are not held to it. Free space is in `/metrics` and `/readyz`.
+    #[arg(long, env = "NPUB_MIN_FREE_SPACE", default_value_t = crate::ops::disk::DEFAULT_MIN_FREE_SPACE)]
+    pub min_free_space: u64,
 
     /// `AWS_*` settings applied over the process environment's when the pack store is `s3://`
     /// (for embedders and tests, which should not change their process's environment).
@@ -185,20 +229,25 @@ impl Config {
             max_uploads: DEFAULT_MAX_UPLOADS,
             admin_token: None,
             log: "info".into(),
-            poll_interval: crate::fleet::DEFAULT_POLL_INTERVAL_SECS,
-            last_seen_flush: crate::fleet::DEFAULT_LAST_SEEN_FLUSH_SECS,
-            cache_check: crate::fleet::DEFAULT_CACHE_CHECK_SECS,
+            poll_interval: crate::device::polling::DEFAULT_POLL_INTERVAL_SECS,
+            last_seen_flush: crate::device::polling::DEFAULT_LAST_SEEN_FLUSH_SECS,
+            cache_check: crate::device::polling::DEFAULT_CACHE_CHECK_SECS,
             header_timeout: DEFAULT_HEADER_TIMEOUT_SECS,
             idle_timeout: DEFAULT_IDLE_TIMEOUT_SECS,
-            body_min_rate: crate::body_rate::DEFAULT_MIN_RATE,
-            body_grace: crate::body_rate::DEFAULT_GRACE.as_secs(),
+            body_min_rate: crate::http::body_rate::DEFAULT_MIN_RATE,
+            body_grace: crate::http::body_rate::DEFAULT_GRACE.as_secs(),
             max_connections: DEFAULT_MAX_CONNECTIONS,
+            max_connections_per_peer: crate::conn::table::DEFAULT_MAX_PER_PEER,
+            admin_listen: None,
+            trusted_proxies: Vec::new(),
             auth_failure_burst: crate::auth::guard::DEFAULT_BURST,
             auth_failure_refill: crate::auth::guard::DEFAULT_REFILL_PER_SEC,
             pack_store: None,
             database_url: None,
             key_encryption_key: None,
             presign_downloads: false,
+            min_free_space: crate::ops::disk::DEFAULT_MIN_FREE_SPACE,
+            store_timeout: crate::store::DEFAULT_STORE_TIMEOUT.as_secs(),
             aws_overrides: Vec::new(),
         }
     }

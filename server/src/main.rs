@@ -10,7 +10,7 @@ use npub_server::{Config, Server};
 #[tokio::main]
 async fn main() -> ExitCode {
     let config = Config::parse();
-    if let Err(e) = npub_server::logging::init(&config.log) {
+    if let Err(e) = npub_server::ops::logging::init(&config.log) {
         eprintln!("npub-server: --log {:?}: {e}", config.log);
         return ExitCode::from(2);
     }

@@ -8,7 +8,7 @@
 //! deployed is never accepted.
 use npub_core::manifest::{MODEL_NAME_BYTES, MODEL_VERSION_BYTES};
 
-use crate::error::ApiError;
+use crate::http::error::ApiError;
 
 /// Longest token name, in characters: a label for people, shown in lists and the audit log.
 pub const TOKEN_NAME_MAX_CHARS: usize = 64;

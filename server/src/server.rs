@@ -1,6 +1,5 @@
 //! Starting and running: data directory, database, bootstrap token, signing key, start-up sweep,
 //! listener; then serving until a shutdown signal.
-use std::collections::HashSet;
 use std::fmt::Write as _;
 use std::future::Future;
 use std::net::SocketAddr;
@@ -8,15 +7,16 @@ use std::sync::Arc;
 
 use tokio::net::TcpListener;
 
+use crate::app::app;
 use crate::auth::guard::{Guard, Limits as GuardLimits};
 use crate::auth::token::{self, Bootstrap};
 use crate::config::Config;
-use crate::datadir::DataDir;
-use crate::keys::Keys;
-use crate::metrics::Metrics;
+use crate::keys::signing::Keys;
+use crate::ops::datadir::DataDir;
+use crate::ops::metrics::Metrics;
 use crate::state::{AppState, Limits};
-use crate::store::{PackStore, Staging};
-use crate::{app, conn, db};
+use crate::store::Staging;
+use crate::{conn, db};
 
 /// Why the server could not start.
 #[derive(Debug)]
@@ -40,6 +40,11 @@ pub struct Server {
     state: AppState,
     listener: TcpListener,
     conn_limits: conn::Limits,
+    /// The main listener's connections.
+    table: Arc<conn::table::Table>,
+    /// `--admin-listen`: its listener and connections.
+    admin: Option<(TcpListener, Arc<conn::table::Table>)>,
+    trusted: Arc<crate::peer::TrustedProxies>,
     data_dir: DataDir,
     bootstrap: Bootstrap,
     generated_key: bool,
@@ -68,9 +73,10 @@ impl Server {
             data_dir.packs(),
             config.presign_downloads,
             &config.aws_overrides,
+            std::time::Duration::from_secs(config.store_timeout.max(1)),
         )
         .map_err(fail("--pack-store"))?;
-        sweep(&db, &staging, store.as_ref()).await?;
+        sweep_staging(&staging)?;
         let bootstrap = token::bootstrap(&db, config.admin_token.as_deref())
             .await
             .map_err(|e| StartError(e.to_string()))?;
@@ -78,11 +84,11 @@ impl Server {
             .key_encryption_key
             .as_deref()
             .filter(|k| !k.is_empty())
-            .map(crate::key_store::Kek::parse)
+            .map(crate::keys::secrets::Kek::parse)
             .transpose()
             .map_err(fail("--key-encryption-key"))?;
         let shared = db::Backend::of(&db) == db::Backend::Postgres;
-        let key_store = crate::key_store::KeyStore::choose(kek, data_dir.keys(), shared)
+        let key_store = crate::keys::secrets::KeyStore::choose(kek, data_dir.keys(), shared)
             .map_err(fail("keys"))?;
         let (keys, generated_key) = Keys::load_or_generate(&db, key_store)
             .await
@@ -90,12 +96,24 @@ impl Server {
         let listener = TcpListener::bind(config.listen)
             .await
             .map_err(|e| StartError(format!("listen on {}: {e}", config.listen)))?;
-        let timers = crate::fleet::FleetTimers {
+        let admin_listener = match config.admin_listen {
+            None => None,
+            Some(addr) => Some(
+                TcpListener::bind(addr)
+                    .await
+                    .map_err(|e| StartError(format!("--admin-listen {addr}: {e}")))?,
+            ),
+        };
+        let trusted = Arc::new(
+            crate::peer::TrustedProxies::parse(&config.trusted_proxies)
+                .map_err(fail("--trusted-proxy"))?,
+        );
+        let timers = crate::device::polling::FleetTimers {
             poll_interval_secs: config.poll_interval,
             last_seen_flush: std::time::Duration::from_secs(config.last_seen_flush.max(1)),
             cache_check: std::time::Duration::from_secs(config.cache_check.max(1)),
         };
-        let fleet = crate::fleet::Fleet::load(&db, &store, timers)
+        let fleet = crate::device::polling::Fleet::load(&db, &store, timers)
             .await
             .map_err(StartError)?;
         let metrics = Arc::new(Metrics::default());
@@ -107,6 +125,11 @@ impl Server {
             Arc::clone(&metrics),
         ));
         let state = AppState {
+            store_probe: Arc::default(),
+            disk: Arc::new(crate::ops::disk::DataDisk::new(
+                data_dir.root().to_owned(),
+                config.min_free_space,
+            )),
             fleet: Arc::new(fleet),
             db,
             store,
@@ -116,25 +139,54 @@ impl Server {
             keys: Arc::new(keys),
             limits: Limits {
                 max_upload_bytes: config.max_upload_bytes,
-                body_rate: crate::body_rate::MinRateRule {
+                body_rate: crate::http::body_rate::MinRateRule {
                     min_rate: config.body_min_rate,
                     grace: std::time::Duration::from_secs(config.body_grace),
                 },
                 max_uploads: config.max_uploads.max(1),
+                gc: crate::store::gc::Gc::new(std::time::Duration::from_secs(
+                    config.store_timeout.max(1),
+                )),
             },
             uploads: Arc::new(tokio::sync::Semaphore::new(config.max_uploads.max(1))),
-            validations: Arc::new(tokio::sync::Semaphore::new(
+            cpu: crate::ops::cpu::CpuPool::new(
                 std::thread::available_parallelism().map_or(1, std::num::NonZero::get),
-            )),
+            ),
             write_lock: Arc::new(tokio::sync::Mutex::new(())),
         };
+        // The admin listener's connections come out of the same descriptors.
+        let admin_room = if admin_listener.is_some() {
+            conn::ADMIN_CONNECTIONS as u64
+        } else {
+            0
+        };
+        let caps = |total| conn::table::Caps {
+            total,
+            per_peer: config.max_connections_per_peer.max(1),
+            trusted: (*trusted).clone(),
+        };
+        let table = conn::table::Table::new(
+            caps(conn::fit_connections(
+                config.max_connections,
+                nofile.saturating_sub(admin_room),
+            )),
+            Arc::clone(&state.metrics),
+        );
+        let admin = admin_listener.map(|l| {
+            (
+                l,
+                conn::table::Table::new(caps(conn::ADMIN_CONNECTIONS), Arc::clone(&state.metrics)),
+            )
+        });
         Ok(Self {
             state,
             listener,
+            table,
+            admin,
+            trusted,
             conn_limits: conn::Limits {
                 header_timeout: std::time::Duration::from_secs(config.header_timeout.max(1)),
                 idle_timeout: std::time::Duration::from_secs(config.idle_timeout.max(1)),
-                max_connections: conn::fit_connections(config.max_connections, nofile),
             },
             data_dir,
             bootstrap,
@@ -155,6 +207,11 @@ impl Server {
             .expect("a bound TCP listener has an address")
     }
 
+    /// The `--admin-listen` address actually bound, if there is one.
+    pub fn admin_addr(&self) -> Option<SocketAddr> {
+        self.admin.as_ref().and_then(|(l, _)| l.local_addr().ok())
+    }
+
     /// The shared state (for tests that look behind the API).
     pub fn state(&self) -> &AppState {
         &self.state
@@ -170,6 +227,12 @@ impl Server {
         let key = self.state.keys.active().key_id();
         let mut out = String::new();
         let _ = writeln!(out, "npub-server listening on {url}");
+        if let Some(admin) = self.admin_addr() {
+            let _ = writeln!(
+                out,
+                "  admin:        http://{admin} (health, metrics, the API)"
+            );
+        }
         let database = self.database.as_deref().unwrap_or("npub.db");
         match &self.pack_store {
             None if self.database.is_some() => {
@@ -207,7 +270,7 @@ impl Server {
         let _ = writeln!(
             out,
             "  connections:  up to {}; headers within {} s, idle {} s",
-            self.conn_limits.max_connections,
+            self.table.caps().total,
             self.conn_limits.header_timeout.as_secs(),
             self.conn_limits.idle_timeout.as_secs()
         );
@@ -246,22 +309,69 @@ impl Server {
             state,
             listener,
             conn_limits,
+            table,
+            admin,
+            trusted,
             data_dir,
             ..
         } = self;
         let db = state.db.clone();
         let fleet = Arc::clone(&state.fleet);
-        let (stop_background, stopped) = tokio::sync::oneshot::channel::<()>();
+        let (stop_background, stopped) = tokio::sync::watch::channel(());
+        let until_stopped = |mut stopped: tokio::sync::watch::Receiver<()>| async move {
+            let _ = stopped.changed().await;
+        };
         let background = tokio::spawn(Arc::clone(&fleet).run_background(
             db.clone(),
             Arc::clone(&state.store),
-            async move {
-                let _ = stopped.await;
-            },
+            until_stopped(stopped.clone()),
         ));
-        let result = conn::serve(listener, app(state.clone()), state, conn_limits, shutdown).await;
+        let prober = tokio::spawn(crate::ops::probe::probe_store(
+            Arc::clone(&state.store),
+            Arc::clone(&state.store_probe),
+            until_stopped(stopped.clone()),
+        ));
+        let sweeper = tokio::spawn(crate::store::gc::run(
+            db.clone(),
+            Arc::clone(&state.store),
+            state.limits.gc,
+            Arc::clone(&state.metrics),
+            until_stopped(stopped),
+        ));
+        let router = app(state.clone());
+        // The admin listener stops with the main one.
+        let (stop_admin, admin_stopped) = tokio::sync::oneshot::channel::<()>();
+        let admin = admin.map(|(listener, table)| {
+            tokio::spawn(conn::serve(
+                listener,
+                router.clone(),
+                state.clone(),
+                conn_limits,
+                table,
+                Arc::clone(&trusted),
+                async move {
+                    let _ = admin_stopped.await;
+                },
+            ))
+        });
+        let result = conn::serve(
+            listener,
+            router,
+            state,
+            conn_limits,
+            table,
+            trusted,
+            shutdown,
+        )
+        .await;
+        let _ = stop_admin.send(());
+        if let Some(admin) = admin {
+            let _ = admin.await;
+        }
         let _ = stop_background.send(());
         let _ = background.await;
+        let _ = sweeper.await;
+        let _ = prober.await;
         if let Err(e) = fleet.flush_last_seen(&db).await {
             tracing::error!(error = %e, "writing last-seen times at shutdown");
         }
@@ -301,54 +411,15 @@ pub async fn shutdown_signal() {
     tracing::info!("shutdown signal received; finishing requests in flight");
 }
 
-/// Restores "every pack file has a row and every row has a pack file" after a crash: removes
-/// staged uploads (a crash mid-upload) and pack files no version names (a crash between the
-/// rename into the store and the commit). Runs before the listener accepts anything.
-async fn sweep(db: &db::Db, staging: &Staging, store: &dyn PackStore) -> Result<(), StartError> {
+/// Removes staged uploads a crash interrupted. Runs before the listener accepts anything; the
+/// pack store is swept in the background once serving (`store/gc.rs`), so a store that cannot
+/// be reached does not keep the server from starting.
+fn sweep_staging(staging: &Staging) -> Result<(), StartError> {
     let staged = staging
         .sweep()
         .map_err(|e| StartError(format!("sweeping upload staging: {e}")))?;
     if staged > 0 {
         tracing::info!(files = staged, "removed interrupted uploads");
-    }
-    let referenced: HashSet<String> =
-        sqlx::query_as::<_, (String,)>("SELECT DISTINCT sha256 FROM versions")
-            .fetch_all(db)
-            .await
-            .map_err(|e| StartError(format!("reading versions: {e}")))?
-            .into_iter()
-            .map(|(s,)| s)
-            .collect();
-    let stored = store
-        .list()
-        .await
-        .map_err(|e| StartError(format!("listing the pack store: {e}")))?;
-    let grace = store.orphan_grace();
-    let now = std::time::SystemTime::now();
-    for listed in &stored {
-        let digest = listed.digest;
-        if referenced.contains(&digest.hex()) {
-            continue;
-        }
-        // Without a time the orphan counts as old (the sweep must still work); a time in the
-        // future (the bucket's clock ahead of this host's) as young.
-        let young = grace > std::time::Duration::ZERO
-            && listed
-                .modified
-                .is_some_and(|m| now.duration_since(m).map_or(true, |age| age < grace));
-        if young {
-            tracing::info!(%digest, "a pack no version refers to is recent; left for now");
-            continue;
-        }
-        store
-            .remove(digest)
-            .await
-            .map_err(|e| StartError(format!("removing orphaned pack {digest}: {e}")))?;
-        tracing::info!(%digest, "removed a pack no version refers to");
-    }
-    let stored: HashSet<String> = stored.iter().map(|l| l.digest.hex()).collect();
-    for missing in referenced.difference(&stored) {
-        tracing::error!(sha256 = %missing, "a version's pack is missing from the store");
     }
     Ok(())
 }

@@ -4,11 +4,13 @@ use std::sync::Arc;
 use tokio::sync::Semaphore;
 
 use crate::auth::guard::Guard;
-use crate::body_rate::MinRateRule;
 use crate::db::Db;
-use crate::fleet::Fleet;
-use crate::keys::Keys;
-use crate::metrics::Metrics;
+use crate::device::polling::Fleet;
+use crate::http::body_rate::MinRateRule;
+use crate::keys::signing::Keys;
+use crate::ops::cpu::CpuPool;
+use crate::ops::disk::DataDisk;
+use crate::ops::metrics::Metrics;
 use crate::store::{PackStore, Staging};
 
 /// Shared state: cheap to clone (pointers only).
@@ -20,6 +22,10 @@ pub struct AppState {
     pub store: Arc<dyn PackStore>,
     /// Where uploads are received before validation.
     pub staging: Staging,
+    /// The pack store's latest background probe (`ops/probe.rs`).
+    pub store_probe: Arc<crate::ops::probe::StoreProbe>,
+    /// The data directory's disk: its free space and the reserve uploads leave.
+    pub disk: Arc<DataDisk>,
     /// Request, upload and download counters.
     pub metrics: Arc<Metrics>,
     /// The manifest signing key.
@@ -38,10 +44,9 @@ pub struct AppState {
     /// Uploads in flight (receiving, validating, storing), at most `--max-uploads`: one more is
     /// answered 503 before its body is read.
     pub uploads: Arc<Semaphore>,
-    /// Uploads being validated, at most one per CPU. Validation reads the staged file (and a
-    /// Vela import builds the pack) in memory, so this, not the number of uploads in flight,
-    /// bounds what uploads cost in memory; a body waits for a permit on disk.
-    pub validations: Arc<Semaphore>,
+    /// The threads that validate uploads and import Vela models, one per CPU (`ops/cpu.rs`): how
+    /// many uploads are held in memory at once.
+    pub cpu: Arc<CpuPool>,
 }
 
 /// Request limits.
@@ -53,4 +58,6 @@ pub struct Limits {
     pub body_rate: MinRateRule,
     /// Uploads in flight at once (`--max-uploads`).
     pub max_uploads: usize,
+    /// How pack removals and uploads of the same pack keep out of each other's way.
+    pub gc: crate::store::gc::Gc,
 }

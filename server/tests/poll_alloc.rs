@@ -1,18 +1,18 @@
 //! A manifest poll allocates nothing (issue #17), measured two ways under a counting global
 //! allocator on a real server's snapshot:
 //!
-//! - the shipped decision, `device_api::decide_poll` after the snapshot's token lookup, for a
+//! - the shipped decision, `device::routes::decide_poll` after the snapshot's token lookup, for a
 //!   device that is up to date, one with nothing assigned, and an unknown token: any allocation
 //!   on the calling thread fails;
 //! - whole polls over a real socket, answered by the accept loop's device lane
-//!   (`server/src/conn/lane.rs`): every allocation in the process (server, runtime and this
+//!   (`server/src/device/lane.rs`): every allocation in the process (server, runtime and this
 //!   client) is counted, and more than one per hundred polls fails. A poll that went through
 //!   hyper and the router instead costs about 58.
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use npub_server::fleet::device_api::{PollAnswer, decide_poll};
+use npub_server::device::routes::{PollAnswer, decide_poll};
 use serde_json::json;
 use tempfile::TempDir;
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
@@ -91,6 +91,10 @@ struct Fleet {
     _dir: TempDir,
 }
 
+/// The counter is the whole process's: the tests here run one at a time, so that one's server
+/// starting is never counted in the other's window.
+static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 async fn fleet() -> Fleet {
     let dir = TempDir::new().unwrap();
     // The periodic work (the generation check every second, the last-seen flush) allocates and
@@ -110,6 +114,16 @@ async fn fleet() -> Fleet {
     )
     .await;
     let seq = d["sequence"].as_u64().unwrap();
+    // The background sweep of the pack store runs once at start, on its own schedule: it is
+    // over before anything is counted.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while server.state.metrics.store_sweeps_ok() == 0 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the store was never swept"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
     Fleet {
         server,
         deployed: deployed[0].clone(),
@@ -122,7 +136,7 @@ async fn fleet() -> Fleet {
 /// The shipped steps of a poll: find the device by its token, then `decide_poll` (last seen,
 /// the decision, the offer note). `None` for an unknown token; else whether a manifest is
 /// offered.
-fn poll(fleet: &npub_server::fleet::Fleet, secret: &str, seq: u64) -> Option<bool> {
+fn poll(fleet: &npub_server::device::polling::Fleet, secret: &str, seq: u64) -> Option<bool> {
     let snapshot = fleet.cache.get();
     let polled = snapshot.polled(secret.as_bytes())?;
     let answer = decide_poll(
@@ -138,6 +152,7 @@ fn poll(fleet: &npub_server::fleet::Fleet, secret: &str, seq: u64) -> Option<boo
 
 #[tokio::test]
 async fn survives_a_nothing_new_poll_without_allocating() {
+    let _alone = ONE_AT_A_TIME.lock().await;
     let f = fleet().await;
     let state = &f.server.state.fleet;
     // First touches insert into the last-seen map (amortised growth, once per device per flush
@@ -196,6 +211,7 @@ async fn answer(socket: &mut tokio::net::TcpStream, buf: &mut [u8]) -> String {
 /// polls that are offered the manifest, alternately.
 #[tokio::test(flavor = "multi_thread", worker_threads = 1)]
 async fn survives_counting_whole_polls_over_a_socket() {
+    let _alone = ONE_AT_A_TIME.lock().await;
     let f = fleet().await;
     let addr = f.server.url.trim_start_matches("http://").to_owned();
     let request = |seq: u64| {

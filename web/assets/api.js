@@ -51,13 +51,15 @@ async function errorOf(response) {
 
 /**
  * `method` `path` (under /api/v1) with an optional JSON `body`; resolves to the parsed JSON (or
- * null for 204), rejects with an ApiError. `opts.token` overrides the stored token (sign-in).
+ * null for 204), rejects with an ApiError. `opts.token` overrides the stored token (sign-in);
+ * `opts.idempotencyKey` is sent as `Idempotency-Key` (see `submission`).
  */
 export async function request(method, path, body, opts = {}) {
   const headers = { Accept: 'application/json' };
   const secret = opts.token ?? token();
   if (secret) headers.Authorization = `Bearer ${secret}`;
   if (body !== undefined) headers['Content-Type'] = 'application/json';
+  if (opts.idempotencyKey) headers['Idempotency-Key'] = opts.idempotencyKey;
   let response;
   try {
     response = await fetch(API + path, {
@@ -86,6 +88,38 @@ export const post = (path, body, opts) => request('POST', path, body, opts);
 export const del = (path, opts) => request('DELETE', path, undefined, opts);
 export const patch = (path, body, opts) => request('PATCH', path, body, opts);
 
+/** 128 random bits as hex: an Idempotency-Key (crypto.randomUUID needs a secure context). */
+function newKey() {
+  const bytes = new Uint8Array(16);
+  crypto.getRandomValues(bytes);
+  return Array.from(bytes, (b) => b.toString(16).padStart(2, '0')).join('');
+}
+
+/**
+ * One submission of a form that creates something (a deployment, a rollback, devices, a
+ * version): `key(what)` is the Idempotency-Key to send, the same for every attempt at the same
+ * `what` (so a retry after a lost answer, or a second click, is answered with the first result
+ * instead of running twice) and a new one when `what` changes or after `done()`.
+ */
+export function submission() {
+  let key = null;
+  let sent = null;
+  return {
+    key(what) {
+      const s = JSON.stringify(what ?? null);
+      if (key === null || s !== sent) {
+        key = newKey();
+        sent = s;
+      }
+      return key;
+    },
+    done() {
+      key = null;
+      sent = null;
+    },
+  };
+}
+
 /** `/a/b` from segments, each URI-encoded. */
 export function path(...parts) {
   return '/' + parts.map((p) => encodeURIComponent(String(p))).join('/');
@@ -105,13 +139,15 @@ export function query(params) {
  * Uploads `file` as version `version` of `model`, reporting progress as `onProgress(loaded,
  * total)`. The raw file is the body, or, when `io` (an IO-bindings JSON file) is given, a
  * multipart form with parts `pack` and `io`. XMLHttpRequest because fetch cannot report upload
- * progress. Returns `{ promise, abort }`.
+ * progress. `idempotencyKey` is sent as `Idempotency-Key` (see `submission`). Returns
+ * `{ promise, abort }`.
  */
-export function upload(model, version, file, io, onProgress) {
+export function upload(model, version, file, io, onProgress, idempotencyKey) {
   const xhr = new XMLHttpRequest();
   const promise = new Promise((resolve, reject) => {
     xhr.open('POST', API + path('models', model, 'versions', version));
     xhr.setRequestHeader('Authorization', `Bearer ${token()}`);
+    if (idempotencyKey) xhr.setRequestHeader('Idempotency-Key', idempotencyKey);
     xhr.setRequestHeader('Accept', 'application/json');
     xhr.responseType = 'text';
     xhr.upload.addEventListener('progress', (e) => {

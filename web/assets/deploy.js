@@ -121,6 +121,8 @@ export async function renderDeploy(main, _args, ctx) {
     status,
   );
 
+  // A second click or a retry after a lost answer must not make a second deployment.
+  const submitting = api.submission();
   form.addEventListener('submit', async (e) => {
     e.preventDefault();
     const body = { model: model.value, version: version.value };
@@ -168,7 +170,8 @@ export async function renderDeploy(main, _args, ctx) {
     });
     if (!ok) return;
     try {
-      const d = await api.post('/deployments', body);
+      const d = await api.post('/deployments', body, { idempotencyKey: submitting.key(body) });
+      submitting.done();
       location.hash = route('deployments', d.id);
     } catch (err) {
       replace(status, errorBox(err));

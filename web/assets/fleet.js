@@ -276,6 +276,8 @@ async function renderRollback(section, groups, wantGroup, focus) {
     h('div', { class: 'actions' }, h('button', { type: 'submit', class: 'danger' }, 'Roll back…')),
     status,
   );
+  // A second click or a retry after a lost answer must not roll back twice.
+  const rollingBack = api.submission();
   form.addEventListener('submit', async (e) => {
     e.preventDefault();
     const body = { model: model.value, version: version.value };
@@ -305,7 +307,10 @@ async function renderRollback(section, groups, wantGroup, focus) {
     });
     if (!ok) return;
     try {
-      const d = await api.post(api.path('groups', group.value, 'rollback'), body);
+      const d = await api.post(api.path('groups', group.value, 'rollback'), body, {
+        idempotencyKey: rollingBack.key([group.value, body]),
+      });
+      rollingBack.done();
       toast(`Rollback of ${group.value} started as deployment #${d.id} (sequence ${d.sequence})${d.deployments.length > 1 ? ` and ${plural(d.deployments.length - 1, 'more')}` : ''}.`);
       location.hash = route('deployments', d.id);
     } catch (err) {
@@ -338,6 +343,8 @@ function registerForm(onDone) {
     h('div', { class: 'actions' }, h('button', { type: 'submit', class: 'primary' }, 'Register')),
     status,
   );
+  // A retry after a lost answer gets the devices (and tokens) of the first attempt back.
+  const registering = api.submission();
   form.addEventListener('submit', async (e) => {
     e.preventDefault();
     const devices = lines.value
@@ -353,7 +360,8 @@ function registerForm(onDone) {
         hw_class: Number(hwClass.value) || 1,
       }));
     try {
-      const created = await api.post('/devices', { devices });
+      const created = await api.post('/devices', { devices }, { idempotencyKey: registering.key(devices) });
+      registering.done();
       replace(status);
       await showTokens(created);
       lines.value = '';

@@ -108,6 +108,9 @@ export function uploadPanel(model, onUploaded) {
     status,
   );
 
+  // Retrying the same file as the same version after a lost answer gets the stored version's
+  // answer back, not a 409 for the version the first attempt stored.
+  const uploading = api.submission();
   form.addEventListener('submit', async (e) => {
     e.preventDefault();
     if (!file) {
@@ -121,11 +124,20 @@ export function uploadPanel(model, onUploaded) {
     progress.value = 0;
     progressText.textContent = '0%';
     replace(status, h('p', {}, `Uploading ${file.name}…`));
-    inFlight = api.upload(model.name, v, file, ioField.hidden ? null : io, (loaded, total) => {
-      const pct = total ? Math.round((loaded / total) * 100) : 0;
-      progress.value = pct;
-      progressText.textContent = `${pct}%`;
-    });
+    const ioFile = ioField.hidden ? null : io;
+    const what = [model.name, v, file.name, file.size, file.lastModified, ioFile?.name, ioFile?.size];
+    inFlight = api.upload(
+      model.name,
+      v,
+      file,
+      ioFile,
+      (loaded, total) => {
+        const pct = total ? Math.round((loaded / total) * 100) : 0;
+        progress.value = pct;
+        progressText.textContent = `${pct}%`;
+      },
+      uploading.key(what),
+    );
     try {
       const detail = await inFlight.promise;
       progress.value = 100;
@@ -151,6 +163,7 @@ export function uploadPanel(model, onUploaded) {
           : null,
       );
       toast(`Uploaded ${detail.model} ${detail.version}${detail.identical_to?.length ? ` (identical to ${detail.identical_to.join(', ')})` : ''}.`);
+      uploading.done();
       model.latest_version = detail.version;
       version.value = nextVersion(detail.version);
       clearChoice();

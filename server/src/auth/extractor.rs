@@ -13,59 +13,12 @@ use std::net::SocketAddr;
 use axum::extract::{ConnectInfo, FromRequestParts};
 use axum::http::header::AUTHORIZATION;
 use axum::http::request::Parts;
-use serde::Serialize;
-use utoipa::ToSchema;
 
 use super::guard::Kind;
+use super::operator::{Admin, Operator, Role};
 use super::token::{self, MAX_TOKEN_CHARS};
-use crate::error::ApiError;
+use crate::http::error::ApiError;
 use crate::state::AppState;
-
-/// What a token may do.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize, ToSchema)]
-#[serde(rename_all = "lowercase")]
-pub enum Role {
-    /// Everything, including tokens and signing keys.
-    Admin,
-    /// Models, versions and deployments.
-    Operator,
-}
-
-impl Role {
-    /// The database spelling.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Role::Admin => "admin",
-            Role::Operator => "operator",
-        }
-    }
-
-    /// From the database spelling; anything unknown is the lesser role.
-    pub fn from_db(s: &str) -> Self {
-        if s == "admin" {
-            Role::Admin
-        } else {
-            Role::Operator
-        }
-    }
-}
-
-/// The authenticated caller of an operator route.
-#[derive(Debug, Clone)]
-pub struct Operator {
-    /// `tokens.id`.
-    pub token_id: i64,
-    /// The token's name, as the audit log shows it.
-    pub name: String,
-    /// What it may do.
-    pub role: Role,
-}
-
-/// The authenticated caller of an admin-only route: an [`Operator`] whose role is admin. As an
-/// extractor it runs before the body extractor, so an operator-role token gets 403 whatever it
-/// sent, never a 422 about a body it may not send at all.
-#[derive(Debug, Clone)]
-pub struct Admin(pub Operator);
 
 impl FromRequestParts<AppState> for Admin {
     type Rejection = ApiError;
@@ -124,9 +77,9 @@ pub(crate) fn bearer(parts: &Parts) -> Option<&str> {
 
 /// The token in one raw `Authorization` value, `Bearer <token>`: the rule [`bearer`] applies,
 /// on bytes, which the device lane applies to the raw header. A value that is not text
-/// (`HeaderValue::to_str`'s rule, [`crate::header_text`]) has no token.
+/// (`HeaderValue::to_str`'s rule, [`crate::http::header_text`]) has no token.
 pub(crate) fn bearer_token(value: &[u8]) -> Option<&[u8]> {
-    if !crate::header_text::is_text(value) {
+    if !crate::http::header_text::is_text(value) {
         return None;
     }
     let space = value.iter().position(|&b| b == b' ')?;

@@ -22,12 +22,12 @@
 //! [`MAX_PEERS`] peers are tracked; when that many are failing at once, a new peer is answered
 //! 401 without being tracked (and logged through one shared, equally rate-limited line).
 use std::collections::HashMap;
-use std::net::{IpAddr, Ipv6Addr, SocketAddr};
+use std::net::{IpAddr, SocketAddr};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use crate::error::ApiError;
-use crate::metrics::Metrics;
+use crate::http::error::ApiError;
+use crate::ops::metrics::Metrics;
 
 /// Default for `--auth-failure-burst`.
 pub const DEFAULT_BURST: u32 = 30;
@@ -43,7 +43,7 @@ pub const MAX_PEERS: usize = 4096;
 pub enum Kind {
     /// An operator route (`crate::auth::Operator`).
     Operator,
-    /// A device route (`crate::fleet::device_auth::Device`).
+    /// A device route (`crate::device::auth::Device`).
     Device,
 }
 
@@ -231,13 +231,7 @@ impl Guard {
 
 /// The throttle's key for `ip`: the address itself for IPv4, its /64 for IPv6.
 fn key(ip: IpAddr) -> IpAddr {
-    match ip.to_canonical() {
-        IpAddr::V4(v4) => IpAddr::V4(v4),
-        IpAddr::V6(v6) => {
-            let s = v6.segments();
-            IpAddr::V6(Ipv6Addr::new(s[0], s[1], s[2], s[3], 0, 0, 0, 0))
-        }
-    }
+    crate::peer::key(ip)
 }
 
 #[cfg(test)]

@@ -11,10 +11,11 @@
 //!   and (later) deployments.
 mod extractor;
 pub mod guard;
+mod operator;
 mod routes;
 pub mod token;
 
-pub use extractor::{Admin, Operator, Role};
 pub(crate) use extractor::{bearer, bearer_token, peer};
+pub use operator::{Admin, Operator, Role};
 pub use routes::{TokenCreated, TokenInfo, router};
 pub use token::bootstrap;

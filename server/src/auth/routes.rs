@@ -8,10 +8,10 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use super::{Admin, Role, token};
-use crate::audit;
-use crate::error::{ApiError, ErrorBody};
-use crate::extract::{Json, Path};
+use crate::http::error::{ApiError, ErrorBody};
+use crate::http::extract::{Json, Path};
 use crate::names;
+use crate::ops::audit;
 use crate::state::AppState;
 use crate::time::{now_ms, rfc3339};
 

@@ -76,7 +76,7 @@ pub async fn bootstrap(db: &Db, supplied: Option<&str>) -> Result<Bootstrap, Boo
     .bind(now)
     .fetch_one(&mut *tx)
     .await?;
-    crate::audit::record_system(
+    crate::ops::audit::record_system(
         &mut tx,
         "token.create",
         &format!("tokens/{id}"),

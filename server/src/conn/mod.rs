@@ -6,7 +6,8 @@
 //! | header read          | `--header-timeout`  | 30 s    | headers sent a byte at a time; hyper starts this clock when a connection begins waiting for a request, so it is also the **keep-alive idle** limit |
 //! | idle connection      | `--idle-timeout`    | 60 s    | a connection on which no byte moves either way while no request is being handled: a client that stopped reading a response (a slow-read attack) or went silent |
 //! | request body rate    | `--body-min-rate`   | 512 B/s | a body trickled in (one byte every 5 s): see `body_rate.rs` |
-//! | connections in flight | `--max-connections` | 4096   | descriptor exhaustion: one more is answered 503 and closed |
+//! | connections in flight | `--max-connections` | 4096   | descriptor exhaustion: one more closes the connection idle the longest, or is answered 503 when none is idle ([`table`]) |
+//! | connections per peer | `--max-connections-per-peer` | 64 | one address holding every permit: its 65th closes its own oldest idle one, or is answered 503 ([`table`]) |
 //! | open files           | (process)           | hard limit | at start the soft `RLIMIT_NOFILE` is raised to the hard one, and `--max-connections` is lowered to fit under it |
 //!
 //! None of them cuts off a slow but live transfer: a 2G (GPRS, ~5 kB/s) modem downloading a
@@ -16,10 +17,11 @@
 //! Every connection starts in the device lane ([`lane`]), which answers manifest polls and pack
 //! downloads itself; at the first request it does not answer, hyper and the router take the
 //! connection over for good ([`rewind`]).
-mod lane;
-mod rewind;
-mod timer;
-mod wire;
+pub(crate) mod activity;
+pub(crate) mod rewind;
+pub mod table;
+pub(crate) mod timer;
+pub(crate) mod wire;
 
 use std::convert::Infallible;
 use std::future::Future;
@@ -27,19 +29,23 @@ use std::io;
 use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::Ordering;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpListener;
-use tokio::time::Instant;
 
+use crate::device::lane;
+use crate::peer::TrustedProxies;
 use crate::state::AppState;
+use activity::{Activity, Answering, Watched};
 
 /// Descriptors kept for everything that is not a connection: the database and its WAL, pack
 /// files being read, staged uploads, the listener.
 pub const RESERVED_FDS: u64 = 128;
+
+/// Connections the `--admin-listen` address holds at once (its own, beside `--max-connections`).
+pub const ADMIN_CONNECTIONS: usize = 256;
 
 /// Per-connection limits of the accept loop.
 #[derive(Debug, Clone, Copy)]
@@ -48,8 +54,6 @@ pub struct Limits {
     pub header_timeout: Duration,
     /// `--idle-timeout`.
     pub idle_timeout: Duration,
-    /// `--max-connections`, after [`fit_connections`].
-    pub max_connections: usize,
 }
 
 /// Raises the soft `RLIMIT_NOFILE` to the hard one (systemd starts services with a soft limit of
@@ -96,10 +100,22 @@ pub fn fit_connections(wanted: usize, nofile: u64) -> usize {
     fitted
 }
 
-/// What a connection beyond `--max-connections` is told before it is closed.
-const BUSY_RESPONSE: &[u8] = b"HTTP/1.1 503 Service Unavailable\r\n\
+/// The most a connection's read buffer grows to (hyper's default is about 400 KiB). An upload's
+/// body passes through it on its way to disk; 64 uploads at once held 25 MiB in these buffers
+/// at the default. 64 KiB still reads a fast upload in large steps, and holds any request head
+/// the router takes.
+const READ_BUFFER_MAX: usize = 64 * 1024;
+
+/// What a connection is told before it is closed when there is no room for it: the server holds
+/// `--max-connections` and none is idle.
+const FULL_RESPONSE: &[u8] = b"HTTP/1.1 503 Service Unavailable\r\n\
 content-type: application/json\r\nretry-after: 1\r\nconnection: close\r\ncontent-length: 71\r\n\r\n\
 {\"error\":\"unavailable\",\"detail\":\"too many connections; retry shortly\"}\n";
+
+/// The same when its own address holds `--max-connections-per-peer`, all of them answering.
+const PEER_RESPONSE: &[u8] = b"HTTP/1.1 503 Service Unavailable\r\n\
+content-type: application/json\r\nretry-after: 1\r\nconnection: close\r\ncontent-length: 118\r\n\r\n\
+{\"error\":\"unavailable\",\"detail\":\"too many connections from this address (--max-connections-per-peer); retry shortly\"}\n";
 
 /// The accept loop: every connection gets the limits of [`Limits`] and holds one of
 /// `max_connections` permits; a connection that finds none is answered 503 and closed, so the
@@ -111,9 +127,10 @@ pub async fn serve(
     router: axum::Router,
     state: AppState,
     limits: Limits,
+    table: Arc<table::Table>,
+    trusted: Arc<TrustedProxies>,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> io::Result<()> {
-    let permits = Arc::new(tokio::sync::Semaphore::new(limits.max_connections));
     let lane = Arc::new(lane::Lane::new(Arc::new(state), limits.header_timeout));
     // Every connection holds a receiver; a stop is a send, and it is over once all are dropped.
     let (stop, _) = tokio::sync::watch::channel(());
@@ -121,6 +138,7 @@ pub async fn serve(
     builder
         .timer(hyper_util::rt::TokioTimer::new())
         .header_read_timeout(limits.header_timeout)
+        .max_buf_size(READ_BUFFER_MAX)
         .keep_alive(true);
     let mut shutdown = std::pin::pin!(shutdown);
     loop {
@@ -141,15 +159,19 @@ pub async fn serve(
         if let Err(e) = stream.set_nodelay(true) {
             tracing::debug!(%peer, error = %e, "TCP_NODELAY");
         }
-        let Ok(permit) = Arc::clone(&permits).try_acquire_owned() else {
-            tracing::warn!(%peer, max = limits.max_connections, "connection refused: too many in flight");
-            tokio::spawn(refuse_busy(stream));
-            continue;
-        };
         let activity = Arc::new(Activity::new());
+        let slot = match table.admit(peer.ip(), Arc::clone(&activity)) {
+            Ok(slot) => slot,
+            Err(refused) => {
+                tracing::debug!(%peer, reason = refused.label(), "connection refused: no room");
+                tokio::spawn(refuse_busy(stream, refused));
+                continue;
+            }
+        };
         let tracked = Tracked {
             router: router.clone(),
             peer,
+            trusted: Arc::clone(&trusted),
             activity: Arc::clone(&activity),
         };
         let io = Watched {
@@ -187,8 +209,11 @@ pub async fn serve(
                 () = activity.idle_for(idle) => {
                     tracing::debug!(%peer, "idle connection closed");
                 }
+                () = slot.shed() => {
+                    tracing::debug!(%peer, "idle connection closed to make room for another");
+                }
             }
-            drop(permit);
+            drop(slot);
         });
     }
     drop(listener);
@@ -198,130 +223,43 @@ pub async fn serve(
     Ok(())
 }
 
-/// When a connection last moved a byte, and how many of its requests are being handled.
-#[derive(Debug)]
-struct Activity {
-    start: Instant,
-    /// Milliseconds since `start` of the last byte read or written.
-    last_ms: AtomicU64,
-    /// Requests whose handler has not produced a response head yet.
-    handling: AtomicUsize,
-}
-
-impl Activity {
-    fn new() -> Self {
-        Self {
-            start: Instant::now(),
-            last_ms: AtomicU64::new(0),
-            handling: AtomicUsize::new(0),
-        }
-    }
-
-    fn touch(&self) {
-        self.touch_at(Instant::now());
-    }
-
-    /// [`Self::touch`] with a time the caller read already (the device lane reads the clock
-    /// once a request). A touch in the millisecond already recorded is one load.
-    fn touch_at(&self, at: Instant) {
-        let ms =
-            u64::try_from(at.saturating_duration_since(self.start).as_millis()).unwrap_or(u64::MAX);
-        if ms > self.last_ms.load(Ordering::Relaxed) {
-            self.last_ms.fetch_max(ms, Ordering::Relaxed);
-        }
-    }
-
-    /// Resolves once no byte has moved for `idle` while no request was being handled. A handler
-    /// that takes long (waiting for the write lock, validating a large upload) is never cut off:
-    /// its client is waiting for an answer, not idling.
-    async fn idle_for(&self, idle: Duration) {
-        let sleep = tokio::time::sleep_until(self.start + idle);
-        let sleep = std::pin::pin!(sleep);
-        let mut timer = timer::Deadline::new(sleep);
-        loop {
-            timer.fired().await;
-            let now = Instant::now();
-            let last = self.start + Duration::from_millis(self.last_ms.load(Ordering::Relaxed));
-            let deadline = last + idle;
-            if now < deadline {
-                timer.reset(deadline);
-                continue;
-            }
-            if self.handling.load(Ordering::Relaxed) == 0 {
-                return;
-            }
-            timer.reset(now + idle);
-        }
-    }
-}
-
-/// The connection's socket, noting every byte that moves.
-struct Watched {
-    inner: tokio::net::TcpStream,
-    activity: Arc<Activity>,
-}
-
-impl AsyncRead for Watched {
-    fn poll_read(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &mut ReadBuf<'_>,
-    ) -> Poll<io::Result<()>> {
-        let before = buf.filled().len();
-        let polled = Pin::new(&mut self.inner).poll_read(cx, buf);
-        if matches!(polled, Poll::Ready(Ok(()))) && buf.filled().len() > before {
-            self.activity.touch();
-        }
-        polled
-    }
-}
-
-impl AsyncWrite for Watched {
-    fn poll_write(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &[u8],
-    ) -> Poll<io::Result<usize>> {
-        let polled = Pin::new(&mut self.inner).poll_write(cx, buf);
-        if matches!(polled, Poll::Ready(Ok(n)) if n > 0) {
-            self.activity.touch();
-        }
-        polled
-    }
-
-    fn poll_write_vectored(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        bufs: &[io::IoSlice<'_>],
-    ) -> Poll<io::Result<usize>> {
-        let polled = Pin::new(&mut self.inner).poll_write_vectored(cx, bufs);
-        if matches!(polled, Poll::Ready(Ok(n)) if n > 0) {
-            self.activity.touch();
-        }
-        polled
-    }
-
-    fn is_write_vectored(&self) -> bool {
-        self.inner.is_write_vectored()
-    }
-
-    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.inner).poll_flush(cx)
-    }
-
-    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.inner).poll_shutdown(cx)
-    }
-}
-
-/// The router, with the connection's peer address put into every request as
-/// `ConnectInfo<SocketAddr>` (what `axum::serve` does), and each request counted as being
-/// handled until its response head is ready.
+/// The router, with the request's client address put into every request as
+/// `ConnectInfo<SocketAddr>` (what `axum::serve` does with the TCP peer; here the client a
+/// trusted proxy names, `crate::peer`), and each request counted as being handled until its
+/// response head is ready and as being answered until its body's last byte is sent.
 #[derive(Clone)]
 struct Tracked {
     router: axum::Router,
     peer: SocketAddr,
+    trusted: Arc<TrustedProxies>,
     activity: Arc<Activity>,
+}
+
+/// A response body that keeps its request counted as being answered until it is sent (hyper
+/// drops the body after its last frame, or when the connection dies).
+struct AnsweringBody {
+    body: axum::body::Body,
+    _answering: Answering,
+}
+
+impl http_body::Body for AnsweringBody {
+    type Data = bytes::Bytes;
+    type Error = axum::Error;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<http_body::Frame<Self::Data>, Self::Error>>> {
+        Pin::new(&mut self.get_mut().body).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        self.body.size_hint()
+    }
 }
 
 /// Decrements [`Activity::handling`] when the request's future ends, however it ends.
@@ -357,24 +295,37 @@ where
     fn call(&mut self, mut request: axum::http::Request<B>) -> Self::Future {
         self.activity.handling.fetch_add(1, Ordering::Relaxed);
         let handling = Handling(Arc::clone(&self.activity));
+        let answering = Answering::new(&self.activity);
+        let client = self.trusted.client(self.peer, request.headers());
         request
             .extensions_mut()
-            .insert(axum::extract::ConnectInfo(self.peer));
+            .insert(axum::extract::ConnectInfo(client));
         let future = self.router.call(request);
         Box::pin(async move {
             let response = future.await;
             drop(handling);
-            response
+            response.map(|response| {
+                response.map(|body| {
+                    axum::body::Body::new(AnsweringBody {
+                        body,
+                        _answering: answering,
+                    })
+                })
+            })
         })
     }
 }
 
-/// Writes [`BUSY_RESPONSE`] (bounded by a second, so a client that does not read cannot hold the
+/// Writes the 503 for `why` (bounded by a second, so a client that does not read cannot hold the
 /// socket) and closes.
-async fn refuse_busy(mut stream: tokio::net::TcpStream) {
+async fn refuse_busy(mut stream: tokio::net::TcpStream, why: table::Refused) {
     use tokio::io::AsyncWriteExt as _;
+    let response = match why {
+        table::Refused::Full => FULL_RESPONSE,
+        table::Refused::Peer => PEER_RESPONSE,
+    };
     let write = async {
-        stream.write_all(BUSY_RESPONSE).await?;
+        stream.write_all(response).await?;
         stream.shutdown().await
     };
     let _ = tokio::time::timeout(Duration::from_secs(1), write).await;

@@ -7,14 +7,14 @@ use std::task::{Context, Poll};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
 /// `inner`, with `unread` in front of whatever it reads next.
-pub(super) struct Rewind<T> {
+pub(crate) struct Rewind<T> {
     unread: Vec<u8>,
     at: usize,
     inner: T,
 }
 
 impl<T> Rewind<T> {
-    pub(super) fn new(unread: Vec<u8>, inner: T) -> Self {
+    pub(crate) fn new(unread: Vec<u8>, inner: T) -> Self {
         Self {
             unread,
             at: 0,

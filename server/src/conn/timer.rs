@@ -18,14 +18,14 @@ use std::task::{Context, Poll};
 use tokio::time::{Instant, Sleep};
 
 /// A `Sleep` polled once per reset (see the module).
-pub(super) struct Deadline<'s> {
+pub(crate) struct Deadline<'s> {
     sleep: Pin<&'s mut Sleep>,
     /// The `Sleep` was polled since its last reset and said pending: its waker is registered.
     registered: bool,
 }
 
 impl<'s> Deadline<'s> {
-    pub(super) fn new(sleep: Pin<&'s mut Sleep>) -> Self {
+    pub(crate) fn new(sleep: Pin<&'s mut Sleep>) -> Self {
         Self {
             sleep,
             registered: false,
@@ -33,13 +33,13 @@ impl<'s> Deadline<'s> {
     }
 
     /// Moves the deadline to `at`.
-    pub(super) fn reset(&mut self, at: Instant) {
+    pub(crate) fn reset(&mut self, at: Instant) {
         self.sleep.as_mut().reset(at);
         self.registered = false;
     }
 
     /// Ready once the deadline has passed.
-    pub(super) fn fired(&mut self) -> impl Future<Output = ()> + '_ {
+    pub(crate) fn fired(&mut self) -> impl Future<Output = ()> + '_ {
         std::future::poll_fn(|cx| self.poll_fired(cx))
     }
 

@@ -25,13 +25,13 @@ thread_local! {
 }
 
 /// A response head being written into `out` (which it clears first).
-pub(super) struct Head<'o> {
+pub(crate) struct Head<'o> {
     out: &'o mut Vec<u8>,
 }
 
 impl<'o> Head<'o> {
     /// Starts a head with `status_line` (`b"200 OK"`).
-    pub(super) fn new(out: &'o mut Vec<u8>, status_line: &[u8]) -> Self {
+    pub(crate) fn new(out: &'o mut Vec<u8>, status_line: &[u8]) -> Self {
         out.clear();
         out.extend_from_slice(b"HTTP/1.1 ");
         out.extend_from_slice(status_line);
@@ -40,14 +40,14 @@ impl<'o> Head<'o> {
     }
 
     /// Starts a head with `start`: a status line and headers written by [`Self::new`] before.
-    pub(super) fn resume(out: &'o mut Vec<u8>, start: &[u8]) -> Self {
+    pub(crate) fn resume(out: &'o mut Vec<u8>, start: &[u8]) -> Self {
         out.clear();
         out.extend_from_slice(start);
         Self { out }
     }
 
     /// One header; `value` is a header value already (from a `HeaderValue` or a constant).
-    pub(super) fn header(self, name: &[u8], value: &[u8]) -> Self {
+    pub(crate) fn header(self, name: &[u8], value: &[u8]) -> Self {
         self.out.extend_from_slice(name);
         self.out.extend_from_slice(b": ");
         self.out.extend_from_slice(value);
@@ -56,7 +56,7 @@ impl<'o> Head<'o> {
     }
 
     /// One header whose value is a number.
-    pub(super) fn number(self, name: &[u8], value: u64) -> Self {
+    pub(crate) fn number(self, name: &[u8], value: u64) -> Self {
         self.out.extend_from_slice(name);
         self.out.extend_from_slice(b": ");
         // Formatting into a Vec with room to spare does not allocate.
@@ -65,14 +65,14 @@ impl<'o> Head<'o> {
     }
 
     /// `content-range: bytes START-END/LEN`.
-    pub(super) fn content_range(self, start: u64, end: u64, len: u64) -> Self {
+    pub(crate) fn content_range(self, start: u64, end: u64, len: u64) -> Self {
         let _ = write!(self.out, "content-range: bytes {start}-{end}/{len}\r\n");
         self
     }
 
     /// Ends the head with `date` for `now` (and `connection: close` if `close`), then appends
     /// `body`.
-    pub(super) fn finish(self, close: bool, now: SystemTime, body: &[u8]) {
+    pub(crate) fn finish(self, close: bool, now: SystemTime, body: &[u8]) {
         self.out.extend_from_slice(b"date: ");
         self.out.extend_from_slice(&date(now));
         if close {

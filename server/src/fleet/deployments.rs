@@ -15,14 +15,14 @@ use utoipa::{IntoParams, ToSchema};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use super::poll_cache::{TargetRow, targets};
 use super::rollout::{self, Decision, DeviceState, Progress, Rollout};
 use super::targeting::{self, DeploymentDevice, Plan, Reported};
-use crate::audit;
 use crate::auth::Operator;
 use crate::db::Conn;
-use crate::error::{ApiError, ErrorBody};
-use crate::extract::{Json, Path, Query};
+use crate::device::targets::{TargetRow, targets};
+use crate::http::error::{ApiError, ErrorBody};
+use crate::http::extract::{Json, Path, Query};
+use crate::ops::audit;
 use crate::state::AppState;
 use crate::time::{now_ms, rfc3339};
 
@@ -369,7 +369,7 @@ pub(crate) async fn create(
 ) -> Result<Deployment, ApiError> {
     rollout.check()?;
     if let Some(g) = &target.group {
-        super::devices::check_field("group", g)?;
+        super::device_info::check_field("group", g)?;
     }
     let serial = state.write_lock.lock().await;
     let mut tx = crate::db::begin_write(&state.db).await?;
@@ -467,10 +467,10 @@ pub(crate) async fn create(
         }),
     )
     .await?;
-    let committed = super::bump_generation(&mut tx).await?;
+    let committed = crate::device::generation::bump_generation(&mut tx).await?;
     tx.commit().await?;
     drop(serial);
-    super::refresh(state, committed).await;
+    crate::fleet::change::refresh(state, committed).await;
     load(&mut *state.db.acquire().await?, id).await
 }
 
@@ -843,10 +843,10 @@ async fn transition(
     if to == "active" {
         evaluate_in(&mut tx, id).await?;
     }
-    let committed = super::bump_generation(&mut tx).await?;
+    let committed = crate::device::generation::bump_generation(&mut tx).await?;
     tx.commit().await?;
     drop(serial);
-    super::refresh(state, committed).await;
+    crate::fleet::change::refresh(state, committed).await;
     Ok(JsonResponse(
         load(&mut *state.db.acquire().await?, id).await?,
     ))

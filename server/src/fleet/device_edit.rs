@@ -9,12 +9,12 @@ use npub_core::Accel;
 use serde::Deserialize;
 use utoipa::ToSchema;
 
-use super::device_auth;
-use super::devices::{DeviceCreated, DeviceInfo, MAX_FIELD_BYTES, check_field, load_info};
-use crate::audit;
+use super::device_info::{DeviceCreated, DeviceInfo, MAX_FIELD_BYTES, check_field, load_info};
 use crate::auth::{Operator, token};
-use crate::error::{ApiError, ErrorBody};
-use crate::extract::{Json, Path};
+use crate::device::auth as device_auth;
+use crate::http::error::{ApiError, ErrorBody};
+use crate::http::extract::{Json, Path};
+use crate::ops::audit;
 use crate::state::AppState;
 
 /// `PATCH /api/v1/devices/{id}` body: the fields to change; absent fields stay.
@@ -131,10 +131,10 @@ pub(super) async fn patch_device(
         serde_json::Value::Object(changes),
     )
     .await?;
-    let committed = super::bump_generation(&mut tx).await?;
+    let committed = crate::device::generation::bump_generation(&mut tx).await?;
     tx.commit().await?;
     drop(serial);
-    super::refresh(&state, committed).await;
+    crate::fleet::change::refresh(&state, committed).await;
     Ok(JsonResponse(after))
 }
 
@@ -183,10 +183,10 @@ pub(super) async fn new_token(
         serde_json::json!({}),
     )
     .await?;
-    let committed = super::bump_generation(&mut tx).await?;
+    let committed = crate::device::generation::bump_generation(&mut tx).await?;
     tx.commit().await?;
     drop(serial);
-    super::refresh(&state, committed).await;
+    crate::fleet::change::refresh(&state, committed).await;
     Ok(JsonResponse(DeviceCreated {
         device,
         token: secret,

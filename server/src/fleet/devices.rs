@@ -10,19 +10,20 @@ use utoipa::{IntoParams, ToSchema};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use super::device_auth;
+use super::device_info::{
+    DeviceCreated, DeviceInfo, DeviceRow, MAX_FIELD_BYTES, check_field, load_info, select_device,
+};
 use super::history::{self, History, HistoryQuery};
-use crate::audit;
 use crate::auth::{Operator, token};
-use crate::error::{ApiError, ErrorBody};
-use crate::extract::{Json, Path, Query};
+use crate::device::auth as device_auth;
+use crate::http::error::{ApiError, ErrorBody};
+use crate::http::extract::{Json, Path, Query};
+use crate::ops::audit;
 use crate::state::AppState;
 use crate::time::{now_ms, rfc3339};
 
 /// Most devices in one provisioning request: bounds the transaction and the response.
 pub const MAX_BATCH: usize = 1000;
-/// Longest device id, name, group or tag, in bytes.
-pub const MAX_FIELD_BYTES: usize = 128;
 /// The group a device joins when none is given.
 pub const DEFAULT_GROUP: &str = "default";
 
@@ -38,7 +39,7 @@ pub struct NewDevice {
     /// Hardware class (manifests are signed per class); default 1 (RA8P1 boards).
     #[serde(
         default = "default_hw_class",
-        deserialize_with = "crate::extract::integral"
+        deserialize_with = "crate::http::extract::integral"
     )]
     pub hw_class: u32,
     /// The device's NPU configuration, e.g. `ethos-u55-256`.
@@ -68,53 +69,6 @@ pub enum Provision {
     One(NewDevice),
 }
 
-/// A device, as listed.
-#[derive(Debug, Serialize, ToSchema)]
-pub struct DeviceInfo {
-    /// Its id.
-    pub id: String,
-    /// Its label.
-    pub name: String,
-    /// Hardware class.
-    pub hw_class: u32,
-    /// NPU configuration, e.g. `ethos-u55-256`.
-    pub accelerator: String,
-    /// Group.
-    pub group: String,
-    /// Tags.
-    pub tags: Vec<String>,
-    /// `revoked`, `new` (never reported), or the state it last reported.
-    pub status: String,
-    /// RFC 3339; absent until it first polled (written in batches, so up to a flush interval old).
-    pub last_seen: Option<String>,
-    /// Model of the pack it last reported installed.
-    pub current_model: Option<String>,
-    /// Version of that pack.
-    pub current_version: Option<String>,
-    /// Sequence of the deployment it last reported installed (0: none).
-    pub current_sequence: i64,
-    /// Last reported state.
-    pub last_state: Option<String>,
-    /// Reason given with the last report.
-    pub last_reason: Option<String>,
-    /// RFC 3339 of the last report.
-    pub last_status_at: Option<String>,
-    /// RFC 3339.
-    pub created_at: String,
-    /// RFC 3339, when revoked.
-    pub revoked_at: Option<String>,
-}
-
-/// A provisioned device: the only response that carries its token.
-#[derive(Debug, Serialize, ToSchema)]
-pub struct DeviceCreated {
-    /// The device.
-    #[serde(flatten)]
-    pub device: DeviceInfo,
-    /// Its token, for `Authorization: Bearer` on the device API. Shown once.
-    pub token: String,
-}
-
 /// `GET /api/v1/devices` query.
 #[derive(Debug, Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
@@ -137,22 +91,6 @@ pub fn router() -> OpenApiRouter<AppState> {
         ))
         .routes(routes!(revoke_device))
         .routes(routes!(super::device_edit::new_token))
-}
-
-pub(crate) fn check_field(field: &str, value: &str) -> Result<(), ApiError> {
-    let ok = !value.is_empty()
-        && value.len() <= MAX_FIELD_BYTES
-        && value
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | ':'));
-    if ok {
-        Ok(())
-    } else {
-        Err(ApiError::invalid(format!(
-            "{field}: 1..={MAX_FIELD_BYTES} characters of letters, digits, '-', '_', '.', ':' \
-             expected, got {value:?}"
-        )))
-    }
 }
 
 /// Provisions devices; returns each one's token, once.
@@ -237,7 +175,7 @@ async fn provision(
             serde_json::json!({"group": group, "hw_class": d.hw_class, "accelerator": accel.name()}),
         )
         .await?;
-        added.push(super::Added {
+        added.push(crate::device::snapshot::Added {
             digest: Sha256::digest(secret.as_bytes()).into(),
             id: d.id.clone(),
             hw_class: d.hw_class,
@@ -266,68 +204,10 @@ async fn provision(
             token: secret,
         });
     }
-    let committed = super::bump_generation(&mut tx).await?;
+    let committed = crate::device::generation::bump_generation(&mut tx).await?;
     tx.commit().await?;
-    super::refresh_provisioned(&state, committed, added).await;
+    crate::fleet::change::refresh_provisioned(&state, committed, added).await;
     Ok((StatusCode::CREATED, JsonResponse(out)))
-}
-
-#[derive(sqlx::FromRow)]
-struct DeviceRow {
-    id: String,
-    name: String,
-    hw_class: i64,
-    accel: i64,
-    grp: String,
-    tags: String,
-    last_seen: Option<i64>,
-    current_sequence: i64,
-    current_model: Option<String>,
-    current_version: Option<String>,
-    last_state: Option<String>,
-    last_reason: Option<String>,
-    last_status_at: Option<i64>,
-    created_at: i64,
-    revoked_at: Option<i64>,
-}
-
-/// The columns of [`DeviceRow`]; a macro so that `concat!` can finish the query.
-macro_rules! select_device {
-    () => {
-        "SELECT d.id, d.name, d.hw_class, d.accel, d.grp, d.tags, d.last_seen, \
-     d.current_sequence, m.name AS current_model, v.version AS current_version, d.last_state, \
-     d.last_reason, d.last_status_at, d.created_at, d.revoked_at \
-     FROM devices d LEFT JOIN versions v ON v.id = d.current_version_id \
-     LEFT JOIN models m ON m.id = v.model_id"
-    };
-}
-
-impl DeviceRow {
-    fn info(self) -> DeviceInfo {
-        let status = if self.revoked_at.is_some() {
-            "revoked".to_owned()
-        } else {
-            self.last_state.clone().unwrap_or_else(|| "new".into())
-        };
-        DeviceInfo {
-            id: self.id,
-            name: self.name,
-            hw_class: self.hw_class as u32,
-            accelerator: Accel::from_word(self.accel as u32).name().to_owned(),
-            group: self.grp,
-            tags: serde_json::from_str(&self.tags).unwrap_or_default(),
-            status,
-            last_seen: self.last_seen.map(rfc3339),
-            current_model: self.current_model,
-            current_version: self.current_version,
-            current_sequence: self.current_sequence,
-            last_state: self.last_state,
-            last_reason: self.last_reason,
-            last_status_at: self.last_status_at.map(rfc3339),
-            created_at: rfc3339(self.created_at),
-            revoked_at: self.revoked_at.map(rfc3339),
-        }
-    }
 }
 
 /// Devices, by id, optionally filtered by group and status.
@@ -357,19 +237,6 @@ async fn list_devices(
             .filter(|d| q.status.as_deref().is_none_or(|s| d.status == s))
             .collect(),
     ))
-}
-
-/// Device `id` as listed, 404 when unknown.
-pub(crate) async fn load_info(
-    conn: &mut crate::db::Conn,
-    id: &str,
-) -> Result<DeviceInfo, ApiError> {
-    let row: Option<DeviceRow> = sqlx::query_as(concat!(select_device!(), " WHERE d.id = $1"))
-        .bind(id)
-        .fetch_optional(&mut *conn)
-        .await?;
-    row.map(DeviceRow::info)
-        .ok_or_else(|| ApiError::NotFound(format!("device {id:?}")))
 }
 
 /// A device with a page of its history.
@@ -468,9 +335,9 @@ async fn revoke(state: &AppState, op: &Operator, id: &str) -> Result<StatusCode,
         serde_json::json!({}),
     )
     .await?;
-    let committed = super::bump_generation(&mut tx).await?;
+    let committed = crate::device::generation::bump_generation(&mut tx).await?;
     tx.commit().await?;
     drop(serial);
-    super::refresh(state, committed).await;
+    crate::fleet::change::refresh(state, committed).await;
     Ok(StatusCode::NO_CONTENT)
 }

@@ -24,8 +24,8 @@ use utoipa_axum::routes;
 use super::deployments::{self, CreateQuery, Deployment, Preview, Target};
 use super::rollout::Rollout;
 use crate::auth::Operator;
-use crate::error::{ApiError, ErrorBody};
-use crate::extract::{Json, Path, Query};
+use crate::http::error::{ApiError, ErrorBody};
+use crate::http::extract::{Json, Path, Query};
 use crate::state::AppState;
 
 /// The word that asks for the version deployed before the current one.

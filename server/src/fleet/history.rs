@@ -13,7 +13,7 @@ use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 
 use crate::db::Conn;
-use crate::error::ApiError;
+use crate::http::error::ApiError;
 use crate::time::rfc3339;
 
 /// Events kept per device; older ones are dropped.

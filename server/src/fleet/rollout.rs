@@ -31,7 +31,7 @@ use sha2::{Digest as _, Sha256};
 use utoipa::ToSchema;
 
 use crate::db::Conn;
-use crate::error::ApiError;
+use crate::http::error::ApiError;
 
 /// Most batches a rollout may have: more would only add waiting, and bounds the progress JSON.
 pub const MAX_BATCHES: usize = 10;
@@ -51,7 +51,7 @@ pub struct Rollout {
     /// Default `[5, 25, 100]`.
     #[serde(
         default = "default_batches",
-        deserialize_with = "crate::extract::integrals"
+        deserialize_with = "crate::http::extract::integrals"
     )]
     pub batches: Vec<u8>,
     /// Share (0..=1) of offered devices that must report success before the next batch opens.

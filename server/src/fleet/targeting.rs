@@ -15,7 +15,7 @@ use utoipa::ToSchema;
 
 use super::rollout::{self, DeviceState};
 use crate::db::Conn;
-use crate::error::ApiError;
+use crate::http::error::ApiError;
 
 /// Why a device of the target does not get (or has not got yet) the deployment.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]

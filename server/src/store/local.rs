@@ -6,10 +6,11 @@
 //!
 //! Two hex digits of fan-out keep directories small at any realistic fleet's model count.
 //!
-//! Durability: the staged file was fsynced before it got here; `put` renames it into place (atomic
-//! on one filesystem: a reader sees the whole pack or no pack) and fsyncs the directory so the new
-//! name survives a power cut. A pack file is never written in place, so there is never a partial
-//! pack under `packs/`.
+//! Durability: the staged file was fsynced before it got here; `put` hard-links it into place
+//! (atomic on one filesystem: a reader sees the whole pack or no pack, and the staged name keeps
+//! the bytes until the upload's row commits) and fsyncs the directory so the new name survives a
+//! power cut. A pack file is never written in place, so there is never a partial pack under
+//! `packs/`.
 use std::fs::{self, File};
 use std::io;
 use std::path::{Path, PathBuf};
@@ -17,7 +18,9 @@ use std::sync::Arc;
 
 use tokio::io::AsyncSeekExt as _;
 
-use super::{Listed, PackDigest, PackReader, PackStore, Put, Sealed, StoreFuture};
+use super::digest::PackDigest;
+use super::pack_store::{Listed, PackReader, PackStore, Put, StoreFuture};
+use super::staging::Sealed;
 
 /// Packs as files under one directory.
 #[derive(Debug, Clone)]
@@ -42,9 +45,10 @@ impl LocalStore {
 }
 
 impl PackStore for LocalStore {
-    fn put(&self, staged: Sealed) -> StoreFuture<'_, Put> {
+    fn put<'a>(&'a self, staged: &'a Sealed) -> StoreFuture<'a, Put> {
         let root = Arc::clone(&self.root);
-        Box::pin(async move { blocking(move || put(&root, staged)).await })
+        let (digest, from) = (staged.digest(), staged.path().to_owned());
+        Box::pin(async move { blocking(move || put(&root, digest, &from)).await })
     }
 
     fn open_from(&self, digest: PackDigest, offset: u64) -> StoreFuture<'_, Option<PackReader>> {
@@ -97,10 +101,15 @@ impl PackStore for LocalStore {
         let root = Arc::clone(&self.root);
         Box::pin(async move { blocking(move || list(&root)).await })
     }
+
+    fn probe(&self) -> StoreFuture<'_, ()> {
+        let root = Arc::clone(&self.root);
+        Box::pin(async move { blocking(move || fs::read_dir(&*root).map(drop)).await })
+    }
 }
 
-fn put(root: &Path, staged: Sealed) -> io::Result<Put> {
-    let (dir, target) = LocalStore::path_of(root, staged.digest());
+fn put(root: &Path, digest: PackDigest, staged: &Path) -> io::Result<Put> {
+    let (dir, target) = LocalStore::path_of(root, digest);
     if !dir.exists() {
         match fs::create_dir(&dir) {
             Ok(()) => File::open(root)?.sync_all()?,
@@ -108,12 +117,12 @@ fn put(root: &Path, staged: Sealed) -> io::Result<Put> {
             Err(e) => return Err(e),
         }
     }
-    if target.exists() {
-        // Same name, same bytes: keep the stored copy; dropping `staged` deletes the new one.
-        return Ok(Put::AlreadyPresent);
+    match fs::hard_link(staged, &target) {
+        Ok(()) => {}
+        // Same name, same bytes: keep the stored copy.
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => return Ok(Put::AlreadyPresent),
+        Err(e) => return Err(e),
     }
-    fs::rename(staged.path(), &target)?;
-    staged.disarm();
     if let Err(e) = File::open(&dir).and_then(|d| d.sync_all()) {
         // The name may not be durable: undo, so that the caller's error means "nothing stored".
         let _ = fs::remove_file(&target);

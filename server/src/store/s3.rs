@@ -35,7 +35,9 @@ use object_store::{
 };
 use tokio::io::AsyncReadExt as _;
 
-use super::{Listed, PackDigest, PackReader, PackStore, Put, Sealed, StoreFuture};
+use super::digest::PackDigest;
+use super::pack_store::{Listed, PackReader, PackStore, Put, StoreFuture};
+use super::staging::Sealed;
 
 /// Largest pack sent in one `PutObject` (held in memory while it goes up); larger ones go as a
 /// multipart upload. Packs are a few MiB at most on an RA8P1's OSPI slot; 8 MiB keeps the
@@ -53,6 +55,8 @@ pub const PRESIGN_TTL: Duration = Duration::from_secs(10 * 60);
 /// the version that names them. An hour is far longer than any put-to-commit window, with room
 /// for clock skew between the bucket and this host.
 pub const ORPHAN_GRACE: Duration = Duration::from_secs(60 * 60);
+/// The key `probe` asks for: never a pack's name (not 64 hex digits).
+const PROBE_KEY: &str = "npub-readiness-probe";
 /// Retries of a failed request (connection refused, 5xx, throttling) before `put`, `open` or
 /// `list` fails; with the default backoff, a dead endpoint fails an upload in about a second.
 /// There is no bound on a whole request (`s3_http` bounds each wait instead): a download streamed
@@ -248,7 +252,7 @@ fn store_error(doing: &str, key: &Path, e: object_store::Error) -> io::Error {
 }
 
 impl PackStore for S3Store {
-    fn put(&self, staged: Sealed) -> StoreFuture<'_, Put> {
+    fn put<'a>(&'a self, staged: &'a Sealed) -> StoreFuture<'a, Put> {
         Box::pin(async move {
             let key = self.key(staged.digest());
             match self.exists(&key).await? {
@@ -259,8 +263,7 @@ impl PackStore for S3Store {
                 ),
                 None => {}
             }
-            self.upload(&key, &staged).await?;
-            // Dropping `staged` removes the local copy: the bucket has it now.
+            self.upload(&key, staged).await?;
             Ok(Put::Created)
         })
     }
@@ -331,6 +334,15 @@ impl PackStore for S3Store {
 
     fn orphan_grace(&self) -> Duration {
         ORPHAN_GRACE
+    }
+
+    fn probe(&self) -> StoreFuture<'_, ()> {
+        Box::pin(async move {
+            // One HEAD of a key that is never a pack: "not found" is an answer, and all a probe
+            // asks for. (A listing could page through every pack.)
+            let key = self.prefix.clone().join(PROBE_KEY);
+            self.exists(&key).await.map(drop)
+        })
     }
 
     fn serve_from_memory(&self) -> bool {

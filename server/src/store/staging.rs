@@ -12,7 +12,10 @@ use sha2::{Digest as _, Sha256};
 use tokio::fs::File;
 use tokio::io::AsyncWriteExt;
 
-use super::PackDigest;
+use super::digest::PackDigest;
+
+/// The most of an upload's bytes held in memory on their way to its staged file.
+const WRITE_BUFFER_MAX: usize = 64 * 1024;
 
 /// The staging directory.
 #[derive(Debug, Clone)]
@@ -50,11 +53,14 @@ impl Staging {
         let path = self
             .dir
             .join(format!("{purpose}-{}", super::digest::to_hex(&nonce)));
-        let file = File::options()
+        let mut file = File::options()
             .write(true)
             .create_new(true)
             .open(&path)
             .await?;
+        // tokio copies each write into a buffer of its own for the blocking thread, by default up
+        // to 2 MiB an upload; a body arrives in far smaller chunks anyway.
+        file.set_max_buf_size(WRITE_BUFFER_MAX);
         Ok(StagedFile {
             guard: RemoveOnDrop(Some(path)),
             file: Some(file),
@@ -126,8 +132,8 @@ fn closed() -> io::Error {
     io::Error::other("staged file already finished")
 }
 
-/// A complete, fsynced staged file with its digest and length. Deleted when dropped unless
-/// [`Sealed::disarm`] says the pack store has moved it away.
+/// A complete, fsynced staged file with its digest and length. Deleted when dropped (a local
+/// store keeps its own hard link to the bytes).
 #[derive(Debug)]
 pub struct Sealed {
     guard: RemoveOnDrop,
@@ -141,7 +147,7 @@ impl Sealed {
         self.guard
             .0
             .as_deref()
-            .expect("a sealed file has a path until handed over")
+            .expect("a sealed file has its path until dropped")
     }
 
     /// SHA-256 of the contents.
@@ -157,11 +163,5 @@ impl Sealed {
     /// True for an empty file.
     pub fn is_empty(&self) -> bool {
         self.len == 0
-    }
-
-    /// Forgets the file: called once it has been renamed away, so that dropping does not delete
-    /// what is now somebody else's file.
-    pub fn disarm(mut self) {
-        self.guard.0 = None;
     }
 }

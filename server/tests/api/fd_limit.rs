@@ -1,7 +1,8 @@
-//! Idle connections cannot take the server off the air (issue #11 point 4): with the soft
-//! `RLIMIT_NOFILE` lowered below the number of idle sockets (systemd starts services at 1024),
-//! the server raises it to the hard limit and keeps answering; with the hard limit itself too
-//! low, it fits `--max-connections` under it and answers 503 instead of failing `accept`.
+//! Idle connections cannot take the server off the air (issues #11 point 4, #31 point 1): with
+//! the soft `RLIMIT_NOFILE` lowered below the number of idle sockets (systemd starts services at
+//! 1024), the server raises it to the hard limit and keeps answering; with the hard limit itself
+//! too low, it fits `--max-connections` under it and closes the connection idle the longest to
+//! make room, instead of failing `accept` or refusing the newcomer.
 use std::time::Duration;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -23,11 +24,15 @@ async fn healthz(addr: &str) -> String {
     String::from_utf8(out).unwrap()
 }
 
-/// Opens `n` connections that never send a byte, each accepted before the next is opened.
-async fn idle_connections(addr: &str, n: usize) -> Vec<TcpStream> {
+/// Opens `n` connections that never send a byte from 127.0.0.`from`, each accepted before the
+/// next is opened.
+async fn idle_connections(addr: &str, n: usize, from: u8) -> Vec<TcpStream> {
+    let to: std::net::SocketAddr = addr.parse().unwrap();
     let mut held = Vec::with_capacity(n);
     for _ in 0..n {
-        held.push(TcpStream::connect(addr).await.unwrap());
+        let socket = tokio::net::TcpSocket::new_v4().unwrap();
+        socket.bind(([127, 0, 0, from], 0).into()).unwrap();
+        held.push(socket.connect(to).await.unwrap());
     }
     held
 }
@@ -59,7 +64,11 @@ async fn survives_more_idle_connections_than_the_soft_fd_limit() {
     )
     .await;
     let addr = server.url.trim_start_matches("http://").to_owned();
-    let held = idle_connections(&addr, 600).await;
+    // From ten addresses, each under its per-peer cap.
+    let mut held = Vec::new();
+    for from in 2..12 {
+        held.extend(idle_connections(&addr, 60, from).await);
+    }
     let said = healthz(&addr).await;
     assert!(said.starts_with("HTTP/1.1 200"), "{said}");
     drop(held);
@@ -67,7 +76,7 @@ async fn survives_more_idle_connections_than_the_soft_fd_limit() {
 }
 
 #[tokio::test]
-async fn survives_more_idle_connections_than_the_hard_fd_limit_with_503() {
+async fn survives_more_idle_connections_than_the_hard_fd_limit_by_closing_the_oldest() {
     let dir = tempfile::tempdir().unwrap();
     let server = spawn(
         dir.path(),
@@ -76,21 +85,21 @@ async fn survives_more_idle_connections_than_the_hard_fd_limit_with_503() {
     )
     .await;
     let addr = server.url.trim_start_matches("http://").to_owned();
-    // 256 descriptors, 128 kept for the rest: 128 connections are served, the next gets 503.
-    let held = idle_connections(&addr, 128).await;
-    let said = healthz(&addr).await;
-    assert!(said.starts_with("HTTP/1.1 503"), "{said}");
-    drop(held);
-    // Once the idle sockets are gone the server serves again; the loop bounds how long the
-    // server takes to notice the closed sockets.
-    let mut said = String::new();
-    for _ in 0..200 {
-        said = healthz(&addr).await;
-        if said.starts_with("HTTP/1.1 200") {
-            break;
-        }
-        tokio::task::yield_now().await;
+    // 256 descriptors, 128 kept for the rest: 128 connections are held. 300 idle ones from five
+    // addresses (each under its per-peer cap) are more than that: the oldest make room.
+    let mut held = Vec::new();
+    for from in 2..7 {
+        held.extend(idle_connections(&addr, 60, from).await);
     }
+    let said = healthz(&addr).await;
     assert!(said.starts_with("HTTP/1.1 200"), "{said}");
+    // The first ones were closed to make room; the process never ran out of descriptors.
+    let mut first = held.remove(0);
+    let mut b = [0u8; 1];
+    let read = tokio::time::timeout(Duration::from_secs(30), first.read(&mut b))
+        .await
+        .expect("the oldest idle connection was closed");
+    assert!(matches!(read, Ok(0) | Err(_)), "{read:?}");
+    drop(held);
     server.stop().await;
 }

@@ -9,7 +9,7 @@ use crate::common::postgres::skip_unless_sqlite;
 
 /// Why the key-file checks are skipped on PostgreSQL.
 const FILE_STORE: &str = "the key files exist with the file store only; on PostgreSQL the \
-                          secrets are sealed rows of key_secrets (key_store.rs tests them)";
+                          secrets are sealed rows of key_secrets (keys/secrets.rs tests them)";
 
 fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()

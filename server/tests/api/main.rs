@@ -15,6 +15,7 @@ mod contention;
 mod errors;
 mod fd_limit;
 mod holes;
+mod idempotency;
 mod keys;
 mod malformed;
 mod metrics_labels;

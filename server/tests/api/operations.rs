@@ -10,6 +10,8 @@ use crate::common::{TestServer, conv1_npub};
 /// the reviewer's view of the API.
 const ROUTES: &[(&str, &str)] = &[
     ("get", "/healthz"),
+    ("get", "/livez"),
+    ("get", "/readyz"),
     ("get", "/metrics"),
     ("get", "/api/v1/openapi.json"),
     ("get", "/api/v1/audit"),
@@ -143,6 +145,10 @@ async fn healthz_answers_without_a_token() {
     assert_eq!(r.status(), 200);
     let body: Value = r.json().await.unwrap();
     assert_eq!(body["status"], "ok");
+    for path in ["/livez", "/readyz"] {
+        let r = s.http.get(format!("{}{path}", s.url)).send().await.unwrap();
+        assert_eq!(r.status(), 200, "{path}");
+    }
     s.stop().await;
 }
 

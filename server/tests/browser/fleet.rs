@@ -105,6 +105,13 @@ async fn deploys_with_a_staged_rollout_and_devices_move_the_progress_bars() {
         ui.click("dialog button[type=submit]").await;
         ui.wait_text("h1", "Deployment #1: kws 1.0.0").await;
         ui.wait_text(".summary", "0 of 2 devices installed").await;
+        // The forms sent an Idempotency-Key each (registering, deploying), kept with their 201.
+        let (kept,): (i64,) =
+            sqlx::query_as("SELECT COUNT(*) FROM idempotency_keys WHERE status = 201")
+                .fetch_one(&state.db)
+                .await
+                .unwrap();
+        assert_eq!(kept, 2, "one Idempotency-Key per form submitted");
         ui.wait_text(".batches tbody tr", "open").await;
         ui.wait_text(".batches tbody", "waiting").await;
 

@@ -1,4 +1,4 @@
-//! End-to-end tests of the operators' web UI (`web/`, served by `npub_server::web`) in headless
+//! End-to-end tests of the operators' web UI (`web/`, served by `npub_server::http::web`) in headless
 //! Chromium: a real server on 127.0.0.1:0 over a temp data dir per test, a real browser driven
 //! over WebDriver, and for the fleet a simulated device talking to the device API with reqwest.
 //! Every test leaves a screenshot in `<target>/screenshots/`. One file per idea.

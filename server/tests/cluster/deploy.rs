@@ -73,6 +73,13 @@ fn compose_holds_two_replicas_on_postgres_and_s3_behind_the_proxy() {
             );
         }
         assert!(env.contains_key("AWS_ENDPOINT"), "{replica}: {env:?}");
+        // Readiness decides whether a replica is healthy for compose (the image's own check
+        // is liveness).
+        let check = services[replica]["healthcheck"]["test"].to_string();
+        assert!(
+            check.contains("http://127.0.0.1:8080/readyz"),
+            "{replica}: {check}"
+        );
     }
     let nginx = std::fs::read_to_string(deploy().join("nginx.conf")).unwrap();
     for upstream in ["server replica-a:8080", "server replica-b:8080"] {
@@ -85,7 +92,7 @@ fn compose_holds_two_replicas_on_postgres_and_s3_behind_the_proxy() {
 }
 
 #[test]
-fn containerfile_runs_unprivileged_with_a_health_check_on_healthz() {
+fn containerfile_runs_unprivileged_with_liveness_and_pinnable_images() {
     let file = std::fs::read_to_string(deploy().join("Containerfile")).unwrap();
     assert!(file.matches("\nFROM ").count() >= 2, "not multi-stage");
     let user = file
@@ -100,12 +107,45 @@ fn containerfile_runs_unprivileged_with_a_health_check_on_healthz() {
         .split("\nENTRYPOINT")
         .next()
         .unwrap();
-    assert!(health.contains("http://127.0.0.1:8080/healthz"), "{health}");
+    assert!(health.contains("http://127.0.0.1:8080/livez"), "{health}");
+    // Every base image comes from a build argument, which deploy/pin-images.sh fills with a
+    // fully qualified name and a digest.
+    for from in file.lines().filter(|l| l.starts_with("FROM ")) {
+        let image = from.split_whitespace().nth(1).unwrap();
+        assert!(
+            image.starts_with("${") && image.ends_with('}'),
+            "{from}: not a build argument"
+        );
+        let arg = &image[2..image.len() - 1];
+        assert!(
+            file.contains(&format!("\nARG {arg}=")),
+            "{arg} has no default"
+        );
+        let pin = std::fs::read_to_string(deploy().join("pin-images.sh")).unwrap();
+        assert!(pin.contains(arg), "pin-images.sh does not pin {arg}");
+    }
+    let ignore = std::fs::read_to_string(deploy().join("../.containerignore")).unwrap();
+    assert!(ignore.lines().any(|l| l == "target/"), "{ignore}");
     let routes =
-        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("src/health.rs"))
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("src/ops/health.rs"))
             .unwrap();
+    for path in ["/livez", "/readyz", "/healthz"] {
+        assert!(
+            routes.contains(&format!("path = \"{path}\"")),
+            "the health route {path} moved"
+        );
+    }
+}
+
+#[test]
+fn the_environment_file_names_every_variable_the_server_reads() {
+    let env = std::fs::read_to_string(deploy().join("npub-server.env")).unwrap();
+    let missing: Vec<String> = server_variables()
+        .into_iter()
+        .filter(|v| !env.contains(&format!("{v}=")))
+        .collect();
     assert!(
-        routes.contains("path = \"/healthz\""),
-        "the health route moved"
+        missing.is_empty(),
+        "deploy/npub-server.env does not document {missing:?}"
     );
 }

@@ -83,25 +83,33 @@ async fn survives_postgresql_stopped_under_load_with_503s_and_nothing_lost() {
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    let health = a
-        .req(Method::GET, "/healthz")
-        .send()
-        .await
-        .unwrap()
-        .status();
-    assert_eq!(health, StatusCode::SERVICE_UNAVAILABLE);
+    // Health says what works: polls do, writes do not. Readiness stays 200 (the replica serves
+    // polls, so a load balancer keeps sending them), liveness too.
+    let ready = a.req(Method::GET, "/readyz").send().await.unwrap();
+    assert_eq!(ready.status(), StatusCode::OK);
+    let ready: serde_json::Value = ready.json().await.unwrap();
+    assert_eq!(ready["status"], "degraded", "{ready}");
+    assert_eq!(ready["can_serve_polls"], true, "{ready}");
+    assert_eq!(ready["can_accept_writes"], false, "{ready}");
+    assert_eq!(ready["checks"]["database"]["ok"], false, "{ready}");
+    for path in ["/healthz", "/livez"] {
+        let r = a.req(Method::GET, path).send().await.unwrap();
+        assert_eq!(r.status(), StatusCode::OK, "{path}");
+    }
     cluster.script(&["db-start"]);
 
-    // Recovered without a restart: both replicas create devices again.
+    // Recovered without a restart: both replicas accept writes again.
     let deadline = std::time::Instant::now() + crate::PATIENCE;
     for api in [&a, &b] {
         while api
-            .req(Method::GET, "/healthz")
+            .req(Method::GET, "/readyz")
             .send()
             .await
             .unwrap()
-            .status()
-            != StatusCode::OK
+            .json::<serde_json::Value>()
+            .await
+            .unwrap()["can_accept_writes"]
+            != true
         {
             assert!(
                 std::time::Instant::now() < deadline,

@@ -73,6 +73,8 @@ pub fn conv1_npub() -> Vec<u8> {
 pub struct TestServer {
     /// `http://127.0.0.1:PORT`.
     pub url: String,
+    /// `http://ADDR` of `--admin-listen`, when the configuration asked for one.
+    pub admin_url: Option<String>,
     /// Its state (database pool, store), for looking behind the API.
     pub state: AppState,
     /// What it printed at start.
@@ -93,7 +95,7 @@ impl TestServer {
     pub async fn start_with(dir: &Path, tweak: impl FnOnce(&mut Config)) -> Self {
         // `NPUB_TEST_LOG=warn` (a `--log` filter): the servers' logs on stderr, for a failing test.
         if let Ok(filter) = std::env::var("NPUB_TEST_LOG") {
-            let _ = npub_server::logging::init(&filter);
+            let _ = npub_server::ops::logging::init(&filter);
         }
         let mut config = Config::new(dir, "127.0.0.1:0".parse().unwrap());
         config.admin_token = Some(ADMIN.into());
@@ -106,6 +108,7 @@ impl TestServer {
         }
         let server = Server::start(config).await.expect("server starts");
         let url = format!("http://{}", server.local_addr());
+        let admin_url = server.admin_addr().map(|a| format!("http://{a}"));
         let state = server.state().clone();
         let banner = server.banner();
         let (tx, rx) = oneshot::channel();
@@ -114,6 +117,7 @@ impl TestServer {
         }));
         Self {
             url,
+            admin_url,
             state,
             banner,
             http: reqwest::Client::new(),
@@ -218,4 +222,54 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
         .iter()
         .map(|b| format!("{b:02x}"))
         .collect()
+}
+
+/// A size-limited filesystem (tmpfs) mounted on a temporary directory for the life of the
+/// value, so that a test can fill a disk. `None` when this process may not mount (not root, or
+/// no `CAP_SYS_ADMIN` in a container): the test is skipped with a message on stderr, unless
+/// `NPUB_REQUIRE_MOUNT=1` (set by `.ci/run`, which runs as root) makes that a failure.
+pub struct SmallDisk {
+    dir: tempfile::TempDir,
+}
+
+impl SmallDisk {
+    /// Mounts a tmpfs of `bytes` bytes.
+    pub fn mount(bytes: u64) -> Option<Self> {
+        let dir = tempfile::tempdir().unwrap();
+        let out = std::process::Command::new("mount")
+            .args(["-t", "tmpfs", "-o"])
+            .arg(format!("size={bytes},mode=0700"))
+            .arg("npub-test")
+            .arg(dir.path())
+            .output();
+        let refused = match out {
+            Ok(o) if o.status.success() => return Some(Self { dir }),
+            Ok(o) => String::from_utf8_lossy(&o.stderr).trim().to_owned(),
+            Err(e) => e.to_string(),
+        };
+        assert!(
+            std::env::var_os("NPUB_REQUIRE_MOUNT").is_none(),
+            "cannot mount a tmpfs ({refused}) and NPUB_REQUIRE_MOUNT is set"
+        );
+        eprintln!(
+            "SKIPPED: this test needs a size-limited filesystem and cannot mount a tmpfs \
+             ({refused}); run it as root (as .ci/run does)"
+        );
+        None
+    }
+
+    /// Where it is mounted.
+    pub fn path(&self) -> &Path {
+        self.dir.path()
+    }
+}
+
+impl Drop for SmallDisk {
+    fn drop(&mut self) {
+        // Lazy: a server task that still holds a file there must not keep the mount.
+        let _ = std::process::Command::new("umount")
+            .arg("-l")
+            .arg(self.dir.path())
+            .status();
+    }
 }

@@ -235,6 +235,26 @@ async fn sequences_only_grow_and_survive_a_restart() {
             .await
             .unwrap()
     );
+    // A database restored from an older backup: the generation row falls behind the snapshot,
+    // which must be rebuilt from what the database now holds, not kept as "ahead".
+    let before = fleet.cache.get().generation;
+    sqlx::query("UPDATE fleet_generation SET value = value - 5")
+        .execute(&s.state.db)
+        .await
+        .unwrap();
+    assert!(
+        fleet
+            .refresh_if_stale(&s.state.db, &s.state.store)
+            .await
+            .unwrap()
+    );
+    assert_eq!(fleet.cache.get().generation, before - 5);
+    assert!(
+        !fleet
+            .refresh_if_stale(&s.state.db, &s.state.store)
+            .await
+            .unwrap()
+    );
 
     // The device API is in the OpenAPI document with its own security scheme.
     let doc: serde_json::Value = s

@@ -1,4 +1,4 @@
-//! The accept loop's device lane (`server/src/conn/lane.rs`) answers manifest polls and pack
+//! The accept loop's device lane (`server/src/device/lane.rs`) answers manifest polls and pack
 //! downloads itself and hands every other request to hyper and the router: every answer the
 //! server gives over a real socket is compared with what the router itself answers to the same
 //! request, for each kind of answer, and each comparison also says which of the two answered

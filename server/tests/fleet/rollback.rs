@@ -1,7 +1,7 @@
 //! Rollback by version: a higher sequence pointing at the older pack; the old manifest replayed
 //! to the verifier is refused.
-use npub_core::Error;
 use npub_core::manifest::verify;
+use npub_core::{Error, ManifestError};
 use reqwest::Method;
 use serde_json::json;
 
@@ -64,7 +64,7 @@ async fn rollback_is_a_newer_deployment_of_the_older_pack() {
     // The first manifest of 1.0.0, replayed, is refused: its sequence is not newer.
     assert!(matches!(
         verify(&m1_bytes, &sim.keyring, &sim.policy()),
-        Err(Error::ManifestReplayed { .. })
+        Err(Error::Manifest(ManifestError::Replayed { .. }))
     ));
 
     let audit: Vec<serde_json::Value> = s

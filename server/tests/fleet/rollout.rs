@@ -182,7 +182,7 @@ async fn an_operator_abort_stops_the_offer() {
 /// What `token`'s device is offered in `snapshot`: its id and the assignment's sequence, pack
 /// and manifest bytes.
 fn offer(
-    snapshot: &npub_server::fleet::Snapshot,
+    snapshot: &npub_server::device::snapshot::Snapshot,
     token: &str,
 ) -> (String, Option<(u64, String, Vec<u8>)>) {
     let polled = snapshot

@@ -10,6 +10,8 @@ mod support;
 
 mod bucket;
 mod cut;
+mod freeze;
+mod frozen;
 
 use std::path::Path;
 use std::time::{Duration, SystemTime};
@@ -57,6 +59,18 @@ fn store(s3: &S3Server) -> S3Store {
 
 fn key(pack: &[u8]) -> String {
     format!("{PREFIX}/{}", PackDigest::of(pack).hex())
+}
+
+/// Waits until the server's background sweep of the store has succeeded once.
+async fn wait_for_sweep(s: &TestServer) {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    while s.state.metrics.store_sweeps_ok() == 0 {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the store was never swept"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
 }
 
 async fn pack_of(s: &TestServer, version: &str) -> Vec<u8> {
@@ -191,7 +205,7 @@ async fn the_start_up_sweep_removes_old_orphans_from_the_bucket_and_spares_recen
     for bytes in [&old, &recent] {
         let mut f = staging.create("orphan").await.unwrap();
         f.write(bytes).await.unwrap();
-        store.put(f.finish().await.unwrap()).await.unwrap();
+        store.put(&f.finish().await.unwrap()).await.unwrap();
     }
     let two_hours_ago = SystemTime::now() - Duration::from_secs(2 * 3600);
     std::fs::File::options()
@@ -204,6 +218,7 @@ async fn the_start_up_sweep_removes_old_orphans_from_the_bucket_and_spares_recen
     std::fs::write(&stranger, "not a pack").unwrap();
 
     let s = start(&dir, &s3).await;
+    wait_for_sweep(&s).await;
     let mut want = vec![key(&conv1_npub()), key(&recent), format!("{PREFIX}/README")];
     want.sort();
     assert_eq!(s3.objects(PREFIX), want);
@@ -234,9 +249,10 @@ async fn an_interrupted_put_leaves_no_visible_pack_and_the_upload_fails() {
     let s = start_via(&dir, &s3, &proxy.endpoint, false).await;
     s.create_model("m").await;
     let r = s.upload("m", "1", pack.clone()).await;
-    assert_eq!(r.status(), 500);
+    assert_eq!(r.status(), 503);
+    assert!(r.headers().contains_key("retry-after"));
     let body: Value = r.json().await.unwrap();
-    assert_eq!(body["error"], "internal", "{body}");
+    assert_eq!(body["error"], "unavailable", "{body}");
     assert!(proxy.cuts() >= 1, "the put was cut");
     assert_eq!(s.rows("versions").await, 0);
     assert_eq!(
@@ -258,7 +274,7 @@ async fn an_interrupted_put_leaves_no_visible_pack_and_the_upload_fails() {
 }
 
 #[tokio::test]
-async fn a_dead_bucket_fails_the_upload_and_refuses_a_start() {
+async fn survives_a_dead_bucket_by_starting_serving_polls_and_sweeping_once_it_is_back() {
     let tmp = tempfile::tempdir().unwrap();
     let Some(mut s3) = S3Server::start(&tmp.path().join("s3")) else {
         return;
@@ -266,21 +282,71 @@ async fn a_dead_bucket_fails_the_upload_and_refuses_a_start() {
     let dir = tmp.path().join("server");
     let s = start(&dir, &s3).await;
     s.create_model("m").await;
+    assert_eq!(s.upload("m", "1", conv1_npub()).await.status(), 201);
+    let tokens = provision(&s, "lab", &["dev-1"]).await;
+    deploy(&s, json!({"model": "m", "version": "1", "group": "lab"})).await;
     s3.kill();
-    let r = s.upload("m", "1", conv1_npub()).await;
-    assert_eq!(r.status(), 500);
-    assert_eq!(s.rows("versions").await, 0);
+    // An upload fails with 503 and leaves nothing behind.
+    let r = s.upload("m", "2", small_net()).await;
+    assert_eq!(r.status(), 503);
+    assert!(r.headers().contains_key("retry-after"));
+    assert_eq!(s.rows("versions").await, 1);
     assert_eq!(
         files_under(&dir.join("tmp")),
         Vec::<std::path::PathBuf>::new()
     );
     s.stop().await;
 
-    let mut config = npub_server::Config::new(&dir, "127.0.0.1:0".parse().unwrap());
-    config.pack_store = Some(format!("s3://{BUCKET}/{PREFIX}"));
-    config.aws_overrides = s3.settings();
-    let err = npub_server::Server::start(config).await.unwrap_err();
-    assert!(err.to_string().contains("listing the pack store"), "{err}");
+    // A replica starts while its bucket cannot be reached, and answers polls from the database.
+    let s = start(&dir, &s3).await;
+    let sim = Sim::new(&s, &tokens[0]).await;
+    assert_eq!(sim.poll().await.status(), 200, "the deployment is offered");
+    // A download needs the bucket: 503 with Retry-After, never 500.
+    let sha = PackDigest::of(&conv1_npub()).hex();
+    let r = sim
+        .req(Method::GET, &format!("/api/v1/device/packs/{sha}"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 503);
+    assert!(r.headers().contains_key("retry-after"));
+    assert_eq!(s.state.metrics.store_sweeps_ok(), 0);
+    // Readiness says so once the store has been probed: polls and writes yes, uploads no.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    let ready = loop {
+        let ready: Value = s
+            .http
+            .get(format!("{}/readyz", s.url))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        if ready["checks"]["pack_store"]["detail"] != "not probed yet" {
+            break ready;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "{ready}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert_eq!(ready["checks"]["pack_store"]["ok"], false, "{ready}");
+    assert_eq!(ready["can_accept_uploads"], false, "{ready}");
+    assert_eq!(ready["can_accept_writes"], true, "{ready}");
+    assert_eq!(ready["status"], "degraded", "{ready}");
+
+    // The bucket comes back on its address: the sweep retries by itself and downloads work.
+    let port = s3.port;
+    let root = tmp.path().join("s3");
+    let _s3 = S3Server::start_on(&bucket::binary().unwrap(), &root, port);
+    wait_for_sweep(&s).await;
+    let r = sim
+        .req(Method::GET, &format!("/api/v1/device/packs/{sha}"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    assert_eq!(r.bytes().await.unwrap(), conv1_npub());
+    s.stop().await;
 }
 
 #[tokio::test]

@@ -1,0 +1,5 @@
+//! The catalog: models and their versions (packs), uploads and what validates them.
+pub mod models;
+pub mod upload;
+pub mod validate;
+pub mod versions;

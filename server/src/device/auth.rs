@@ -1,0 +1,51 @@
+//! The `Device` extractor: a device token, checked against the poll cache (no database access),
+//! failing closed. Operator tokens are not in the cache, so they get 401 here, and device tokens
+//! are not in the `tokens` table, so they get 401 on operator routes.
+use std::sync::Arc;
+
+use axum::extract::FromRequestParts;
+use axum::http::request::Parts;
+
+use crate::auth::guard::Kind;
+use crate::auth::{bearer, peer};
+use crate::device::snapshot::{DeviceEntry, Snapshot};
+use crate::http::error::ApiError;
+use crate::state::AppState;
+
+/// Every device token starts with this (operator tokens with `npub_op_`).
+pub const DEVICE_TOKEN_PREFIX: &str = "npub_dev_";
+
+/// The authenticated device, with the snapshot its request is answered from (one snapshot per
+/// request, so the device, its assignment and the pack bytes always agree).
+#[derive(Debug, Clone)]
+pub struct Device {
+    /// The device.
+    pub entry: Arc<DeviceEntry>,
+    /// The snapshot it was found in.
+    pub snapshot: Arc<Snapshot>,
+}
+
+impl FromRequestParts<AppState> for Device {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
+        let failed = || state.auth_guard.failed(peer(parts), Kind::Device);
+        let secret = bearer(parts).ok_or_else(failed)?;
+        if !secret.starts_with(DEVICE_TOKEN_PREFIX) {
+            return Err(failed());
+        }
+        let snapshot = state.fleet.cache.get();
+        let entry = snapshot.device(secret).cloned().ok_or_else(failed)?;
+        Ok(Device { entry, snapshot })
+    }
+}
+
+/// A fresh device token.
+pub fn generate() -> std::io::Result<String> {
+    let mut secret = [0u8; 32];
+    getrandom::fill(&mut secret).map_err(|e| std::io::Error::other(e.to_string()))?;
+    Ok(format!(
+        "{DEVICE_TOKEN_PREFIX}{}",
+        crate::store::to_hex(&secret)
+    ))
+}

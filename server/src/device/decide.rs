@@ -1,0 +1,208 @@
+//! The device API's rules, written once: request facts and the poll snapshot in, an answer out.
+//! Two front ends render the answers: the accept loop's lane (`lane.rs`: its own HTTP/1.1, a
+//! head written into a per-connection buffer, bodies by `sendfile`) and the router (`routes.rs`:
+//! axum responses). Neither decides anything itself.
+//!
+//! | Request                               | Facts                                              | Answer |
+//! |---------------------------------------|----------------------------------------------------|--------|
+//! | `GET /api/v1/device/manifest?seq=N`   | the device's assignment in the snapshot, `If-None-Match` | [`Poll::Nothing`] (204: nothing newer than N), [`Poll::NotModified`] (304: the `ETag` it names), [`Poll::Offer`] (200: the signed manifest) |
+//! | `GET /api/v1/device/packs/{sha256}`   | the assignment, `If-None-Match`, `If-Range`, `Range` | [`Pack::NotAssigned`] (404), or [`Pack::Send`] with the pack and what of it: 200, 206, 304 or 416 ([`ranges::Answer`], RFC 9110) |
+//!
+//! Who the device is (its token, looked up in the same snapshot) is each front end's: the router's
+//! extractor counts and throttles a failure, and the lane hands such a request to the router.
+//! Where the body comes from ([`Source`]) is the pack's: the snapshot's memory, a local file, or
+//! the store.
+use std::sync::Arc;
+
+use axum::http::HeaderValue;
+
+use crate::device::polling::Fleet;
+use crate::device::snapshot::{Assignment, DeviceEntry, PackEntry, Snapshot};
+use crate::http::ranges;
+
+/// What a manifest poll is answered, besides the headers every manifest answer carries
+/// (`Npub-Poll-Interval`, `Npub-Keyring-Sequence`).
+#[derive(Debug, Clone, Copy)]
+pub enum Poll<'s> {
+    /// 204: nothing newer than the device's `seq`.
+    Nothing,
+    /// 304: the manifest the device's `If-None-Match` names.
+    NotModified(&'s Arc<Assignment>),
+    /// 200: this manifest.
+    Offer(&'s Arc<Assignment>),
+}
+
+/// The decision of a manifest poll with `seq` (at most `i64::MAX`) from `device`, whose
+/// snapshot assigns it `assignment`, at `now_ms`, and its bookkeeping: the device is seen, and
+/// noted as offered on a 200. `none_match` says whether the request's `If-None-Match` names an
+/// `ETag`. Allocates nothing once the device's last-seen entry exists.
+pub fn poll<'s>(
+    fleet: &Fleet,
+    device: &DeviceEntry,
+    assignment: Option<&'s Arc<Assignment>>,
+    seq: u64,
+    now_ms: i64,
+    none_match: impl FnOnce(&HeaderValue) -> bool,
+) -> Poll<'s> {
+    fleet.last_seen.seen(device, now_ms);
+    let Some(a) = assignment.filter(|a| a.sequence > seq) else {
+        return Poll::Nothing;
+    };
+    if none_match(&a.etag) {
+        return Poll::NotModified(a);
+    }
+    fleet.last_seen.offered(&device.id, a.deployment_id, now_ms);
+    Poll::Offer(a)
+}
+
+/// What a pack download is answered.
+#[derive(Debug, Clone, Copy)]
+pub enum Pack<'s> {
+    /// 404: not the pack this device is assigned.
+    NotAssigned,
+    /// The assigned pack, and what of it to send.
+    Send {
+        /// The pack as the snapshot holds it.
+        entry: &'s PackEntry,
+        /// 200, 206, 304 or 416.
+        range: ranges::Answer,
+    },
+}
+
+/// The conditional and range headers of a download, as both front ends read them.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Conditions<'h> {
+    /// `If-None-Match`'s values, each possibly a list.
+    pub if_none_match: &'h [&'h [u8]],
+    /// `If-Range`, if sent.
+    pub if_range: Option<&'h [u8]>,
+    /// `Range`, if sent once (a request with two is answered whole: the front end passes `None`).
+    pub range: Option<&'h str>,
+}
+
+/// The decision of a download of `sha256` by `device` in `snapshot` under `conditions`.
+pub fn pack<'s>(
+    snapshot: &'s Snapshot,
+    device: &DeviceEntry,
+    sha256: &str,
+    conditions: &Conditions<'_>,
+) -> Pack<'s> {
+    let Some(entry) = assigned_pack(snapshot, device, sha256) else {
+        return Pack::NotAssigned;
+    };
+    let range = ranges::answer_of(
+        conditions.if_none_match.iter().copied(),
+        conditions.if_range,
+        conditions.range,
+        &entry.etag,
+        entry.len,
+    );
+    Pack::Send { entry, range }
+}
+
+/// The pack `sha256` names if it is the one `device` is assigned in `snapshot`.
+pub fn assigned_pack<'s>(
+    snapshot: &'s Snapshot,
+    device: &DeviceEntry,
+    sha256: &str,
+) -> Option<&'s PackEntry> {
+    let a = snapshot.assignment(&device.id)?;
+    (a.sha256 == sha256)
+        .then(|| snapshot.pack(sha256))
+        .flatten()
+}
+
+/// Where a pack's bytes come from.
+#[derive(Debug, Clone, Copy)]
+pub enum Source<'s> {
+    /// A file on this machine (the local store): the lane sends it with `sendfile`, the router
+    /// from the in-memory copy beside it.
+    File(&'s std::fs::File, Option<&'s bytes::Bytes>),
+    /// Memory only.
+    Memory(&'s bytes::Bytes),
+    /// The pack store (an S3 bucket): streamed from it, or a redirect to a presigned URL.
+    Store,
+}
+
+/// Where `entry`'s bytes come from.
+pub fn source(entry: &PackEntry) -> Source<'_> {
+    match (&entry.file, &entry.bytes) {
+        (Some(file), bytes) => Source::File(file, bytes.as_ref()),
+        (None, Some(bytes)) => Source::Memory(bytes),
+        (None, None) => Source::Store,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn snapshot_with(sha: &str, etag: &str, len: u64) -> (Snapshot, Arc<DeviceEntry>) {
+        Snapshot::for_tests(sha, etag, len)
+    }
+
+    #[test]
+    fn answers_a_download_of_the_assigned_pack_and_nothing_else() {
+        let sha = "ab".repeat(32);
+        let (snapshot, device) = snapshot_with(&sha, "\"e\"", 100);
+        let other = "cd".repeat(32);
+        assert!(matches!(
+            pack(&snapshot, &device, &other, &Conditions::default()),
+            Pack::NotAssigned
+        ));
+        let whole = pack(&snapshot, &device, &sha, &Conditions::default());
+        assert!(matches!(
+            whole,
+            Pack::Send {
+                range: ranges::Answer::Full,
+                ..
+            }
+        ));
+        let cases: [(Conditions<'_>, ranges::Answer); 5] = [
+            (
+                Conditions {
+                    range: Some("bytes=10-19"),
+                    ..Conditions::default()
+                },
+                ranges::Answer::Partial { start: 10, end: 19 },
+            ),
+            (
+                Conditions {
+                    range: Some("bytes=100-"),
+                    ..Conditions::default()
+                },
+                ranges::Answer::Unsatisfiable,
+            ),
+            (
+                Conditions {
+                    if_none_match: &[b"\"x\", \"e\""],
+                    ..Conditions::default()
+                },
+                ranges::Answer::NotModified,
+            ),
+            (
+                Conditions {
+                    if_range: Some(b"\"old\""),
+                    range: Some("bytes=10-19"),
+                    ..Conditions::default()
+                },
+                ranges::Answer::Full,
+            ),
+            (
+                Conditions {
+                    if_range: Some(b"\"e\""),
+                    range: Some("bytes=-5"),
+                    ..Conditions::default()
+                },
+                ranges::Answer::Partial { start: 95, end: 99 },
+            ),
+        ];
+        for (conditions, want) in cases {
+            let Pack::Send { range, entry } = pack(&snapshot, &device, &sha, &conditions) else {
+                panic!("not sent");
+            };
+            assert_eq!(range, want, "{conditions:?}");
+            assert_eq!(entry.len, 100);
+        }
+    }
+}

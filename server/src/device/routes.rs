@@ -1,0 +1,643 @@
+//! The device API (`docs/device-api.md`): what a device calls with its own token.
+//!
+//! | Route                                   | Answer                                                     |
+//! |-----------------------------------------|------------------------------------------------------------|
+//! | `GET /api/v1/device`                    | what the server registered for this device: id, group, hardware class, accelerator |
+//! | `GET /api/v1/device/manifest?seq=N`     | 204 nothing newer than N; 200 the 280-byte signed manifest, `ETag`; 304 on a matching `If-None-Match`; `Npub-Poll-Interval` and `Npub-Keyring-Sequence` always |
+//! | `GET /api/v1/device/keys?after=N`       | 200 the keyring updates with sequence > N (144 bytes each, in order), `ETag`; 304 on a matching `If-None-Match`; 204 none |
+//! | `GET /api/v1/device/packs/{sha256}`     | the assigned pack; `Range` → 206, `If-Range`, 416 (RFC 9110, [`crate::http::ranges`]); `ETag` = `"sha256"`; 404 unless assigned; 307 to a presigned URL with `--presign-downloads` |
+//! | `GET /api/v1/device/packs/{sha256}/io`  | the pack's canonical IO bindings (404 when it declares none) |
+//! | `POST /api/v1/device/status`            | `{sequence, state, progress?, reason?}` → 204                |
+//!
+//! Polls and downloads are answered from the poll cache's snapshot (no database access); the
+//! only write a poll causes is an in-memory last-seen time, flushed in batches. A pack's bytes
+//! come from the snapshot's memory with the local store, and are streamed from the bucket (a
+//! ranged GET) or handed off with a `307` to a presigned URL with an S3 store.
+use axum::Json as JsonResponse;
+use std::sync::Arc;
+
+use axum::body::Body;
+use axum::extract::{Request, State};
+use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use futures_util::StreamExt as _;
+use serde::{Deserialize, Serialize};
+use tokio::io::AsyncReadExt as _;
+use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
+use utoipa::{IntoParams, Modify, OpenApi, ToSchema};
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+
+use crate::device::auth::Device;
+use crate::device::polling::Fleet;
+use crate::device::snapshot::{Assignment, DeviceEntry, PackEntry, Snapshot};
+use crate::device::targets::{TargetRow, targets};
+use crate::fleet::deployments;
+use crate::fleet::rollout::{self, DeviceState};
+use crate::http::error::{ApiError, ErrorBody};
+use crate::http::extract::{Json, Path, Query};
+use crate::http::ranges;
+use crate::state::AppState;
+use crate::store::PackDigest;
+use crate::time::now_ms;
+
+/// Suggested seconds until the next manifest poll, on every manifest answer.
+pub const POLL_INTERVAL_HEADER: HeaderName = HeaderName::from_static("npub-poll-interval");
+/// The sequence of the manifest in a 200 answer (also inside the manifest; for logs and proxies).
+pub const SEQUENCE_HEADER: HeaderName = HeaderName::from_static("npub-sequence");
+/// The newest keyring update's sequence (0: none), on every manifest answer: a device whose
+/// keyring has applied less fetches `GET /api/v1/device/keys?after=<its sequence>` before it
+/// verifies a manifest.
+pub const KEYRING_SEQUENCE_HEADER: HeaderName = HeaderName::from_static("npub-keyring-sequence");
+/// Longest `reason` in a status report, in characters: enough for an npub-core error message.
+pub const MAX_REASON_CHARS: usize = 1024;
+
+/// `GET /api/v1/device/manifest` query.
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct ManifestQuery {
+    /// The sequence of the last manifest the device accepted (0 on a fresh device).
+    #[serde(default)]
+    pub seq: u64,
+}
+
+/// `GET /api/v1/device/keys` query.
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct KeysQuery {
+    /// The sequence of the last keyring update the device applied (0: none).
+    #[serde(default)]
+    pub after: u64,
+}
+
+/// `POST /api/v1/device/status` body.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct StatusReport {
+    /// The sequence of the deployment this report is about.
+    #[serde(deserialize_with = "crate::http::extract::integral")]
+    pub sequence: u64,
+    /// `downloading`, `verified`, `installed`, `bound`, `failed` or `rolled_back`.
+    pub state: DeviceState,
+    /// 0..=1, for `downloading`.
+    pub progress: Option<f64>,
+    /// Why, for `failed` and `rolled_back`: one line of at most 1024 characters, no control characters.
+    pub reason: Option<String>,
+}
+
+/// Device routes.
+pub fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(whoami))
+        .routes(routes!(manifest))
+        .routes(routes!(keys))
+        .routes(routes!(pack))
+        .routes(routes!(pack_io))
+        .routes(routes!(status))
+}
+
+/// `GET /api/v1/device`: the device as the server registered it.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct DeviceIdentity {
+    /// The device id.
+    pub id: String,
+    /// Its group.
+    pub group: String,
+    /// The hardware class its manifests are signed for.
+    pub hw_class: u32,
+    /// Its NPU configuration, by Vela's name (e.g. `ethos-u55-256`): the packs it is offered are
+    /// compiled for this one.
+    pub accelerator: String,
+}
+
+/// What the server registered for the calling device, so that an agent can configure itself (or
+/// refuse to run) before it is offered a pack for another accelerator.
+#[utoipa::path(
+    get,
+    path = "/api/v1/device",
+    tag = "device",
+    security(("device_token" = [])),
+    responses((status = 200, body = DeviceIdentity), (status = 401, body = ErrorBody))
+)]
+async fn whoami(device: Device) -> JsonResponse<DeviceIdentity> {
+    let e = &device.entry;
+    JsonResponse(DeviceIdentity {
+        id: e.id.to_string(),
+        group: e.group.clone(),
+        hw_class: e.hw_class,
+        accelerator: npub_core::Accel::from_word(e.accel).name().to_owned(),
+    })
+}
+
+/// The device's manifest, if newer than `seq`.
+#[utoipa::path(
+    get,
+    path = "/api/v1/device/manifest",
+    tag = "device",
+    params(ManifestQuery),
+    security(("device_token" = [])),
+    responses(
+        (status = 200, description = "the signed manifest (280 bytes)", content_type = "application/octet-stream"),
+        (status = 204, description = "nothing newer than seq"),
+        (status = 304, description = "If-None-Match matched"),
+        (status = 401, body = ErrorBody),
+    )
+)]
+async fn manifest(
+    State(state): State<AppState>,
+    device: Device,
+    Query(q): Query<ManifestQuery>,
+    // The request itself rather than a `HeaderMap`, which would be a copy of every header.
+    request: Request,
+) -> Response {
+    answer_manifest(&state, &device, &q, request.headers())
+}
+
+/// The manifest route: the device lane (`device/lane.rs`) answers the plain polls on it.
+pub const MANIFEST_PATH: &str = "/api/v1/device/manifest";
+/// What a pack download's path starts with, before the SHA-256.
+pub const PACKS_PREFIX: &str = "/api/v1/device/packs/";
+/// The pack route's template, the label its requests are counted under.
+pub const PACK_ROUTE: &str = "/api/v1/device/packs/{sha256}";
+
+/// The answer to a device's manifest poll, once it is authenticated and its query parsed.
+fn answer_manifest(
+    state: &AppState,
+    device: &Device,
+    q: &ManifestQuery,
+    headers: &HeaderMap,
+) -> Response {
+    if i64::try_from(q.seq).is_err() {
+        state.fleet.last_seen.touch(&device.entry.id, now_ms());
+        // Sequences are i64 in the database; a larger one was never issued.
+        return ApiError::invalid(format!("seq: at most {}", i64::MAX)).into_response();
+    }
+    let headers_always = always_headers(&state.fleet, &device.snapshot);
+    match decide_poll(
+        &state.fleet,
+        &device.entry,
+        device.snapshot.assignment(&device.entry.id),
+        q.seq,
+        now_ms(),
+        |etag| ranges::none_match(headers, etag),
+    ) {
+        PollAnswer::Nothing => (StatusCode::NO_CONTENT, headers_always).into_response(),
+        PollAnswer::NotModified(a) => (
+            StatusCode::NOT_MODIFIED,
+            headers_always,
+            [(header::ETAG, a.etag.clone())],
+        )
+            .into_response(),
+        PollAnswer::Offer(a) => (
+            StatusCode::OK,
+            headers_always,
+            [
+                (header::ETAG, a.etag.clone()),
+                (SEQUENCE_HEADER, HeaderValue::from(a.sequence)),
+                (
+                    header::CONTENT_TYPE,
+                    HeaderValue::from_static("application/octet-stream"),
+                ),
+            ],
+            Body::from(a.manifest.clone()),
+        )
+            .into_response(),
+    }
+}
+
+/// What a manifest poll is answered, besides [`always_headers`].
+#[derive(Debug, Clone, Copy)]
+pub enum PollAnswer<'s> {
+    /// 204: nothing newer than the device's `seq`.
+    Nothing,
+    /// 304: the manifest the device's `If-None-Match` names.
+    NotModified(&'s Arc<Assignment>),
+    /// 200: this manifest.
+    Offer(&'s Arc<Assignment>),
+}
+
+/// The decision of a manifest poll with `seq` (at most `i64::MAX`) from `device`, whose
+/// snapshot assigns it `assignment`, at `now_ms`, and its bookkeeping: the device is seen, and noted as offered on a 200.
+/// `none_match` says whether the request's `If-None-Match` names an `ETag`. The router's handler
+/// and the accept loop's device lane (`device/lane.rs`) both answer through this; allocates nothing
+/// once the device's last-seen entry exists.
+pub fn decide_poll<'s>(
+    fleet: &Fleet,
+    device: &DeviceEntry,
+    assignment: Option<&'s Arc<Assignment>>,
+    seq: u64,
+    now_ms: i64,
+    none_match: impl FnOnce(&HeaderValue) -> bool,
+) -> PollAnswer<'s> {
+    let now = now_ms;
+    fleet.last_seen.seen(device, now);
+    let Some(a) = assignment.filter(|a| a.sequence > seq) else {
+        return PollAnswer::Nothing;
+    };
+    if none_match(&a.etag) {
+        return PollAnswer::NotModified(a);
+    }
+    fleet.last_seen.offered(&device.id, a.deployment_id, now);
+    PollAnswer::Offer(a)
+}
+
+/// `Npub-Poll-Interval` and `Npub-Keyring-Sequence`, on every manifest answer: clones of values
+/// built once (reference counts, no allocation).
+pub fn always_headers(fleet: &Fleet, snapshot: &Snapshot) -> [(HeaderName, HeaderValue); 2] {
+    [
+        (POLL_INTERVAL_HEADER, fleet.poll_interval.clone()),
+        (
+            KEYRING_SEQUENCE_HEADER,
+            snapshot.keyring().newest_header().clone(),
+        ),
+    ]
+}
+
+/// The keyring updates after `after`: what a device applies, in order, before it verifies a
+/// manifest when `Npub-Keyring-Sequence` is above its keyring's sequence. Answered from the
+/// poll snapshot.
+#[utoipa::path(
+    get,
+    path = "/api/v1/device/keys",
+    tag = "device",
+    params(KeysQuery),
+    security(("device_token" = [])),
+    responses(
+        (status = 200, description = "the NPK1 records with sequence > after, 144 bytes each, by sequence", content_type = "application/octet-stream"),
+        (status = 204, description = "none after `after`"),
+        (status = 304, description = "If-None-Match matched"),
+        (status = 400, body = ErrorBody),
+        (status = 422, body = ErrorBody, description = "`after` above the largest sequence (2^63 - 1)"),
+        (status = 401, body = ErrorBody),
+    )
+)]
+async fn keys(device: Device, Query(q): Query<KeysQuery>, headers: HeaderMap) -> Response {
+    if i64::try_from(q.after).is_err() {
+        // Sequences are i64 in the database; a larger one was never issued.
+        return ApiError::invalid(format!("after: at most {}", i64::MAX)).into_response();
+    }
+    let keyring = device.snapshot.keyring();
+    let newest = keyring.newest();
+    let records = keyring.after(q.after);
+    if records.is_empty() {
+        return StatusCode::NO_CONTENT.into_response();
+    }
+    // Records are never changed once stored: (after, newest) names the answer's bytes.
+    let Ok(etag) = HeaderValue::from_str(&format!("\"k{}-{newest}\"", q.after)) else {
+        return ApiError::internal("an etag is a header").into_response();
+    };
+    if ranges::none_match(&headers, &etag) {
+        return (StatusCode::NOT_MODIFIED, [(header::ETAG, etag)]).into_response();
+    }
+    (
+        StatusCode::OK,
+        [
+            (header::ETAG, etag),
+            (KEYRING_SEQUENCE_HEADER, HeaderValue::from(newest)),
+            (
+                header::CONTENT_TYPE,
+                HeaderValue::from_static("application/octet-stream"),
+            ),
+        ],
+        Body::from(records),
+    )
+        .into_response()
+}
+
+/// The pack the device is assigned, with HTTP Range.
+#[utoipa::path(
+    get,
+    path = "/api/v1/device/packs/{sha256}",
+    tag = "device",
+    params(("sha256" = String, Path, description = "the pack's SHA-256, as the manifest names it")),
+    security(("device_token" = [])),
+    responses(
+        (status = 200, description = "the whole pack", content_type = "application/octet-stream"),
+        (status = 206, description = "the requested range", content_type = "application/octet-stream"),
+        (status = 304, description = "If-None-Match matched"),
+        (status = 307, description = "with `--presign-downloads`: fetch the pack (with the same `Range`, without the token) from the presigned URL in `Location`"),
+        (status = 401, body = ErrorBody),
+        (status = 404, body = ErrorBody, description = "not a pack this device is assigned"),
+        (status = 416, body = ErrorBody, description = "the range starts at or past the end"),
+        (status = 503, body = ErrorBody, description = "the pack store failed or did not answer within `--store-timeout`: retry after `Retry-After` seconds"),
+    )
+)]
+async fn pack(
+    State(state): State<AppState>,
+    device: Device,
+    Path(sha256): Path<String>,
+    // The request itself rather than a `HeaderMap`, which would be a copy of every header.
+    request: Request,
+) -> Result<Response, ApiError> {
+    let entry = assigned(&device, &sha256)?;
+    let etag = entry.etag.clone();
+    let len = entry.len;
+    let answer = ranges::answer(request.headers(), &etag, len);
+    if let Some(bytes) = entry.bytes.clone() {
+        let body = |offset: u64, count: u64| {
+            state.metrics.add_pack_bytes_served(count);
+            // Both within `len`, which is a `usize` (`ranges::answer` checked them against it).
+            Body::from(bytes.slice(offset as usize..(offset + count) as usize))
+        };
+        return ranges::respond(answer, etag, len, body, &[]);
+    }
+    let digest: PackDigest = sha256.parse().map_err(ApiError::internal)?;
+    if matches!(
+        answer,
+        ranges::Answer::Full | ranges::Answer::Partial { .. }
+    ) && let Some(url) = state
+        .store
+        .download_url(digest)
+        .await
+        .map_err(ApiError::store)?
+    {
+        // The device sends its `Range` again to the bucket, without its token (a client drops
+        // `Authorization` on a redirect to another origin); the URL authorises this one object.
+        let location = HeaderValue::from_str(&url).map_err(ApiError::internal)?;
+        return Ok((
+            StatusCode::TEMPORARY_REDIRECT,
+            [(header::LOCATION, location), (header::ETAG, etag)],
+        )
+            .into_response());
+    }
+    let (offset, count) = answer.span(len);
+    let reader = match answer {
+        ranges::Answer::Full | ranges::Answer::Partial { .. } => {
+            Some(open_at(&state, digest, offset, len).await?)
+        }
+        ranges::Answer::NotModified | ranges::Answer::Unsatisfiable => None,
+    };
+    let metrics = state.metrics.clone();
+    let body = move |_, _| match reader {
+        None => Body::empty(),
+        Some(reader) => Body::from_stream(
+            tokio_util::io::ReaderStream::new(reader.take(count)).map(move |chunk| {
+                if let Ok(bytes) = &chunk {
+                    metrics.add_pack_bytes_served(bytes.len() as u64);
+                }
+                chunk
+            }),
+        ),
+    };
+    ranges::respond(answer, etag, len, body, &[])
+}
+
+/// The pack from the store, from `offset` on, checked to be the length the snapshot knows. Any
+/// failure of the store's (an error, no answer within `--store-timeout`, the object missing or
+/// of another length) is a 503 with `Retry-After` for the device, never a 500: the device
+/// retries, and the cause is logged here.
+async fn open_at(
+    state: &AppState,
+    digest: PackDigest,
+    offset: u64,
+    len: u64,
+) -> Result<std::pin::Pin<Box<dyn tokio::io::AsyncRead + Send>>, ApiError> {
+    let pack = state
+        .store
+        .open_from(digest, offset)
+        .await
+        .map_err(ApiError::store)?
+        .ok_or_else(|| {
+            ApiError::store(std::io::Error::other(format!(
+                "assigned pack {digest} is missing from the store"
+            )))
+        })?;
+    if pack.len != len {
+        return Err(ApiError::store(std::io::Error::other(format!(
+            "pack {digest} is {} bytes in the store but {len} when it was assigned",
+            pack.len
+        ))));
+    }
+    Ok(pack.reader)
+}
+
+fn assigned<'a>(device: &'a Device, sha256: &str) -> Result<&'a PackEntry, ApiError> {
+    assigned_pack(&device.snapshot, &device.entry, sha256)
+        .ok_or_else(|| ApiError::NotFound(format!("pack {sha256:?} for this device")))
+}
+
+/// The pack `sha256` names if it is the one `device` is assigned in `snapshot` (the router's
+/// handler and the device lane both ask this).
+pub fn assigned_pack<'s>(
+    snapshot: &'s Snapshot,
+    device: &DeviceEntry,
+    sha256: &str,
+) -> Option<&'s PackEntry> {
+    let a = snapshot.assignment(&device.id)?;
+    (a.sha256 == sha256)
+        .then(|| snapshot.pack(sha256))
+        .flatten()
+}
+
+/// The assigned pack's canonical IO bindings, to check against the manifest's `io_digest`.
+#[utoipa::path(
+    get,
+    path = "/api/v1/device/packs/{sha256}/io",
+    tag = "device",
+    params(("sha256" = String, Path, description = "the pack's SHA-256")),
+    security(("device_token" = [])),
+    responses(
+        (status = 200, description = "canonical IO bindings (docs/io-bindings.md)", content_type = "application/octet-stream"),
+        (status = 401, body = ErrorBody),
+        (status = 404, body = ErrorBody, description = "not assigned, or no IO bindings declared"),
+    )
+)]
+async fn pack_io(device: Device, Path(sha256): Path<String>) -> Result<Response, ApiError> {
+    let io = assigned(&device, &sha256)?
+        .io
+        .clone()
+        .ok_or_else(|| ApiError::NotFound(format!("IO bindings of pack {sha256:?}")))?;
+    Ok((
+        [(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/octet-stream"),
+        )],
+        Body::from(io),
+    )
+        .into_response())
+}
+
+/// The deployment a status report names.
+#[derive(sqlx::FromRow)]
+struct Reported {
+    id: i64,
+    version_id: i64,
+    target_group: Option<String>,
+    target_device: Option<String>,
+    batches: String,
+    open_batches: i64,
+    accel: i64,
+}
+
+/// Whether `device` is among the targets the open batches of `d` offer (the same rule the poll
+/// cache applies).
+async fn offered(conn: &mut crate::db::Conn, d: &Reported, device: &str) -> Result<bool, ApiError> {
+    let devices: Vec<TargetRow> =
+        sqlx::query_as("SELECT id, accel, grp FROM devices WHERE revoked_at IS NULL")
+            .fetch_all(&mut *conn)
+            .await?;
+    let (ranked, _) = targets(
+        &devices,
+        d.target_group.as_deref(),
+        d.target_device.as_deref(),
+        d.accel,
+    );
+    let batches: Vec<u8> = serde_json::from_str(&d.batches).map_err(ApiError::internal)?;
+    let open = usize::try_from(d.open_batches).unwrap_or(0);
+    let n = rollout::offered_count(&batches, open, ranked.len());
+    Ok(ranked[..n].contains(&device))
+}
+
+/// Reports the device's progress on a deployment; feeds the rollout (batches, auto-abort).
+#[utoipa::path(
+    post,
+    path = "/api/v1/device/status",
+    tag = "device",
+    request_body = StatusReport,
+    security(("device_token" = [])),
+    responses(
+        (status = 204, description = "recorded"),
+        (status = 401, body = ErrorBody),
+        (status = 404, body = ErrorBody, description = "no deployment with this sequence targets the device"),
+        (status = 409, body = ErrorBody, description = "the deployment's open batches do not include the device"),
+        (status = 422, body = ErrorBody),
+    )
+)]
+async fn status(
+    State(state): State<AppState>,
+    device: Device,
+    Json(report): Json<StatusReport>,
+) -> Result<StatusCode, ApiError> {
+    state.fleet.last_seen.touch(&device.entry.id, now_ms());
+    if report.state == DeviceState::Pending {
+        return Err(ApiError::invalid(
+            "state: `pending` is not something a device reports",
+        ));
+    }
+    if report.progress.is_some_and(|p| !(0.0..=1.0).contains(&p)) {
+        return Err(ApiError::invalid("progress: must be within 0..=1"));
+    }
+    if let Some(reason) = &report.reason {
+        crate::names::free_text("reason", reason, MAX_REASON_CHARS, crate::names::Lines::One)?;
+    }
+    let sequence =
+        i64::try_from(report.sequence).map_err(|_| ApiError::invalid("sequence: out of range"))?;
+    let id: &str = &device.entry.id;
+    let now = now_ms();
+    let serial = state.write_lock.lock().await;
+    let mut tx = crate::db::begin_write(&state.db).await?;
+    let found: Option<Reported> = sqlx::query_as(
+        "SELECT d.id, d.version_id, d.target_group, d.target_device, d.batches, d.open_batches, \
+         v.accel FROM deployments d JOIN versions v ON v.id = d.version_id \
+         WHERE d.sequence = $1 AND (d.target_device = $2 OR d.target_group = $3)",
+    )
+    .bind(sequence)
+    .bind(id)
+    .bind(&device.entry.group)
+    .fetch_optional(&mut *tx)
+    .await?;
+    let found = found.ok_or_else(|| {
+        ApiError::NotFound(format!(
+            "deployment with sequence {sequence} for this device"
+        ))
+    })?;
+    if !offered(&mut tx, &found, id).await? {
+        // Counting it would report installs the rollout never asked for, and could open the next
+        // batch on their strength.
+        return Err(ApiError::Conflict(format!(
+            "deployment with sequence {sequence} has not been offered to this device: it is in \
+             none of the open batches"
+        )));
+    }
+    let (deployment_id, version_id) = (found.id, found.version_id);
+    sqlx::query(
+        "INSERT INTO device_deployments (deployment_id, device_id, state, progress, reason, updated_at) \
+         VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (deployment_id, device_id) DO UPDATE SET \
+         state = excluded.state, progress = excluded.progress, reason = excluded.reason, \
+         updated_at = excluded.updated_at",
+    )
+    .bind(deployment_id)
+    .bind(id)
+    .bind(report.state.as_str())
+    .bind(report.progress)
+    .bind(report.reason.as_deref())
+    .bind(now)
+    .persistent(false) // an optional float (db.rs, "Where the SQL differs")
+    .execute(&mut *tx)
+    .await?;
+    sqlx::query(
+        "UPDATE devices SET last_state = $1, last_reason = $2, last_status_at = $3 WHERE id = $4",
+    )
+    .bind(report.state.as_str())
+    .bind(report.reason.as_deref())
+    .bind(now)
+    .bind(id)
+    .execute(&mut *tx)
+    .await?;
+    // The offers this device's polls left pending go first, so its history reads in order.
+    let offers = state.fleet.last_seen.take_offers(&device.entry.id);
+    for &(offered, at) in offers.offers() {
+        crate::fleet::history::record_offer(&mut tx, id, offered, at).await?;
+    }
+    crate::fleet::history::record_report(
+        &mut tx,
+        id,
+        deployment_id,
+        report.state.as_str(),
+        report.progress,
+        report.reason.as_deref(),
+        now,
+    )
+    .await?;
+    if report.state.is_success() {
+        sqlx::query(
+            "UPDATE devices SET current_sequence = $1, current_version_id = $2 \
+             WHERE id = $3 AND current_sequence <= $1",
+        )
+        .bind(sequence)
+        .bind(version_id)
+        .bind(id)
+        .execute(&mut *tx)
+        .await?;
+    }
+    let changed = deployments::evaluate_in(&mut tx, deployment_id).await?;
+    let committed = if changed {
+        Some(crate::device::generation::bump_generation(&mut tx).await?)
+    } else {
+        None
+    };
+    tx.commit().await?;
+    offers.written();
+    drop(serial);
+    if let Some(committed) = committed {
+        crate::fleet::change::refresh(&state, committed).await;
+    }
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// Adds the device-token security scheme and the device tag to the OpenAPI document.
+#[derive(OpenApi)]
+#[openapi(
+    modifiers(&DeviceToken),
+    tags((name = "device", description = "The API devices call, with a device token"))
+)]
+pub struct DeviceDoc;
+
+struct DeviceToken;
+
+impl Modify for DeviceToken {
+    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
+        let components = openapi.components.get_or_insert_with(Default::default);
+        components.add_security_scheme(
+            "device_token",
+            SecurityScheme::Http(
+                HttpBuilder::new()
+                    .scheme(HttpAuthScheme::Bearer)
+                    .description(Some(
+                        "A device token (`npub_dev_…`), from POST /api/v1/devices",
+                    ))
+                    .build(),
+            ),
+        );
+    }
+}

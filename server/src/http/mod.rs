@@ -1,0 +1,12 @@
+//! HTTP plumbing the routes share: the one error type and its JSON shape, extractors, the
+//! body-rate rule, header text, ranges and conditional requests, `Idempotency-Key`, names'
+//! rules, the OpenAPI document and the web UI's files.
+pub mod body_rate;
+pub mod error;
+pub mod extract;
+pub mod header_text;
+pub mod idempotency;
+pub mod openapi;
+pub mod openapi_rules;
+pub mod ranges;
+pub mod web;

@@ -1,0 +1,5 @@
+//! The keys this server signs with: the manifest signing keys and the root key, their routes, and
+//! where their secrets live.
+pub mod routes;
+pub mod secrets;
+pub mod signing;

@@ -113,7 +113,7 @@ impl Server {
             last_seen_flush: std::time::Duration::from_secs(config.last_seen_flush.max(1)),
             cache_check: std::time::Duration::from_secs(config.cache_check.max(1)),
         };
-        let fleet = crate::device::polling::Fleet::load(&db, &store, timers)
+        let fleet = crate::device::polling::Polling::load(&db, &store, timers)
             .await
             .map_err(StartError)?;
         let metrics = Arc::new(Metrics::default());
@@ -130,7 +130,7 @@ impl Server {
                 data_dir.root().to_owned(),
                 config.min_free_space,
             )),
-            fleet: Arc::new(fleet),
+            polling: Arc::new(fleet),
             db,
             store,
             staging,
@@ -316,7 +316,7 @@ impl Server {
             ..
         } = self;
         let db = state.db.clone();
-        let fleet = Arc::clone(&state.fleet);
+        let fleet = Arc::clone(&state.polling);
         let (stop_background, stopped) = tokio::sync::watch::channel(());
         let until_stopped = |mut stopped: tokio::sync::watch::Receiver<()>| async move {
             let _ = stopped.changed().await;

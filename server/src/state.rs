@@ -5,7 +5,7 @@ use tokio::sync::Semaphore;
 
 use crate::auth::guard::Guard;
 use crate::db::Db;
-use crate::device::polling::Fleet;
+use crate::device::polling::Polling;
 use crate::http::body_rate::MinRateRule;
 use crate::keys::signing::Keys;
 use crate::ops::cpu::CpuPool;
@@ -38,7 +38,7 @@ pub struct AppState {
     /// is received or validated.
     pub write_lock: Arc<tokio::sync::Mutex<()>>,
     /// The fleet's in-memory side: the poll cache and batched last-seen times.
-    pub fleet: Arc<Fleet>,
+    pub polling: Arc<Polling>,
     /// Failed authentications: counted, logged and throttled per peer.
     pub auth_guard: Arc<Guard>,
     /// Uploads in flight (receiving, validating, storing), at most `--max-uploads`: one more is

@@ -1,7 +1,7 @@
 //! A manifest poll allocates nothing (issue #17), measured two ways under a counting global
 //! allocator on a real server's snapshot:
 //!
-//! - the shipped decision, `device::routes::decide_poll` after the snapshot's token lookup, for a
+//! - the shipped decision, `device::decide::poll` after the snapshot's token lookup, for a
 //!   device that is up to date, one with nothing assigned, and an unknown token: any allocation
 //!   on the calling thread fails;
 //! - whole polls over a real socket, answered by the accept loop's device lane
@@ -12,7 +12,7 @@ use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use npub_server::device::routes::{PollAnswer, decide_poll};
+use npub_server::device::decide::{self, Poll};
 use serde_json::json;
 use tempfile::TempDir;
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
@@ -133,28 +133,28 @@ async fn fleet() -> Fleet {
     }
 }
 
-/// The shipped steps of a poll: find the device by its token, then `decide_poll` (last seen,
+/// The shipped steps of a poll: find the device by its token, then `decide::poll` (last seen,
 /// the decision, the offer note). `None` for an unknown token; else whether a manifest is
 /// offered.
-fn poll(fleet: &npub_server::device::polling::Fleet, secret: &str, seq: u64) -> Option<bool> {
+fn poll(fleet: &npub_server::device::polling::Polling, secret: &str, seq: u64) -> Option<bool> {
     let snapshot = fleet.cache.get();
-    let polled = snapshot.polled(secret.as_bytes())?;
-    let answer = decide_poll(
-        fleet,
-        &polled.entry,
-        polled.assignment.as_ref(),
+    let enrolled = snapshot.enrolled(secret.as_bytes())?;
+    let answer = decide::poll(
+        &fleet.last_seen,
+        &enrolled.entry,
+        enrolled.assignment.as_ref(),
         seq,
         1,
         |_| false,
     );
-    Some(matches!(answer, PollAnswer::Offer(_)))
+    Some(matches!(answer, Poll::Offer(_)))
 }
 
 #[tokio::test]
 async fn survives_a_nothing_new_poll_without_allocating() {
     let _alone = ONE_AT_A_TIME.lock().await;
     let f = fleet().await;
-    let state = &f.server.state.fleet;
+    let state = &f.server.state.polling;
     // First touches insert into the last-seen map (amortised growth, once per device per flush
     // interval); every poll after that finds its entry.
     for t in [&f.deployed, &f.idle] {

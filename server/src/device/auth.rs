@@ -34,7 +34,7 @@ impl FromRequestParts<AppState> for Device {
         if !secret.starts_with(DEVICE_TOKEN_PREFIX) {
             return Err(failed());
         }
-        let snapshot = state.fleet.cache.get();
+        let snapshot = state.polling.cache.get();
         let entry = snapshot.device(secret).cloned().ok_or_else(failed)?;
         Ok(Device { entry, snapshot })
     }

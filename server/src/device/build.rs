@@ -13,8 +13,8 @@ use npub_core::manifest::ROTATION_BYTES;
 
 use crate::db::Db;
 use crate::device::snapshot::{
-    Added, Assignment, DeviceEntry, KeyringRecords, LoadError, OfferRow, Offers, PackEntry, Polled,
-    Snapshot,
+    Added, Assignment, DeviceEntry, Enrolled, KeyringRecords, LoadError, OfferRow, Offers,
+    PackEntry, Snapshot,
 };
 use crate::device::targets::targets;
 use crate::device::token_index::{self, TokenIndex};
@@ -80,7 +80,7 @@ pub(super) async fn build(
             entries.push(Arc::clone(&entry));
             devices.insert(
                 digest.0,
-                Polled {
+                Enrolled {
                     entry,
                     assignment: None,
                 },
@@ -115,7 +115,7 @@ pub(super) async fn build(
         rows: offers,
         manifests,
     });
-    let fleet = Fleet {
+    let fleet = Gathered {
         generation,
         devices,
         entries,
@@ -135,12 +135,12 @@ pub(super) async fn extend(
     let len = previous.devices.len() + added.len();
     let mut devices = token_index::with_capacity(len);
     let mut entries = Vec::with_capacity(len);
-    for (digest, polled) in &previous.devices {
-        entries.push(Arc::clone(&polled.entry));
+    for (digest, enrolled) in &previous.devices {
+        entries.push(Arc::clone(&enrolled.entry));
         devices.insert(
             *digest,
-            Polled {
-                entry: Arc::clone(&polled.entry),
+            Enrolled {
+                entry: Arc::clone(&enrolled.entry),
                 assignment: None,
             },
         );
@@ -155,13 +155,13 @@ pub(super) async fn extend(
         entries.push(Arc::clone(&entry));
         devices.insert(
             a.digest,
-            Polled {
+            Enrolled {
                 entry,
                 assignment: None,
             },
         );
     }
-    let fleet = Fleet {
+    let fleet = Gathered {
         generation,
         devices,
         entries,
@@ -173,9 +173,9 @@ pub(super) async fn extend(
 
 /// What a snapshot is assembled from: the unrevoked devices (by token digest, and as a list for
 /// targeting), the keyring updates and the deployments, all of one generation.
-struct Fleet {
+struct Gathered {
     generation: i64,
-    devices: TokenIndex<Polled>,
+    devices: TokenIndex<Enrolled>,
     entries: Vec<Arc<DeviceEntry>>,
     keyring: KeyringRecords,
     offers: Arc<Offers>,
@@ -186,9 +186,9 @@ struct Fleet {
 async fn assemble(
     store: &Arc<dyn PackStore>,
     previous: &Snapshot,
-    fleet: Fleet,
+    fleet: Gathered,
 ) -> Result<Snapshot, LoadError> {
-    let Fleet {
+    let Gathered {
         generation,
         mut devices,
         entries,
@@ -259,8 +259,8 @@ async fn assemble(
         };
         packs.insert(sha, entry);
     }
-    for polled in devices.values_mut() {
-        polled.assignment = assignments.get(&polled.entry.id).cloned();
+    for enrolled in devices.values_mut() {
+        enrolled.assignment = assignments.get(&enrolled.entry.id).cloned();
     }
     Ok(Snapshot {
         generation,

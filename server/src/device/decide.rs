@@ -16,7 +16,7 @@ use std::sync::Arc;
 
 use axum::http::HeaderValue;
 
-use crate::device::polling::Fleet;
+use crate::device::last_seen::LastSeen;
 use crate::device::snapshot::{Assignment, DeviceEntry, PackEntry, Snapshot};
 use crate::http::ranges;
 
@@ -33,25 +33,25 @@ pub enum Poll<'s> {
 }
 
 /// The decision of a manifest poll with `seq` (at most `i64::MAX`) from `device`, whose
-/// snapshot assigns it `assignment`, at `now_ms`, and its bookkeeping: the device is seen, and
-/// noted as offered on a 200. `none_match` says whether the request's `If-None-Match` names an
+/// snapshot assigns it `assignment`, at `now_ms`, and its bookkeeping in `seen`: the device is
+/// seen, and noted as offered on a 200. `none_match` says whether the request's `If-None-Match` names an
 /// `ETag`. Allocates nothing once the device's last-seen entry exists.
 pub fn poll<'s>(
-    fleet: &Fleet,
+    seen: &LastSeen,
     device: &DeviceEntry,
     assignment: Option<&'s Arc<Assignment>>,
     seq: u64,
     now_ms: i64,
     none_match: impl FnOnce(&HeaderValue) -> bool,
 ) -> Poll<'s> {
-    fleet.last_seen.seen(device, now_ms);
+    seen.seen(device, now_ms);
     let Some(a) = assignment.filter(|a| a.sequence > seq) else {
         return Poll::Nothing;
     };
     if none_match(&a.etag) {
         return Poll::NotModified(a);
     }
-    fleet.last_seen.offered(&device.id, a.deployment_id, now_ms);
+    seen.offered(&device.id, a.deployment_id, now_ms);
     Poll::Offer(a)
 }
 
@@ -117,7 +117,7 @@ pub fn assigned_pack<'s>(
 pub enum Source<'s> {
     /// A file on this machine (the local store): the lane sends it with `sendfile`, the router
     /// from the in-memory copy beside it.
-    File(&'s std::fs::File, Option<&'s bytes::Bytes>),
+    File(&'s Arc<std::fs::File>, Option<&'s bytes::Bytes>),
     /// Memory only.
     Memory(&'s bytes::Bytes),
     /// The pack store (an S3 bucket): streamed from it, or a redirect to a presigned URL.
@@ -139,6 +139,42 @@ mod tests {
 
     fn snapshot_with(sha: &str, etag: &str, len: u64) -> (Snapshot, Arc<DeviceEntry>) {
         Snapshot::for_tests(sha, etag, len)
+    }
+
+    #[test]
+    fn answers_a_poll_nothing_below_the_assignment_then_the_manifest_or_not_modified() {
+        let sha = "ab".repeat(32);
+        let (snapshot, device) = snapshot_with(&sha, "\"e\"", 100);
+        let assignment = snapshot.assignment(&device.id);
+        let seen = LastSeen::default();
+        let never = |_: &HeaderValue| false;
+        // A device at the assignment's sequence (1) or above has nothing newer.
+        for seq in [1, 2, i64::MAX as u64] {
+            assert!(matches!(
+                poll(&seen, &device, assignment, seq, 1_000, never),
+                Poll::Nothing
+            ));
+        }
+        assert!(seen.take_offers(&device.id).offers().is_empty());
+        // Nothing assigned: nothing, whatever the sequence.
+        assert!(matches!(
+            poll(&seen, &device, None, 0, 1_000, never),
+            Poll::Nothing
+        ));
+        // The ETag it names: 304, not an offer.
+        let named = poll(&seen, &device, assignment, 0, 2_000, |etag| {
+            etag.as_bytes() == b"\"m1-1\""
+        });
+        assert!(matches!(named, Poll::NotModified(a) if a.sequence == 1));
+        assert!(seen.take_offers(&device.id).offers().is_empty());
+        // Below it: the manifest, noted as offered once, at the earliest time.
+        for now in [3_000, 4_000] {
+            assert!(matches!(
+                poll(&seen, &device, assignment, 0, now, never),
+                Poll::Offer(a) if a.sequence == 1
+            ));
+        }
+        assert_eq!(seen.take_offers(&device.id).offers(), &[(1, 3_000)]);
     }
 
     #[test]

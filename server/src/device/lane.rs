@@ -7,7 +7,7 @@
 //!
 //! | Request (HTTP/1.1, no body)                                  | Lane                       | Handed to the router (`reason` label) |
 //! |--------------------------------------------------------------|----------------------------|---------------------------------------|
-//! | `GET /api/v1/device/manifest`, no query or `?seq=N` (N ≤ 2^63 − 1), a known device token | 204 / 304 / 200 ([`routes::decide_poll`]) | another query (`query`): the router's 400 / 422 |
+//! | `GET /api/v1/device/manifest`, no query or `?seq=N` (N ≤ 2^63 − 1), a known device token | 204 / 304 / 200 ([`decide::poll`]) | another query (`query`): the router's 400 / 422 |
 //! | `GET /api/v1/device/packs/{sha256}` (64 hex), a known device token, its assigned pack, a local store | 200 whole, 206 for one `Range` (`bytes=A-B`, `A-`, `-N`), by `sendfile` | `If-None-Match`, `If-Range`, two `Range`s (`headers`); not assigned, past the end, an object store (`answer`): the router's 304 / 404 / 416 / 307 |
 //! | no token, an unknown or revoked one                          | —                          | `token`: the router's 401 / 429, counted as an auth failure |
 //! | `Expect`, `Upgrade`, `Transfer-Encoding`, a `Content-Length` other than 0, a `Connection` other than `keep-alive` / `close` | — | `headers` |
@@ -39,7 +39,8 @@ use crate::conn::rewind::Rewind;
 use crate::conn::timer::Deadline;
 use crate::conn::wire::Head;
 use crate::device::auth::DEVICE_TOKEN_PREFIX;
-use crate::device::routes::{self, PollAnswer};
+use crate::device::decide;
+use crate::device::routes;
 use crate::device::snapshot::{Assignment, Snapshot};
 use crate::http::header_text;
 use crate::http::ranges;
@@ -77,7 +78,7 @@ impl Lane {
     pub(crate) fn new(state: Arc<AppState>, header_timeout: Duration) -> Self {
         let manifest = state.metrics.route("GET", routes::MANIFEST_PATH);
         let pack = state.metrics.route("GET", routes::PACK_ROUTE);
-        let starts = PollStarts::new(&state.fleet.poll_interval);
+        let starts = PollStarts::new(&state.polling.poll_interval);
         Self {
             state,
             manifest,
@@ -134,7 +135,7 @@ impl Reason {
 enum Plan {
     Poll {
         snapshot: Arc<Snapshot>,
-        answer: Polled,
+        answer: PollPlan,
         close: bool,
         /// The request's time: its last-seen time and its `Date`.
         now: SystemTime,
@@ -151,8 +152,8 @@ enum Plan {
     },
 }
 
-/// [`PollAnswer`] with its assignment held (a reference count), so that it outlives the parse.
-enum Polled {
+/// [`Poll`] with its assignment held (a reference count), so that it outlives the parse.
+enum PollPlan {
     Nothing,
     NotModified(Arc<Assignment>),
     Offer(Arc<Assignment>),
@@ -501,9 +502,9 @@ fn plan(lane: &Lane, request: &httparse::Request<'_, '_>) -> Result<Plan, Reason
             .ok_or(Reason::Token)?,
         _ => return Err(Reason::Token),
     };
-    let snapshot = lane.state.fleet.cache.get();
-    let polled = snapshot.polled(token).ok_or(Reason::Token)?;
-    let device = &polled.entry;
+    let snapshot = lane.state.polling.cache.get();
+    let enrolled = snapshot.enrolled(token).ok_or(Reason::Token)?;
+    let device = &enrolled.entry;
     let now = SystemTime::now();
     match route {
         Route::Manifest => {
@@ -511,17 +512,17 @@ fn plan(lane: &Lane, request: &httparse::Request<'_, '_>) -> Result<Plan, Reason
                 None | Some("") => 0,
                 Some(q) => seq(q).ok_or(Reason::Query)?,
             };
-            let answer = match routes::decide_poll(
-                &lane.state.fleet,
+            let answer = match decide::poll(
+                &lane.state.polling.last_seen,
                 device,
-                polled.assignment.as_ref(),
+                enrolled.assignment.as_ref(),
                 seq,
                 crate::time::ms_of(now),
                 |etag| ranges::none_match_values(seen.if_none_match(), etag),
             ) {
-                PollAnswer::Nothing => Polled::Nothing,
-                PollAnswer::NotModified(a) => Polled::NotModified(Arc::clone(a)),
-                PollAnswer::Offer(a) => Polled::Offer(Arc::clone(a)),
+                decide::Poll::Nothing => PollPlan::Nothing,
+                decide::Poll::NotModified(a) => PollPlan::NotModified(Arc::clone(a)),
+                decide::Poll::Offer(a) => PollPlan::Offer(Arc::clone(a)),
             };
             Ok(Plan::Poll {
                 snapshot,
@@ -534,23 +535,33 @@ fn plan(lane: &Lane, request: &httparse::Request<'_, '_>) -> Result<Plan, Reason
             if query.is_some() || seen.if_none_matches > 0 || seen.ranges > 1 {
                 return Err(Reason::Headers);
             }
-            let entry = routes::assigned_pack(&snapshot, device, sha).ok_or(Reason::Answer)?;
-            let file = entry.file.clone().ok_or(Reason::Answer)?;
             let range = match seen.range {
                 None => None,
-                Some(value) => {
-                    let spec = header_text::text(value).ok_or(Reason::Headers)?;
-                    match ranges::range(spec, entry.len) {
-                        ranges::Answer::Full => None,
-                        ranges::Answer::Partial { start, end } => Some((start, end)),
-                        ranges::Answer::Unsatisfiable | ranges::Answer::NotModified => {
-                            return Err(Reason::Answer);
-                        }
-                    }
+                Some(value) => Some(header_text::text(value).ok_or(Reason::Headers)?),
+            };
+            let conditions = decide::Conditions {
+                range,
+                ..decide::Conditions::default()
+            };
+            // The lane sends 200 and 206 from a file; 304, 404, 416 and the store's answers
+            // are the router's to render.
+            let decide::Pack::Send { entry, range } =
+                decide::pack(&snapshot, device, sha, &conditions)
+            else {
+                return Err(Reason::Answer);
+            };
+            let decide::Source::File(file, _) = decide::source(entry) else {
+                return Err(Reason::Answer);
+            };
+            let range = match range {
+                ranges::Answer::Full => None,
+                ranges::Answer::Partial { start, end } => Some((start, end)),
+                ranges::Answer::Unsatisfiable | ranges::Answer::NotModified => {
+                    return Err(Reason::Answer);
                 }
             };
             Ok(Plan::Pack {
-                file,
+                file: Arc::clone(file),
                 bytes: entry.bytes.clone(),
                 etag: entry.etag.clone(),
                 len: entry.len,
@@ -609,7 +620,7 @@ fn poll_head(
     out: &mut Vec<u8>,
     starts: &PollStarts,
     snapshot: &Snapshot,
-    answer: &Polled,
+    answer: &PollPlan,
     close: bool,
     now: SystemTime,
 ) -> u16 {
@@ -617,20 +628,20 @@ fn poll_head(
     let keyring_name = routes::KEYRING_SEQUENCE_HEADER;
     let keyring_name = keyring_name.as_str().as_bytes();
     match answer {
-        Polled::Nothing => {
+        PollPlan::Nothing => {
             Head::resume(out, &starts.nothing)
                 .header(keyring_name, keyring)
                 .finish(close, now, b"");
             204
         }
-        Polled::NotModified(a) => {
+        PollPlan::NotModified(a) => {
             Head::resume(out, &starts.not_modified)
                 .header(keyring_name, keyring)
                 .header(b"etag", a.etag.as_bytes())
                 .finish(close, now, b"");
             304
         }
-        Polled::Offer(a) => {
+        PollPlan::Offer(a) => {
             Head::resume(out, &starts.offer)
                 .header(keyring_name, keyring)
                 .header(b"etag", a.etag.as_bytes())
@@ -770,6 +781,55 @@ fn unsupported(e: &io::Error) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The lane's renderer of [`decide::poll`]'s answers: each status line, the headers every
+    /// manifest answer carries, and the manifest as the body of a 200 only.
+    #[test]
+    fn renders_each_poll_answer_with_its_headers() {
+        let snapshot = Snapshot::default();
+        let assignment = Arc::new(Assignment {
+            deployment_id: 1,
+            sequence: 1,
+            sha256: "ab".repeat(32),
+            manifest: Bytes::from_static(b"MANIFEST"),
+            etag: HeaderValue::from_static("\"m1-1\""),
+        });
+        let starts = PollStarts::new(&HeaderValue::from_static("60"));
+        let now = SystemTime::UNIX_EPOCH + Duration::from_secs(1_700_000_000);
+        let render = |plan: &PollPlan, close: bool| {
+            let mut out = Vec::new();
+            let status = poll_head(&mut out, &starts, &snapshot, plan, close, now);
+            (status, String::from_utf8(out).unwrap())
+        };
+        let (status, nothing) = render(&PollPlan::Nothing, false);
+        assert_eq!(status, 204);
+        assert!(
+            nothing.starts_with("HTTP/1.1 204 No Content\r\n"),
+            "{nothing}"
+        );
+        assert!(nothing.contains("npub-poll-interval: 60\r\n"), "{nothing}");
+        assert!(nothing.contains("npub-keyring-sequence: "), "{nothing}");
+        assert!(
+            nothing.contains("date: Tue, 14 Nov 2023 22:13:20 GMT\r\n"),
+            "{nothing}"
+        );
+        assert!(nothing.ends_with("\r\n\r\n"), "{nothing}");
+        assert!(!nothing.contains("etag"), "{nothing}");
+
+        let (status, same) = render(&PollPlan::NotModified(Arc::clone(&assignment)), true);
+        assert_eq!(status, 304);
+        assert!(same.starts_with("HTTP/1.1 304 Not Modified\r\n"), "{same}");
+        assert!(same.contains("etag: \"m1-1\"\r\n"), "{same}");
+        assert!(same.contains("connection: close\r\n"), "{same}");
+        assert!(same.ends_with("\r\n\r\n"), "{same}");
+
+        let (status, offer) = render(&PollPlan::Offer(Arc::clone(&assignment)), false);
+        assert_eq!(status, 200);
+        assert!(offer.starts_with("HTTP/1.1 200 OK\r\n"), "{offer}");
+        assert!(offer.contains("npub-sequence: 1\r\n"), "{offer}");
+        assert!(offer.contains("content-length: 8\r\n"), "{offer}");
+        assert!(offer.ends_with("\r\n\r\nMANIFEST"), "{offer}");
+    }
 
     #[test]
     fn rejects_a_query_the_router_must_judge() {

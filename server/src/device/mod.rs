@@ -37,8 +37,8 @@ pub mod token_index;
 pub use generation::bump_generation;
 pub use poll_cache::PollCache;
 pub use polling::{
-    DEFAULT_CACHE_CHECK_SECS, DEFAULT_LAST_SEEN_FLUSH_SECS, DEFAULT_POLL_INTERVAL_SECS, Fleet,
-    FleetTimers,
+    DEFAULT_CACHE_CHECK_SECS, DEFAULT_LAST_SEEN_FLUSH_SECS, DEFAULT_POLL_INTERVAL_SECS,
+    FleetTimers, Polling,
 };
 pub use snapshot::{Added, Generation, Snapshot};
 

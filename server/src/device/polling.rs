@@ -41,7 +41,7 @@ impl Default for FleetTimers {
 
 /// The fleet's in-memory side: the poll cache and the pending last-seen times.
 #[derive(Debug)]
-pub struct Fleet {
+pub struct Polling {
     /// What devices are offered, answered from memory.
     pub cache: PollCache,
     /// Last-seen times not yet written.
@@ -56,7 +56,7 @@ pub struct Fleet {
     born: std::time::Instant,
 }
 
-impl Fleet {
+impl Polling {
     /// Builds the first snapshot from the database.
     pub async fn load(
         db: &Db,

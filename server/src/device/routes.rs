@@ -14,7 +14,6 @@
 //! come from the snapshot's memory with the local store, and are streamed from the bucket (a
 //! ranged GET) or handed off with a `307` to a presigned URL with an S3 store.
 use axum::Json as JsonResponse;
-use std::sync::Arc;
 
 use axum::body::Body;
 use axum::extract::{Request, State};
@@ -29,8 +28,9 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use crate::device::auth::Device;
-use crate::device::polling::Fleet;
-use crate::device::snapshot::{Assignment, DeviceEntry, PackEntry, Snapshot};
+use crate::device::decide::{self, Poll};
+use crate::device::polling::Polling;
+use crate::device::snapshot::{PackEntry, Snapshot};
 use crate::device::targets::{TargetRow, targets};
 use crate::fleet::deployments;
 use crate::fleet::rollout::{self, DeviceState};
@@ -168,27 +168,27 @@ fn answer_manifest(
     headers: &HeaderMap,
 ) -> Response {
     if i64::try_from(q.seq).is_err() {
-        state.fleet.last_seen.touch(&device.entry.id, now_ms());
+        state.polling.last_seen.touch(&device.entry.id, now_ms());
         // Sequences are i64 in the database; a larger one was never issued.
         return ApiError::invalid(format!("seq: at most {}", i64::MAX)).into_response();
     }
-    let headers_always = always_headers(&state.fleet, &device.snapshot);
-    match decide_poll(
-        &state.fleet,
+    let headers_always = always_headers(&state.polling, &device.snapshot);
+    match decide::poll(
+        &state.polling.last_seen,
         &device.entry,
         device.snapshot.assignment(&device.entry.id),
         q.seq,
         now_ms(),
         |etag| ranges::none_match(headers, etag),
     ) {
-        PollAnswer::Nothing => (StatusCode::NO_CONTENT, headers_always).into_response(),
-        PollAnswer::NotModified(a) => (
+        Poll::Nothing => (StatusCode::NO_CONTENT, headers_always).into_response(),
+        Poll::NotModified(a) => (
             StatusCode::NOT_MODIFIED,
             headers_always,
             [(header::ETAG, a.etag.clone())],
         )
             .into_response(),
-        PollAnswer::Offer(a) => (
+        Poll::Offer(a) => (
             StatusCode::OK,
             headers_always,
             [
@@ -205,47 +205,11 @@ fn answer_manifest(
     }
 }
 
-/// What a manifest poll is answered, besides [`always_headers`].
-#[derive(Debug, Clone, Copy)]
-pub enum PollAnswer<'s> {
-    /// 204: nothing newer than the device's `seq`.
-    Nothing,
-    /// 304: the manifest the device's `If-None-Match` names.
-    NotModified(&'s Arc<Assignment>),
-    /// 200: this manifest.
-    Offer(&'s Arc<Assignment>),
-}
-
-/// The decision of a manifest poll with `seq` (at most `i64::MAX`) from `device`, whose
-/// snapshot assigns it `assignment`, at `now_ms`, and its bookkeeping: the device is seen, and noted as offered on a 200.
-/// `none_match` says whether the request's `If-None-Match` names an `ETag`. The router's handler
-/// and the accept loop's device lane (`device/lane.rs`) both answer through this; allocates nothing
-/// once the device's last-seen entry exists.
-pub fn decide_poll<'s>(
-    fleet: &Fleet,
-    device: &DeviceEntry,
-    assignment: Option<&'s Arc<Assignment>>,
-    seq: u64,
-    now_ms: i64,
-    none_match: impl FnOnce(&HeaderValue) -> bool,
-) -> PollAnswer<'s> {
-    let now = now_ms;
-    fleet.last_seen.seen(device, now);
-    let Some(a) = assignment.filter(|a| a.sequence > seq) else {
-        return PollAnswer::Nothing;
-    };
-    if none_match(&a.etag) {
-        return PollAnswer::NotModified(a);
-    }
-    fleet.last_seen.offered(&device.id, a.deployment_id, now);
-    PollAnswer::Offer(a)
-}
-
 /// `Npub-Poll-Interval` and `Npub-Keyring-Sequence`, on every manifest answer: clones of values
 /// built once (reference counts, no allocation).
-pub fn always_headers(fleet: &Fleet, snapshot: &Snapshot) -> [(HeaderName, HeaderValue); 2] {
+pub fn always_headers(polling: &Polling, snapshot: &Snapshot) -> [(HeaderName, HeaderValue); 2] {
     [
-        (POLL_INTERVAL_HEADER, fleet.poll_interval.clone()),
+        (POLL_INTERVAL_HEADER, polling.poll_interval.clone()),
         (
             KEYRING_SEQUENCE_HEADER,
             snapshot.keyring().newest_header().clone(),
@@ -329,14 +293,37 @@ async fn pack(
     // The request itself rather than a `HeaderMap`, which would be a copy of every header.
     request: Request,
 ) -> Result<Response, ApiError> {
-    let entry = assigned(&device, &sha256)?;
+    let headers = request.headers();
+    let if_none_match: Vec<&[u8]> = headers
+        .get_all(header::IF_NONE_MATCH)
+        .iter()
+        .map(HeaderValue::as_bytes)
+        .collect();
+    let conditions = decide::Conditions {
+        if_none_match: &if_none_match,
+        if_range: headers.get(header::IF_RANGE).map(HeaderValue::as_bytes),
+        range: headers.get(header::RANGE).and_then(|v| v.to_str().ok()),
+    };
+    let (entry, answer) = match decide::pack(&device.snapshot, &device.entry, &sha256, &conditions)
+    {
+        decide::Pack::NotAssigned => {
+            return Err(ApiError::NotFound(format!(
+                "pack {sha256:?} for this device"
+            )));
+        }
+        decide::Pack::Send { entry, range } => (entry, range),
+    };
     let etag = entry.etag.clone();
     let len = entry.len;
-    let answer = ranges::answer(request.headers(), &etag, len);
-    if let Some(bytes) = entry.bytes.clone() {
+    let in_memory = match decide::source(entry) {
+        decide::Source::File(_, bytes) => bytes,
+        decide::Source::Memory(bytes) => Some(bytes),
+        decide::Source::Store => None,
+    };
+    if let Some(bytes) = in_memory.cloned() {
         let body = |offset: u64, count: u64| {
             state.metrics.add_pack_bytes_served(count);
-            // Both within `len`, which is a `usize` (`ranges::answer` checked them against it).
+            // Both within `len`, which is a `usize` (`ranges::answer_of` checked them against it).
             Body::from(bytes.slice(offset as usize..(offset + count) as usize))
         };
         return ranges::respond(answer, etag, len, body, &[]);
@@ -412,21 +399,8 @@ async fn open_at(
 }
 
 fn assigned<'a>(device: &'a Device, sha256: &str) -> Result<&'a PackEntry, ApiError> {
-    assigned_pack(&device.snapshot, &device.entry, sha256)
+    decide::assigned_pack(&device.snapshot, &device.entry, sha256)
         .ok_or_else(|| ApiError::NotFound(format!("pack {sha256:?} for this device")))
-}
-
-/// The pack `sha256` names if it is the one `device` is assigned in `snapshot` (the router's
-/// handler and the device lane both ask this).
-pub fn assigned_pack<'s>(
-    snapshot: &'s Snapshot,
-    device: &DeviceEntry,
-    sha256: &str,
-) -> Option<&'s PackEntry> {
-    let a = snapshot.assignment(&device.id)?;
-    (a.sha256 == sha256)
-        .then(|| snapshot.pack(sha256))
-        .flatten()
 }
 
 /// The assigned pack's canonical IO bindings, to check against the manifest's `io_digest`.
@@ -508,7 +482,7 @@ async fn status(
     device: Device,
     Json(report): Json<StatusReport>,
 ) -> Result<StatusCode, ApiError> {
-    state.fleet.last_seen.touch(&device.entry.id, now_ms());
+    state.polling.last_seen.touch(&device.entry.id, now_ms());
     if report.state == DeviceState::Pending {
         return Err(ApiError::invalid(
             "state: `pending` is not something a device reports",
@@ -575,7 +549,7 @@ async fn status(
     .execute(&mut *tx)
     .await?;
     // The offers this device's polls left pending go first, so its history reads in order.
-    let offers = state.fleet.last_seen.take_offers(&device.entry.id);
+    let offers = state.polling.last_seen.take_offers(&device.entry.id);
     for &(offered, at) in offers.offers() {
         crate::fleet::history::record_offer(&mut tx, id, offered, at).await?;
     }

@@ -116,7 +116,7 @@ impl KeyringRecords {
 
 /// A device as a poll finds it: its entry and its assignment.
 #[derive(Debug)]
-pub struct Polled {
+pub struct Enrolled {
     /// The device.
     pub entry: Arc<DeviceEntry>,
     /// What it is offered now (the same as [`Snapshot::assignment`] of its id).
@@ -130,7 +130,7 @@ pub struct Snapshot {
     pub generation: i64,
     /// Each device with its assignment beside it, so that a poll finds both with one lookup
     /// (at 100,000 devices every lookup is a cache miss or two).
-    pub(super) devices: TokenIndex<Polled>,
+    pub(super) devices: TokenIndex<Enrolled>,
     pub(super) assignments: HashMap<Arc<str>, Arc<Assignment>>,
     pub(super) packs: HashMap<String, PackEntry>,
     pub(super) keyring: KeyringRecords,
@@ -171,11 +171,11 @@ impl Snapshot {
     /// The device whose token is `secret`, unless unknown or revoked. Hashes on the stack and
     /// looks up the digest: no allocation, no scan.
     pub fn device(&self, secret: &str) -> Option<&Arc<DeviceEntry>> {
-        self.polled(secret.as_bytes()).map(|p| &p.entry)
+        self.enrolled(secret.as_bytes()).map(|p| &p.entry)
     }
 
     /// The device whose token is `secret` and what it is offered now, from one lookup.
-    pub fn polled(&self, secret: &[u8]) -> Option<&Polled> {
+    pub fn enrolled(&self, secret: &[u8]) -> Option<&Enrolled> {
         let digest: TokenDigest = Sha256::digest(secret).into();
         self.devices.get(&digest)
     }

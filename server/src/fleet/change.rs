@@ -7,7 +7,7 @@ use crate::state::AppState;
 /// already committed.
 pub async fn refresh(state: &AppState, committed: Generation) {
     if let Err(e) = state
-        .fleet
+        .polling
         .cache
         .catch_up(&state.db, &state.store, committed)
         .await
@@ -19,7 +19,7 @@ pub async fn refresh(state: &AppState, committed: Generation) {
 /// [`refresh`] after a change that only provisioned `added` ([`PollCache::add_devices`]).
 pub async fn refresh_provisioned(state: &AppState, committed: Generation, added: Vec<Added>) {
     if let Err(e) = state
-        .fleet
+        .polling
         .cache
         .add_devices(&state.db, &state.store, committed, added)
         .await

@@ -159,7 +159,6 @@ pub fn none_match_values<'a>(
         .any(|t| t == "*" || t.trim_start_matches("W/").as_bytes() == etag.as_bytes())
 }
 
-
 /// The answer to the `Range` value `spec` for `len` bytes (no `If-None-Match`, `If-Range`
 /// aside).
 ///

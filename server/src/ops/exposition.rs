@@ -48,7 +48,7 @@ pub fn router() -> OpenApiRouter<AppState> {
 )]
 async fn metrics(State(state): State<AppState>) -> impl IntoResponse {
     let mut text = state.metrics.render();
-    state.fleet.cache.render(&mut text);
+    state.polling.cache.render(&mut text);
     render_disk(&state.disk, &mut text);
     (
         [(

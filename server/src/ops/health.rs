@@ -142,10 +142,10 @@ pub async fn readiness(state: &AppState) -> Readiness {
         free_bytes: space.map(|s| s.free),
         min_free_bytes: state.disk.reserve(),
     };
-    let confirmed_ago = state.fleet.confirmed_ago();
+    let confirmed_ago = state.polling.confirmed_ago();
     let snapshot = SnapshotCheck {
         ok: confirmed_ago <= SNAPSHOT_TRUST,
-        generation: state.fleet.cache.get().generation,
+        generation: state.polling.cache.get().generation,
         confirmed_ms_ago: millis(confirmed_ago),
     };
     let can_serve_polls = snapshot.ok;

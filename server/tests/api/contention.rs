@@ -112,7 +112,7 @@ async fn survives_concurrent_deployments_rollbacks_creations_and_polls_with_no_e
         tokio::spawn(async move {
             let mut failures = Vec::new();
             while !stop.load(std::sync::atomic::Ordering::Relaxed) {
-                if let Err(e) = s.state.fleet.flush_last_seen(&s.state.db).await {
+                if let Err(e) = s.state.polling.flush_last_seen(&s.state.db).await {
                     failures.push(format!("last-seen flush: {e}"));
                 }
                 tokio::task::yield_now().await;

@@ -163,7 +163,7 @@ async fn deploys_with_a_staged_rollout_and_devices_move_the_progress_bars() {
         assert_eq!(count(&ui, "installed").await, 2);
 
         // The fleet shows what each device runs now.
-        state.fleet.flush_last_seen(&state.db).await.unwrap();
+        state.polling.flush_last_seen(&state.db).await.unwrap();
         ui.open("fleet").await;
         let rows = ui.wait_text(".devices tbody", "kws 1.0.0 (seq 1)").await;
         assert!(rows.contains("installed"), "{rows}");

@@ -159,7 +159,10 @@ async fn a_device_installs_a_deployment_end_to_end() {
     assert_eq!(before["current_version"], "2.0.0");
     assert_eq!(before["current_sequence"], sequence);
     assert_eq!(before["status"], "installed");
-    assert_eq!(s.state.fleet.flush_last_seen(&s.state.db).await.unwrap(), 1);
+    assert_eq!(
+        s.state.polling.flush_last_seen(&s.state.db).await.unwrap(),
+        1
+    );
     let after: serde_json::Value = s
         .req(Method::GET, "/api/v1/devices?group=lab&status=installed")
         .send()
@@ -212,7 +215,7 @@ async fn sequences_only_grow_and_survive_a_restart() {
     assert_eq!(list[0]["sequence"], c["sequence"]);
 
     // Another replica's change: only the generation row tells; the periodic check rebuilds.
-    let fleet = &s.state.fleet;
+    let fleet = &s.state.polling;
     assert!(
         !fleet
             .refresh_if_stale(&s.state.db, &s.state.store)

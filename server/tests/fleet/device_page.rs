@@ -46,7 +46,7 @@ async fn device_page_shows_what_it_runs_and_every_offer_and_report_newest_first(
     sim.report(seq2, "failed").await;
     // Polling again the same deployment is not a second offer.
     sim.poll().await;
-    s.state.fleet.flush_last_seen(&s.state.db).await.unwrap();
+    s.state.polling.flush_last_seen(&s.state.db).await.unwrap();
 
     let dev = page(&s, "/api/v1/devices/dev-1").await;
     assert_eq!(dev["id"], "dev-1");

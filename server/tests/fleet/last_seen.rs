@@ -27,13 +27,13 @@ async fn survives_a_flush_of_more_devices_than_one_statement_holds() {
         let chunk: Vec<&str> = chunk.iter().map(String::as_str).collect();
         provision(&s, "field", &chunk).await;
     }
-    let seen = &s.state.fleet.last_seen;
+    let seen = &s.state.polling.last_seen;
     for (i, id) in ids.iter().enumerate() {
         let id: std::sync::Arc<str> = std::sync::Arc::from(id.as_str());
         seen.touch(&id, 1_000_000 + i as i64);
     }
     assert_eq!(
-        s.state.fleet.flush_last_seen(&s.state.db).await.unwrap(),
+        s.state.polling.flush_last_seen(&s.state.db).await.unwrap(),
         DEVICES
     );
     assert_eq!(last_seen_set(&s).await, DEVICES);
@@ -41,7 +41,7 @@ async fn survives_a_flush_of_more_devices_than_one_statement_holds() {
     // An older time flushed later (a delayed poll) does not move the last one back.
     let last: std::sync::Arc<str> = std::sync::Arc::from(ids[DEVICES - 1].as_str());
     seen.touch(&last, 5);
-    s.state.fleet.flush_last_seen(&s.state.db).await.unwrap();
+    s.state.polling.flush_last_seen(&s.state.db).await.unwrap();
     let (at,): (i64,) = sqlx::query_as("SELECT last_seen FROM devices WHERE id = $1")
         .bind(&*last)
         .fetch_one(&s.state.db)

@@ -185,14 +185,14 @@ fn offer(
     snapshot: &npub_server::device::snapshot::Snapshot,
     token: &str,
 ) -> (String, Option<(u64, String, Vec<u8>)>) {
-    let polled = snapshot
-        .polled(token.as_bytes())
+    let enrolled = snapshot
+        .enrolled(token.as_bytes())
         .expect("the device is in the snapshot");
-    let assignment = polled
+    let assignment = enrolled
         .assignment
         .as_ref()
         .map(|a| (a.sequence, a.sha256.clone(), a.manifest.to_vec()));
-    (polled.entry.id.to_string(), assignment)
+    (enrolled.entry.id.to_string(), assignment)
 }
 
 /// Devices provisioned while a staged rollout is open join its ranking and can move its batch
@@ -219,13 +219,13 @@ async fn provisioning_into_an_open_rollout_offers_what_a_database_read_offers() 
         json!({"model": "kws", "version": "2.0.0", "group": "lab"}),
     )
     .await;
-    let (read, extended, _) = s.state.fleet.cache.builds();
+    let (read, extended, _) = s.state.polling.cache.builds();
 
     let more: Vec<String> = (10..20).map(|i| format!("d{i:02}")).collect();
     let more: Vec<&str> = more.iter().map(String::as_str).collect();
     tokens.extend(provision(&s, "field", &more).await);
     tokens.extend(provision(&s, "lab", &["lab-1", "lab-2"]).await);
-    let (read_now, extended_now, _) = s.state.fleet.cache.builds();
+    let (read_now, extended_now, _) = s.state.polling.cache.builds();
     assert_eq!(
         extended_now,
         extended + 2,
@@ -233,14 +233,14 @@ async fn provisioning_into_an_open_rollout_offers_what_a_database_read_offers() 
     );
     assert_eq!(read_now, read, "nothing was read from the database");
 
-    let grown = s.state.fleet.cache.get();
+    let grown = s.state.polling.cache.get();
     s.state
-        .fleet
+        .polling
         .cache
         .rebuild(&s.state.db, &s.state.store)
         .await
         .unwrap();
-    let from_db = s.state.fleet.cache.get();
+    let from_db = s.state.polling.cache.get();
     assert_eq!(grown.generation, from_db.generation);
     let offers: Vec<_> = tokens.iter().map(|t| offer(&grown, t)).collect();
     for (t, o) in tokens.iter().zip(&offers) {

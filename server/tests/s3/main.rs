@@ -144,7 +144,7 @@ async fn uploads_survive_a_restart_and_download_with_ranges_from_the_bucket() {
         }
         r.send()
     };
-    let snapshot = s.state.fleet.cache.get();
+    let snapshot = s.state.polling.cache.get();
     let entry = snapshot
         .pack(&sha)
         .expect("the assigned pack is in the snapshot");

@@ -32,6 +32,7 @@ use crate::device::decide::{self, Poll};
 use crate::device::polling::Polling;
 use crate::device::snapshot::{PackEntry, Snapshot};
 use crate::device::targets::{TargetRow, targets};
+use crate::fleet::change::{Effect, FleetChange, Record};
 use crate::fleet::deployments;
 use crate::fleet::rollout::{self, DeviceState};
 use crate::http::error::{ApiError, ErrorBody};
@@ -498,8 +499,7 @@ async fn status(
         i64::try_from(report.sequence).map_err(|_| ApiError::invalid("sequence: out of range"))?;
     let id: &str = &device.entry.id;
     let now = now_ms();
-    let serial = state.write_lock.lock().await;
-    let mut tx = crate::db::begin_write(&state.db).await?;
+    let mut tx = FleetChange::begin(&state).await?;
     let found: Option<Reported> = sqlx::query_as(
         "SELECT d.id, d.version_id, d.target_group, d.target_device, d.batches, d.open_batches, \
          v.accel FROM deployments d JOIN versions v ON v.id = d.version_id \
@@ -574,18 +574,16 @@ async fn status(
         .execute(&mut *tx)
         .await?;
     }
-    let changed = deployments::evaluate_in(&mut tx, deployment_id).await?;
-    let committed = if changed {
-        Some(crate::device::generation::bump_generation(&mut tx).await?)
+    // A report that opens a batch, completes or aborts the rollout changes what devices are
+    // offered; any other changes no snapshot.
+    let effect = if deployments::evaluate_in(&mut tx, deployment_id).await? {
+        Effect::Fleet
     } else {
-        None
+        Effect::Nothing
     };
-    tx.commit().await?;
+    let committed = tx.commit(Record::DeviceReport, effect).await?;
     offers.written();
-    drop(serial);
-    if let Some(committed) = committed {
-        crate::fleet::change::refresh(&state, committed).await;
-    }
+    committed.finish().await;
     Ok(StatusCode::NO_CONTENT)
 }
 

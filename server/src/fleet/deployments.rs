@@ -16,10 +16,12 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use super::rollout::{self, Decision, DeviceState, Progress, Rollout};
+use super::states::{self, DeploymentState};
 use super::targeting::{self, DeploymentDevice, Plan, Reported};
 use crate::auth::Operator;
 use crate::db::Conn;
 use crate::device::targets::{TargetRow, targets};
+use crate::fleet::change::{Effect, FleetChange, Record};
 use crate::http::error::{ApiError, ErrorBody};
 use crate::http::extract::{Json, Path, Query};
 use crate::ops::audit;
@@ -80,7 +82,7 @@ pub struct Deployment {
     /// Where it goes.
     pub target: Target,
     /// `active`, `paused` or `aborted`.
-    pub state: String,
+    pub state: DeploymentState,
     /// `state`, or `completed` once every target succeeded.
     pub phase: String,
     /// Why it was aborted.
@@ -371,8 +373,7 @@ pub(crate) async fn create(
     if let Some(g) = &target.group {
         super::device_info::check_field("group", g)?;
     }
-    let serial = state.write_lock.lock().await;
-    let mut tx = crate::db::begin_write(&state.db).await?;
+    let mut tx = FleetChange::begin(state).await?;
     let v = version_facts(&mut tx, model, version).await?;
     plan_for(&mut tx, &v, &target, &rollout).await?;
     let mut classes: Vec<(i64,)> = sqlx::query_as(
@@ -452,25 +453,25 @@ pub(crate) async fn create(
         .execute(&mut *tx)
         .await?;
     }
-    audit::record(
-        &mut tx,
-        op,
-        if kind == "rollback" {
-            "deployment.rollback"
-        } else {
-            "deployment.create"
+    tx.commit(
+        Record::Audit {
+            op,
+            action: if kind == "rollback" {
+                "deployment.rollback"
+            } else {
+                "deployment.create"
+            },
+            object: format!("deployments/{id}"),
+            detail: serde_json::json!({
+                "sequence": sequence, "model": model, "version": version, "sha256": v.sha256,
+                "group": target.group, "device": target.device, "rollout": rollout,
+            }),
         },
-        &format!("deployments/{id}"),
-        serde_json::json!({
-            "sequence": sequence, "model": model, "version": version, "sha256": v.sha256,
-            "group": target.group, "device": target.device, "rollout": rollout,
-        }),
+        Effect::Fleet,
     )
-    .await?;
-    let committed = crate::device::generation::bump_generation(&mut tx).await?;
-    tx.commit().await?;
-    drop(serial);
-    crate::fleet::change::refresh(state, committed).await;
+    .await?
+    .finish()
+    .await;
     load(&mut *state.db.acquire().await?, id).await
 }
 
@@ -497,7 +498,8 @@ struct DeploymentRow {
     accel: i64,
     target_group: Option<String>,
     target_device: Option<String>,
-    state: String,
+    #[sqlx(try_from = "String")]
+    state: DeploymentState,
     abort_reason: Option<String>,
     batches: String,
     success_threshold: f64,
@@ -581,7 +583,7 @@ async fn render(conn: &mut Conn, row: DeploymentRow) -> Result<Deployment, ApiEr
     .bind(row.id)
     .fetch_all(&mut *conn)
     .await?;
-    let completed = row.state != "aborted"
+    let completed = row.state != DeploymentState::Aborted
         && open == rollout.batches.len()
         && progress.targets > 0
         && progress.counts.successes() == progress.targets;
@@ -600,7 +602,7 @@ async fn render(conn: &mut Conn, row: DeploymentRow) -> Result<Deployment, ApiEr
         phase: if completed {
             "completed".into()
         } else {
-            row.state.clone()
+            row.state.as_str().to_owned()
         },
         state: row.state,
         abort_reason: row.abort_reason,
@@ -731,7 +733,7 @@ async fn deployment_devices(
         reports.insert(
             device,
             Reported {
-                state: st,
+                state: states::reported(st).map_err(ApiError::internal)?,
                 reason,
                 updated_at,
             },
@@ -739,7 +741,7 @@ async fn deployment_devices(
     }
     let open = usize::try_from(row.open_batches).unwrap_or(0);
     let mut list = targeting::list(&plan, &names, reports, open, row.accel);
-    if row.state == "aborted" {
+    if row.state == DeploymentState::Aborted {
         // Nobody is offered an aborted deployment, whatever batch it reached.
         for d in &mut list {
             d.offered = false;
@@ -750,7 +752,7 @@ async fn deployment_devices(
             if want == "skipped" {
                 d.skipped.is_some()
             } else {
-                &d.state == want
+                d.state.as_str() == want
             }
         });
     }
@@ -771,7 +773,15 @@ async fn pause(
     op: Operator,
     Path(id): Path<i64>,
 ) -> Result<JsonResponse<Deployment>, ApiError> {
-    transition(&state, &op, id, "pause", &["active"], "paused").await
+    transition(
+        &state,
+        &op,
+        id,
+        "pause",
+        &[DeploymentState::Active],
+        DeploymentState::Paused,
+    )
+    .await
 }
 
 /// Resumes a paused deployment (and opens every batch its progress already allows).
@@ -788,7 +798,15 @@ async fn resume(
     op: Operator,
     Path(id): Path<i64>,
 ) -> Result<JsonResponse<Deployment>, ApiError> {
-    transition(&state, &op, id, "resume", &["paused"], "active").await
+    transition(
+        &state,
+        &op,
+        id,
+        "resume",
+        &[DeploymentState::Paused],
+        DeploymentState::Active,
+    )
+    .await
 }
 
 /// Aborts a deployment: it is no longer offered; devices that installed it keep it.
@@ -805,7 +823,15 @@ async fn abort(
     op: Operator,
     Path(id): Path<i64>,
 ) -> Result<JsonResponse<Deployment>, ApiError> {
-    transition(&state, &op, id, "abort", &["active", "paused"], "aborted").await
+    transition(
+        &state,
+        &op,
+        id,
+        "abort",
+        &[DeploymentState::Active, DeploymentState::Paused],
+        DeploymentState::Aborted,
+    )
+    .await
 }
 
 async fn transition(
@@ -813,13 +839,13 @@ async fn transition(
     op: &Operator,
     id: i64,
     verb: &str,
-    from: &[&str],
-    to: &str,
+    from: &[DeploymentState],
+    to: DeploymentState,
 ) -> Result<JsonResponse<Deployment>, ApiError> {
-    let serial = state.write_lock.lock().await;
-    let mut tx = crate::db::begin_write(&state.db).await?;
+    let mut tx = FleetChange::begin(state).await?;
     let row = load_row(&mut tx, id).await?;
-    if !from.contains(&row.state.as_str()) {
+    if !from.contains(&row.state) {
+        let from: Vec<&str> = from.iter().map(|s| s.as_str()).collect();
         return Err(ApiError::Conflict(format!(
             "deployment {id} is {}; only a deployment that is {} can {verb}",
             row.state,
@@ -827,26 +853,26 @@ async fn transition(
         )));
     }
     sqlx::query("UPDATE deployments SET state = $1, abort_reason = $2 WHERE id = $3")
-        .bind(to)
-        .bind((to == "aborted").then(|| format!("aborted by {}", op.name)))
+        .bind(to.as_str())
+        .bind((to == DeploymentState::Aborted).then(|| format!("aborted by {}", op.name)))
         .bind(id)
         .execute(&mut *tx)
         .await?;
-    audit::record(
-        &mut tx,
-        op,
-        &format!("deployment.{verb}"),
-        &format!("deployments/{id}"),
-        serde_json::json!({"sequence": row.sequence}),
-    )
-    .await?;
-    if to == "active" {
+    if to == DeploymentState::Active {
         evaluate_in(&mut tx, id).await?;
     }
-    let committed = crate::device::generation::bump_generation(&mut tx).await?;
-    tx.commit().await?;
-    drop(serial);
-    crate::fleet::change::refresh(state, committed).await;
+    tx.commit(
+        Record::Audit {
+            op,
+            action: &format!("deployment.{verb}"),
+            object: format!("deployments/{id}"),
+            detail: serde_json::json!({"sequence": row.sequence}),
+        },
+        Effect::Fleet,
+    )
+    .await?
+    .finish()
+    .await;
     Ok(JsonResponse(
         load(&mut *state.db.acquire().await?, id).await?,
     ))
@@ -856,13 +882,18 @@ async fn transition(
 /// batches or aborts. Returns whether anything changed (the caller bumps the generation).
 pub(crate) async fn evaluate_in(conn: &mut Conn, id: i64) -> Result<bool, ApiError> {
     let row = load_row(conn, id).await?;
-    if row.state == "aborted" {
+    if row.state == DeploymentState::Aborted {
         return Ok(false);
     }
     let (states, _) = target_states(conn, &row).await?;
     let rollout = row.rollout();
     let open = usize::try_from(row.open_batches).unwrap_or(0);
-    match rollout::decide(&rollout, open, row.state == "paused", &states) {
+    match rollout::decide(
+        &rollout,
+        open,
+        row.state == DeploymentState::Paused,
+        &states,
+    ) {
         Decision::Stay => Ok(false),
         Decision::Open(n) => {
             if !rollout::claim_open(conn, id, open, n).await? {
@@ -878,7 +909,7 @@ pub(crate) async fn evaluate_in(conn: &mut Conn, id: i64) -> Result<bool, ApiErr
             Ok(true)
         }
         Decision::Abort(reason) => {
-            if !rollout::claim_abort(conn, id, &row.state, &reason).await? {
+            if !rollout::claim_abort(conn, id, row.state, &reason).await? {
                 return Ok(false);
             }
             tracing::warn!(deployment = id, %reason, "deployment auto-aborted");

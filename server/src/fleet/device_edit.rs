@@ -12,9 +12,9 @@ use utoipa::ToSchema;
 use super::device_info::{DeviceCreated, DeviceInfo, MAX_FIELD_BYTES, check_field, load_info};
 use crate::auth::{Operator, token};
 use crate::device::auth as device_auth;
+use crate::fleet::change::{Effect, FleetChange, Record};
 use crate::http::error::{ApiError, ErrorBody};
 use crate::http::extract::{Json, Path};
-use crate::ops::audit;
 use crate::state::AppState;
 
 /// `PATCH /api/v1/devices/{id}` body: the fields to change; absent fields stay.
@@ -81,8 +81,7 @@ pub(super) async fn patch_device(
                 })
         })
         .transpose()?;
-    let serial = state.write_lock.lock().await;
-    let mut tx = crate::db::begin_write(&state.db).await?;
+    let mut tx = FleetChange::begin(&state).await?;
     let before = load_info(&mut tx, &id).await?;
     let tags = patch
         .tags
@@ -123,18 +122,18 @@ pub(super) async fn patch_device(
         drop(tx);
         return Ok(JsonResponse(after));
     }
-    audit::record(
-        &mut tx,
-        &op,
-        "device.update",
-        &format!("devices/{id}"),
-        serde_json::Value::Object(changes),
+    tx.commit(
+        Record::Audit {
+            op: &op,
+            action: "device.update",
+            object: format!("devices/{id}"),
+            detail: serde_json::Value::Object(changes),
+        },
+        Effect::Fleet,
     )
-    .await?;
-    let committed = crate::device::generation::bump_generation(&mut tx).await?;
-    tx.commit().await?;
-    drop(serial);
-    crate::fleet::change::refresh(&state, committed).await;
+    .await?
+    .finish()
+    .await;
     Ok(JsonResponse(after))
 }
 
@@ -161,8 +160,7 @@ pub(super) async fn new_token(
     Path(id): Path<String>,
 ) -> Result<JsonResponse<DeviceCreated>, ApiError> {
     let secret = device_auth::generate()?;
-    let serial = state.write_lock.lock().await;
-    let mut tx = crate::db::begin_write(&state.db).await?;
+    let mut tx = FleetChange::begin(&state).await?;
     let device = load_info(&mut tx, &id).await?;
     if device.revoked_at.is_some() {
         return Err(ApiError::Conflict(format!(
@@ -175,18 +173,18 @@ pub(super) async fn new_token(
         .bind(&id)
         .execute(&mut *tx)
         .await?;
-    audit::record(
-        &mut tx,
-        &op,
-        "device.token",
-        &format!("devices/{id}"),
-        serde_json::json!({}),
+    tx.commit(
+        Record::Audit {
+            op: &op,
+            action: "device.token",
+            object: format!("devices/{id}"),
+            detail: serde_json::json!({}),
+        },
+        Effect::Fleet,
     )
-    .await?;
-    let committed = crate::device::generation::bump_generation(&mut tx).await?;
-    tx.commit().await?;
-    drop(serial);
-    crate::fleet::change::refresh(&state, committed).await;
+    .await?
+    .finish()
+    .await;
     Ok(JsonResponse(DeviceCreated {
         device,
         token: secret,

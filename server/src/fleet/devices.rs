@@ -16,9 +16,9 @@ use super::device_info::{
 use super::history::{self, History, HistoryQuery};
 use crate::auth::{Operator, token};
 use crate::device::auth as device_auth;
+use crate::fleet::change::{Effect, FleetChange, Record};
 use crate::http::error::{ApiError, ErrorBody};
 use crate::http::extract::{Json, Path, Query};
-use crate::ops::audit;
 use crate::state::AppState;
 use crate::time::{now_ms, rfc3339};
 
@@ -124,7 +124,8 @@ async fn provision(
     let now = now_ms();
     let mut out = Vec::with_capacity(devices.len());
     let mut added = Vec::with_capacity(devices.len());
-    let mut tx = crate::db::begin_write(&state.db).await?;
+    let mut audited = Vec::with_capacity(devices.len());
+    let mut tx = FleetChange::begin(&state).await?;
     for d in devices {
         check_field("id", &d.id)?;
         let group = d.group.unwrap_or_else(|| DEFAULT_GROUP.to_owned());
@@ -167,14 +168,10 @@ async fn provision(
         .execute(&mut *tx)
         .await
         .map_err(|e| ApiError::on_unique(e, || format!("device {:?} exists", d.id)))?;
-        audit::record(
-            &mut tx,
-            &op,
-            "device.create",
-            &format!("devices/{}", d.id),
+        audited.push((
+            format!("devices/{}", d.id),
             serde_json::json!({"group": group, "hw_class": d.hw_class, "accelerator": accel.name()}),
-        )
-        .await?;
+        ));
         added.push(crate::device::snapshot::Added {
             digest: Sha256::digest(secret.as_bytes()).into(),
             id: d.id.clone(),
@@ -204,9 +201,15 @@ async fn provision(
             token: secret,
         });
     }
-    let committed = crate::device::generation::bump_generation(&mut tx).await?;
-    tx.commit().await?;
-    crate::fleet::change::refresh_provisioned(&state, committed, added).await;
+    let record = Record::Each {
+        op: &op,
+        action: "device.create",
+        entries: audited,
+    };
+    tx.commit(record, Effect::Provisioned(added))
+        .await?
+        .finish()
+        .await;
     Ok((StatusCode::CREATED, JsonResponse(out)))
 }
 
@@ -311,8 +314,7 @@ async fn revoke_device(
 }
 
 async fn revoke(state: &AppState, op: &Operator, id: &str) -> Result<StatusCode, ApiError> {
-    let serial = state.write_lock.lock().await;
-    let mut tx = crate::db::begin_write(&state.db).await?;
+    let mut tx = FleetChange::begin(state).await?;
     let row: Option<(Option<i64>,)> =
         sqlx::query_as("SELECT revoked_at FROM devices WHERE id = $1")
             .bind(id)
@@ -327,17 +329,17 @@ async fn revoke(state: &AppState, op: &Operator, id: &str) -> Result<StatusCode,
         .bind(id)
         .execute(&mut *tx)
         .await?;
-    audit::record(
-        &mut tx,
-        op,
-        "device.revoke",
-        &format!("devices/{id}"),
-        serde_json::json!({}),
+    tx.commit(
+        Record::Audit {
+            op,
+            action: "device.revoke",
+            object: format!("devices/{id}"),
+            detail: serde_json::json!({}),
+        },
+        Effect::Fleet,
     )
-    .await?;
-    let committed = crate::device::generation::bump_generation(&mut tx).await?;
-    tx.commit().await?;
-    drop(serial);
-    crate::fleet::change::refresh(state, committed).await;
+    .await?
+    .finish()
+    .await;
     Ok(StatusCode::NO_CONTENT)
 }

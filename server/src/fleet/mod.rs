@@ -27,6 +27,7 @@ pub mod devices;
 pub mod groups;
 pub mod history;
 pub mod rollout;
+pub mod states;
 pub mod targeting;
 
 /// The fleet's tags in the OpenAPI document.

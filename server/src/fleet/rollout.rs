@@ -30,6 +30,8 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest as _, Sha256};
 use utoipa::ToSchema;
 
+use super::states::DeploymentState;
+pub use super::states::DeviceState;
 use crate::db::Conn;
 use crate::http::error::ApiError;
 
@@ -144,70 +146,6 @@ pub fn offered_count(batches: &[u8], open_batches: usize, n: usize) -> usize {
         .checked_sub(1)
         .and_then(|last| cumulative_sizes(batches, n).get(last).copied())
         .unwrap_or(0)
-}
-
-/// A device's state for one deployment, as reported (or `pending`: nothing reported yet).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema, Hash)]
-#[serde(rename_all = "snake_case")]
-pub enum DeviceState {
-    /// Offered or waiting for its batch; nothing reported.
-    Pending,
-    /// Downloading the pack.
-    Downloading,
-    /// The pack verified against the manifest.
-    Verified,
-    /// Installed in the inactive slot and made active.
-    Installed,
-    /// Bound to the NPU and self-tested.
-    Bound,
-    /// Failed; `reason` says why.
-    Failed,
-    /// Installed, then reverted to the previous pack.
-    RolledBack,
-}
-
-impl DeviceState {
-    /// Every state, in display order.
-    pub const ALL: [DeviceState; 7] = [
-        DeviceState::Pending,
-        DeviceState::Downloading,
-        DeviceState::Verified,
-        DeviceState::Installed,
-        DeviceState::Bound,
-        DeviceState::Failed,
-        DeviceState::RolledBack,
-    ];
-
-    /// The database spelling.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            DeviceState::Pending => "pending",
-            DeviceState::Downloading => "downloading",
-            DeviceState::Verified => "verified",
-            DeviceState::Installed => "installed",
-            DeviceState::Bound => "bound",
-            DeviceState::Failed => "failed",
-            DeviceState::RolledBack => "rolled_back",
-        }
-    }
-
-    /// From the database spelling (unknown: pending).
-    pub fn from_db(s: &str) -> Self {
-        Self::ALL
-            .into_iter()
-            .find(|st| st.as_str() == s)
-            .unwrap_or(DeviceState::Pending)
-    }
-
-    /// Counts towards opening the next batch.
-    pub fn is_success(self) -> bool {
-        matches!(self, DeviceState::Installed | DeviceState::Bound)
-    }
-
-    /// Counts towards auto-abort.
-    pub fn is_failure(self) -> bool {
-        matches!(self, DeviceState::Failed | DeviceState::RolledBack)
-    }
 }
 
 /// Devices per state.
@@ -430,7 +368,7 @@ pub(crate) async fn claim_open(
 pub(crate) async fn claim_abort(
     conn: &mut Conn,
     id: i64,
-    from: &str,
+    from: DeploymentState,
     reason: &str,
 ) -> Result<bool, sqlx::Error> {
     let claimed: Option<(i64,)> = sqlx::query_as(
@@ -439,7 +377,7 @@ pub(crate) async fn claim_abort(
     )
     .bind(reason)
     .bind(id)
-    .bind(from)
+    .bind(from.as_str())
     .fetch_optional(&mut *conn)
     .await?;
     Ok(claimed.is_some())

@@ -14,6 +14,7 @@ use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 use super::rollout::{self, DeviceState};
+use super::states::TargetState;
 use crate::db::Conn;
 use crate::http::error::ApiError;
 
@@ -156,7 +157,7 @@ pub struct DeploymentDevice {
     pub offered: bool,
     /// What it last reported for this deployment, `pending` if nothing, `skipped` when skipped
     /// before it reported.
-    pub state: String,
+    pub state: TargetState,
     /// Why it does not get the deployment (yet).
     pub skipped: Option<Skip>,
     /// The reason it gave with its last report, or what the skip means for it.
@@ -167,8 +168,8 @@ pub struct DeploymentDevice {
 
 /// What a device reported on one deployment.
 pub struct Reported {
-    /// State spelling.
-    pub state: String,
+    /// What it reported.
+    pub state: DeviceState,
     /// Its reason.
     pub reason: Option<String>,
     /// Unix ms.
@@ -190,10 +191,10 @@ pub fn list(
         let offered = batch < open_batches;
         let report = reports.remove(id);
         let (state, reason, updated_at, skipped) = match report {
-            Some(r) => (r.state, r.reason, Some(r.updated_at), None),
-            None if offered => (DeviceState::Pending.as_str().to_owned(), None, None, None),
+            Some(r) => (r.state.into(), r.reason, Some(r.updated_at), None),
+            None if offered => (TargetState::Pending, None, None, None),
             None => (
-                "skipped".to_owned(),
+                TargetState::Skipped,
                 Some(format!(
                     "in batch {} of {}, not open yet",
                     batch + 1,
@@ -223,7 +224,7 @@ pub fn list(
             accelerator: theirs.to_owned(),
             batch: None,
             offered: false,
-            state: "skipped".into(),
+            state: TargetState::Skipped,
             skipped: Some(Skip::OtherAccelerator),
             reason: Some(format!("it is {theirs}; the pack is compiled for {pack}")),
             updated_at: None,
@@ -238,7 +239,7 @@ pub fn list(
             accelerator: pack.to_owned(),
             batch: None,
             offered: false,
-            state: r.state,
+            state: r.state.into(),
             skipped: Some(Skip::NotATarget),
             reason: r
                 .reason

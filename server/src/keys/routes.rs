@@ -12,11 +12,11 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use crate::auth::{Admin, Operator};
+use crate::fleet::change::{Effect, FleetChange, Record};
 use crate::http::error::{ApiError, ErrorBody};
 use crate::http::extract::{Json, Path as UrlPath};
 use crate::keys::secrets::generate_seed;
 use crate::keys::signing::{Keys, insert_key};
-use crate::ops::audit;
 use crate::state::AppState;
 use crate::store::to_hex;
 use crate::time::{now_ms, rfc3339};
@@ -304,9 +304,8 @@ async fn import_key(
         .map(|hex| parse_update(hex, &pair))
         .transpose()?;
 
-    let _serial = state.write_lock.lock().await;
     let now = now_ms();
-    let mut tx = crate::db::begin_write(&state.db).await?;
+    let mut tx = FleetChange::begin(&state).await?;
     let known: Option<(i64,)> = sqlx::query_as("SELECT id FROM signing_keys WHERE key_id = $1")
         .bind(key_id.to_string())
         .fetch_optional(&mut *tx)
@@ -355,29 +354,26 @@ async fn import_key(
             })
         })?;
     }
-    let committed = if update.is_some() {
-        Some(crate::device::generation::bump_generation(&mut tx).await?)
-    } else {
-        None
-    };
-    audit::record(
-        &mut tx,
-        &op,
-        "key.import",
-        &format!("keys/{key_id}"),
-        serde_json::json!({
+    let record = Record::Audit {
+        op: &op,
+        action: "key.import",
+        object: format!("keys/{key_id}"),
+        detail: serde_json::json!({
             "public_key": to_hex(&pair.public_key()),
             "keyring_update_sequence": update.as_ref().map(|(_, u, _)| u.sequence),
         }),
-    )
-    .await?;
-    tx.commit().await?;
+    };
+    // Only a keyring update changes what devices are offered.
+    let effect = if update.is_some() {
+        Effect::Fleet
+    } else {
+        Effect::Nothing
+    };
+    let committed = tx.commit(record, effect).await?;
     let public_key = to_hex(&pair.public_key());
+    // Active before the write lock is released: no other writer signs with the old key after it.
     state.keys.set_active(pair);
-    drop(_serial);
-    if let Some(committed) = committed {
-        crate::fleet::change::refresh(&state, committed).await;
-    }
+    committed.finish().await;
     tracing::info!(%key_id, "signing key imported and active");
     Ok((
         StatusCode::CREATED,
@@ -446,9 +442,8 @@ async fn rotate_key(
 ) -> Result<(StatusCode, JsonResponse<KeyChange>), ApiError> {
     let seed = generate_seed().map_err(ApiError::internal)?;
     let key_id = KeyPair::from_seed(*seed).key_id();
-    let serial = state.write_lock.lock().await;
     let now = now_ms();
-    let mut tx = crate::db::begin_write(&state.db).await?;
+    let mut tx = FleetChange::begin(&state).await?;
     // The previous key as the database has it: another replica may have rotated since this one
     // last signed.
     let previous = state
@@ -487,25 +482,22 @@ async fn rotate_key(
     }
     insert_key(&mut tx, &pair, "generated").await?;
     let update = store_update(&mut tx, &state.keys, &op, change, now).await?;
-    let committed = crate::device::generation::bump_generation(&mut tx).await?;
-    audit::record(
-        &mut tx,
-        &op,
-        "key.rotate",
-        &format!("keys/{key_id}"),
-        serde_json::json!({
+    let record = Record::Audit {
+        op: &op,
+        action: "key.rotate",
+        object: format!("keys/{key_id}"),
+        detail: serde_json::json!({
             "public_key": to_hex(&pair.public_key()),
             "previous": previous_id.to_string(),
             "revoke_previous": body.revoke_previous,
             "keyring_update_sequence": update.sequence,
         }),
-    )
-    .await?;
-    tx.commit().await?;
+    };
+    let committed = tx.commit(record, Effect::Fleet).await?;
     let public_key = to_hex(&pair.public_key());
+    // Active before the write lock is released: no other writer signs with the old key after it.
     state.keys.set_active(pair);
-    drop(serial);
-    crate::fleet::change::refresh(&state, committed).await;
+    committed.finish().await;
     tracing::info!(%key_id, previous = %previous_id, sequence = update.sequence, "signing key rotated");
     Ok((
         StatusCode::CREATED,
@@ -548,9 +540,8 @@ async fn revoke_key(
 ) -> Result<(StatusCode, JsonResponse<KeyChange>), ApiError> {
     let unknown = || ApiError::NotFound(format!("signing key {key_id:?}"));
     let id = KeyId::from_hex(&key_id).ok_or_else(unknown)?;
-    let serial = state.write_lock.lock().await;
     let now = now_ms();
-    let mut tx = crate::db::begin_write(&state.db).await?;
+    let mut tx = FleetChange::begin(&state).await?;
     let row: Option<KeyRow> = sqlx::query_as(
         "SELECT key_id, public_key, source, created_at, retired_at, revoked_at FROM signing_keys \
          WHERE key_id = $1",
@@ -582,18 +573,13 @@ async fn revoke_key(
         now,
     )
     .await?;
-    let committed = crate::device::generation::bump_generation(&mut tx).await?;
-    audit::record(
-        &mut tx,
-        &op,
-        "key.revoke",
-        &format!("keys/{id}"),
-        serde_json::json!({"keyring_update_sequence": update.sequence}),
-    )
-    .await?;
-    tx.commit().await?;
-    drop(serial);
-    crate::fleet::change::refresh(&state, committed).await;
+    let record = Record::Audit {
+        op: &op,
+        action: "key.revoke",
+        object: format!("keys/{id}"),
+        detail: serde_json::json!({"keyring_update_sequence": update.sequence}),
+    };
+    tx.commit(record, Effect::Fleet).await?.finish().await;
     tracing::info!(key_id = %id, sequence = update.sequence, "signing key revoked");
     key.revoked_at = Some(rfc3339(now));
     Ok((

@@ -31,7 +31,7 @@ pub fn version(version: &str) -> Result<(), ApiError> {
 pub fn token(name: &str) -> Result<(), ApiError> {
     if name.trim().is_empty() || name.chars().count() > TOKEN_NAME_MAX_CHARS {
         return Err(ApiError::invalid(format!(
-            "token name: must be 1..={TOKEN_NAME_MAX_CHARS} characters and not blank"
+            "token name: must be 1 to {TOKEN_NAME_MAX_CHARS} characters and not blank"
         )));
     }
     if name.chars().any(char::is_control) {
@@ -83,7 +83,7 @@ fn check(what: &str, s: &str, max: usize, allowed: impl Fn(char) -> bool) -> Res
     let first_ok = s.chars().next().is_some_and(|c| c.is_ascii_alphanumeric());
     if !first_ok || s.len() > max {
         return Err(ApiError::invalid(format!(
-            "{what} {s:?}: must be 1..={max} bytes starting with a letter or a digit"
+            "{what} {s:?}: must be 1 to {max} bytes starting with a letter or a digit"
         )));
     }
     if let Some(bad) = s.chars().find(|&c| !allowed(c)) {

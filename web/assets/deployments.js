@@ -12,10 +12,10 @@ import { confirmAction } from './dialog.js';
 export const POLL_MS = 1500;
 
 /** Device states in the order a device moves through them (issue 6 / docs/device-api.md). */
-export const STATES = ['pending', 'downloading', 'verified', 'installed', 'bound', 'failed', 'rolled_back'];
+export const STATES = ['pending', 'downloading', 'verified', 'installed', 'bound', 'failed', 'rolled_back', 'cancelled'];
 
 /** Left to right in a stacked bar: done, on the way, gone wrong, not started. */
-const BAR_ORDER = ['bound', 'installed', 'verified', 'downloading', 'rolled_back', 'failed', 'pending'];
+const BAR_ORDER = ['bound', 'installed', 'verified', 'downloading', 'rolled_back', 'failed', 'pending', 'cancelled'];
 
 const STATE_LABELS = {
   pending: 'pending',
@@ -25,6 +25,7 @@ const STATE_LABELS = {
   bound: 'bound',
   failed: 'failed',
   rolled_back: 'rolled back',
+  cancelled: 'cancelled',
 };
 
 /**

@@ -103,7 +103,7 @@ impl std::fmt::Display for BootstrapError {
         match self {
             Self::WeakToken => write!(
                 f,
-                "NPUB_ADMIN_TOKEN must be {MIN_SUPPLIED_TOKEN_CHARS}..={MAX_TOKEN_CHARS} \
+                "NPUB_ADMIN_TOKEN must be {MIN_SUPPLIED_TOKEN_CHARS} to {MAX_TOKEN_CHARS} \
                  characters without whitespace"
             ),
             Self::Db(e) => write!(f, "creating the bootstrap token: {e}"),

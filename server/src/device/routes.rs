@@ -490,7 +490,7 @@ async fn status(
         ));
     }
     if report.progress.is_some_and(|p| !(0.0..=1.0).contains(&p)) {
-        return Err(ApiError::invalid("progress: must be within 0..=1"));
+        return Err(ApiError::invalid("progress: must be from 0 to 1"));
     }
     if let Some(reason) = &report.reason {
         crate::names::free_text("reason", reason, MAX_REASON_CHARS, crate::names::Lines::One)?;

@@ -16,7 +16,7 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use super::rollout::{self, Decision, DeviceState, Progress, Rollout};
-use super::states::{self, DeploymentState};
+use super::states::{self, DeploymentState, TargetState};
 use super::targeting::{self, DeploymentDevice, Plan, Reported};
 use crate::auth::Operator;
 use crate::db::Conn;
@@ -576,7 +576,10 @@ async fn render(conn: &mut Conn, row: DeploymentRow) -> Result<Deployment, ApiEr
     let (states, incompatible) = target_states(conn, &row).await?;
     let rollout = row.rollout();
     let open = usize::try_from(row.open_batches).unwrap_or(0);
-    let progress = rollout::progress(&rollout.batches, open, &states, incompatible);
+    let mut progress = rollout::progress(&rollout.batches, open, &states, incompatible);
+    if row.state == DeploymentState::Aborted {
+        progress.cancel_pending();
+    }
     let manifests: Vec<(i64, String)> = sqlx::query_as(
         "SELECT hw_class, key_id FROM deployment_manifests WHERE deployment_id = $1 ORDER BY hw_class",
     )
@@ -700,11 +703,12 @@ async fn deployment_devices(
 ) -> Result<JsonResponse<Vec<DeploymentDevice>>, ApiError> {
     if let Some(s) = &q.state
         && s != "skipped"
+        && s != "cancelled"
         && !DeviceState::ALL.iter().any(|st| st.as_str() == s)
     {
         return Err(ApiError::invalid(format!(
             "state: {s:?} is not a device state (pending, downloading, verified, installed, \
-             bound, failed, rolled_back, skipped)"
+             bound, failed, rolled_back, skipped, cancelled)"
         )));
     }
     let mut conn = state.db.acquire().await?;
@@ -742,9 +746,16 @@ async fn deployment_devices(
     let open = usize::try_from(row.open_batches).unwrap_or(0);
     let mut list = targeting::list(&plan, &names, reports, open, row.accel);
     if row.state == DeploymentState::Aborted {
-        // Nobody is offered an aborted deployment, whatever batch it reached.
+        // Nobody is offered an aborted deployment, whatever batch it reached, and a device
+        // that had reported nothing never will.
         for d in &mut list {
             d.offered = false;
+            let untouched = d.state == TargetState::Pending
+                || (d.state == TargetState::Skipped
+                    && d.skipped == Some(targeting::Skip::BatchNotOpen));
+            if untouched {
+                d.state = TargetState::Cancelled;
+            }
         }
     }
     if let Some(want) = &q.state {

@@ -59,7 +59,7 @@ pub(super) async fn patch_device(
             || name.chars().any(char::is_control))
     {
         return Err(ApiError::invalid(format!(
-            "name: 1..={MAX_FIELD_BYTES} characters, no control characters"
+            "name: 1 to {MAX_FIELD_BYTES} characters, no control characters"
         )));
     }
     if let Some(group) = &patch.group {

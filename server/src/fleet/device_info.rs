@@ -70,8 +70,8 @@ pub fn check_field(field: &str, value: &str) -> Result<(), ApiError> {
         Ok(())
     } else {
         Err(ApiError::invalid(format!(
-            "{field}: 1..={MAX_FIELD_BYTES} characters of letters, digits, '-', '_', '.', ':' \
-             expected, got {value:?}"
+            "{field}: {value:?} is not allowed: use 1 to {MAX_FIELD_BYTES} letters, digits, \
+             '-', '_', '.' or ':' (no spaces)"
         )))
     }
 }

@@ -57,8 +57,12 @@ fn default_hw_class() -> u32 {
 }
 
 /// `POST /api/v1/devices` body: one device, or `{"devices": [...]}`.
+///
+/// Read by [`TryFrom<serde_json::Value>`]: an object with `devices` is a batch, any other is one
+/// device, so that a mistake is reported at its field (`devices[3].tags[0]: …`) rather than as
+/// "matches neither shape".
 #[derive(Debug, Deserialize, ToSchema)]
-#[serde(untagged)]
+#[serde(untagged, try_from = "serde_json::Value")]
 pub enum Provision {
     /// Several devices, in one transaction.
     Batch {
@@ -67,6 +71,31 @@ pub enum Provision {
     },
     /// One device.
     One(NewDevice),
+}
+
+/// A batch's body, as [`Provision::Batch`] reads it.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Batch {
+    devices: Vec<NewDevice>,
+}
+
+impl TryFrom<serde_json::Value> for Provision {
+    type Error = String;
+
+    fn try_from(body: serde_json::Value) -> Result<Self, String> {
+        fn read<T: serde::de::DeserializeOwned>(body: &serde_json::Value) -> Result<T, String> {
+            serde_path_to_error::deserialize(body).map_err(|e| match e.path().to_string() {
+                root if root == "." => e.inner().to_string(),
+                path => format!("{path}: {}", e.inner()),
+            })
+        }
+        if body.get("devices").is_some() {
+            read::<Batch>(&body).map(|b| Provision::Batch { devices: b.devices })
+        } else {
+            read::<NewDevice>(&body).map(Provision::One)
+        }
+    }
 }
 
 /// `GET /api/v1/devices` query.
@@ -117,7 +146,7 @@ async fn provision(
     };
     if devices.is_empty() || devices.len() > MAX_BATCH {
         return Err(ApiError::invalid(format!(
-            "devices: 1..={MAX_BATCH} devices expected, got {}",
+            "devices: 1 to {MAX_BATCH} devices expected, got {}",
             devices.len()
         )));
     }

@@ -190,7 +190,7 @@ pub(crate) async fn page(
     let limit = q.limit.unwrap_or(DEFAULT_PAGE);
     if !(1..=MAX_PAGE).contains(&limit) {
         return Err(ApiError::invalid(format!(
-            "limit: must be within 1..={MAX_PAGE}, got {limit}"
+            "limit: must be from 1 to {MAX_PAGE}, got {limit}"
         )));
     }
     if let Some(before) = q.before.filter(|&b| b < 1) {

@@ -90,7 +90,7 @@ impl Rollout {
     pub fn check(&self) -> Result<(), ApiError> {
         if self.batches.is_empty() || self.batches.len() > MAX_BATCHES {
             return Err(ApiError::invalid(format!(
-                "rollout.batches: 1..={MAX_BATCHES} percentages expected, got {}",
+                "rollout.batches: 1 to {MAX_BATCHES} percentages expected, got {}",
                 self.batches.len()
             )));
         }
@@ -110,7 +110,7 @@ impl Rollout {
         ] {
             if !(0.0..=1.0).contains(&v) {
                 return Err(ApiError::invalid(format!(
-                    "rollout.{name}: must be within 0..=1, got {v}"
+                    "rollout.{name}: must be from 0 to 1, got {v}"
                 )));
             }
         }
@@ -165,6 +165,8 @@ pub struct StateCounts {
     pub failed: u64,
     /// `rolled_back`.
     pub rolled_back: u64,
+    /// Nothing reported, and never will be: the deployment was aborted first.
+    pub cancelled: u64,
 }
 
 impl StateCounts {
@@ -200,6 +202,11 @@ impl StateCounts {
             + self.bound
             + self.failed
             + self.rolled_back
+            + self.cancelled
+    }
+
+    fn cancel_pending(&mut self) {
+        self.cancelled += std::mem::take(&mut self.pending);
     }
 }
 
@@ -235,6 +242,17 @@ pub struct Progress {
     pub success_rate: f64,
     /// Failures among offered devices.
     pub failure_rate: f64,
+}
+
+impl Progress {
+    /// An aborted deployment's progress: the devices that had reported nothing are `cancelled`,
+    /// not `pending` (nothing will be offered to them).
+    pub fn cancel_pending(&mut self) {
+        self.counts.cancel_pending();
+        for b in &mut self.batches {
+            b.counts.cancel_pending();
+        }
+    }
 }
 
 /// Computes the progress of `ranked` targets (in batch order) with their states.

@@ -9,7 +9,8 @@
 //! | `aborted`           | nothing            | — (final)             |
 //!
 //! A target's state is what its device last reported ([`DeviceState`]), `pending` before any
-//! report, or `skipped` for a device the deployment does not reach (yet).
+//! report, `skipped` for a device the deployment does not reach (yet), or `cancelled` for one
+//! that had reported nothing when the deployment was aborted.
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
@@ -167,6 +168,8 @@ pub enum TargetState {
     RolledBack,
     /// Not reached by the deployment (yet): `skipped` says why.
     Skipped,
+    /// Nothing reported, and nothing will be offered: the deployment was aborted.
+    Cancelled,
 }
 
 impl TargetState {
@@ -174,6 +177,7 @@ impl TargetState {
     pub fn as_str(self) -> &'static str {
         match self {
             TargetState::Skipped => "skipped",
+            TargetState::Cancelled => "cancelled",
             TargetState::Pending => DeviceState::Pending.as_str(),
             TargetState::Downloading => DeviceState::Downloading.as_str(),
             TargetState::Verified => DeviceState::Verified.as_str(),

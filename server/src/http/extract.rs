@@ -41,10 +41,14 @@ fn json_rejection(rejection: JsonRejection) -> ApiError {
             limit: JSON_BODY_LIMIT_BYTES,
         };
     }
-    ApiError::InvalidRequest {
-        status,
-        detail: rejection.body_text(),
-    }
+    // axum says "Failed to deserialize the JSON body into the target type: tags[0]: invalid
+    // type: …": the operator needs the field and what was wrong with it, not the Rust type.
+    let text = rejection.body_text();
+    let detail = match text.split_once("into the target type: ") {
+        Some((_, field)) => format!("the JSON body does not fit this request: {field}"),
+        None => text,
+    };
+    ApiError::InvalidRequest { status, detail }
 }
 
 /// axum's default limit on buffered bodies (JSON requests), reported in 413s.
@@ -99,10 +103,14 @@ fn path_rejection(rejection: PathRejection) -> ApiError {
         // A route whose template lacks the handler's parameters: a bug, not the client's fault.
         return ApiError::internal(rejection.body_text());
     }
-    ApiError::InvalidRequest {
-        status,
-        detail: rejection.body_text(),
-    }
+    // axum says "Failed to deserialize the JSON body into the target type: tags[0]: invalid
+    // type: …": the operator needs the field and what was wrong with it, not the Rust type.
+    let text = rejection.body_text();
+    let detail = match text.split_once("into the target type: ") {
+        Some((_, field)) => format!("the JSON body does not fit this request: {field}"),
+        None => text,
+    };
+    ApiError::InvalidRequest { status, detail }
 }
 
 /// `deserialize_with` for an integer field of a JSON body: JSON Schema's `integer` is any number

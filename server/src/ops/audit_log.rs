@@ -80,7 +80,9 @@ async fn list_audit(
 ) -> Result<Json<Vec<AuditEntry>>, ApiError> {
     let limit = q.limit.unwrap_or(DEFAULT_PAGE);
     if !(1..=MAX_PAGE).contains(&limit) {
-        return Err(ApiError::invalid(format!("limit: must be 1..={MAX_PAGE}")));
+        return Err(ApiError::invalid(format!(
+            "limit: must be from 1 to {MAX_PAGE}"
+        )));
     }
     let rows: Vec<AuditRow> = sqlx::query_as(
         "SELECT id, at, token_id, actor, action, object, detail FROM audit \

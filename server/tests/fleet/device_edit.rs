@@ -157,3 +157,60 @@ async fn rejects_bad_edits_and_a_token_for_a_revoked_device() {
     assert_eq!(status, 409, "{e}");
     s.stop().await;
 }
+
+/// An operator's mistake in a tag or a group is answered in words: what was sent, what is
+/// allowed, and no Rust range syntax or type names.
+#[tokio::test]
+async fn rejects_an_invalid_tag_or_group_in_plain_words() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = TestServer::start(dir.path()).await;
+    provision(&s, "lab", &["dev-1"]).await;
+    for (method, path, body, names) in [
+        (
+            Method::PATCH,
+            "/api/v1/devices/dev-1",
+            json!({"tags": ["ok", "bad tag"]}),
+            "tags: \"bad tag\" is not allowed",
+        ),
+        (
+            Method::POST,
+            "/api/v1/devices",
+            json!({"id": "dev-2", "accelerator": "ethos-u55-256", "tags": ["a/b"]}),
+            "tags: \"a/b\" is not allowed",
+        ),
+        (
+            Method::POST,
+            "/api/v1/devices",
+            json!({"devices": [{"id": "dev-3", "accelerator": "ethos-u55-256"}, {"id": "dev-4"}]}),
+            "devices[1]: missing field `accelerator`",
+        ),
+        (
+            Method::PATCH,
+            "/api/v1/devices/dev-1",
+            json!({"group": "no spaces"}),
+            "group: \"no spaces\" is not allowed",
+        ),
+        (
+            Method::PATCH,
+            "/api/v1/devices/dev-1",
+            json!({"tags": [5]}),
+            "tags[0]",
+        ),
+    ] {
+        let (status, e) = send(&s, method, path, Some(body.clone())).await;
+        assert_eq!(status, 422, "{body}: {e}");
+        let detail = e["detail"].as_str().unwrap();
+        assert!(detail.contains(names), "{body}: {detail}");
+        for jargon in [
+            "..=",
+            "target type",
+            "untagged",
+            "variant",
+            "Vec<",
+            "String",
+        ] {
+            assert!(!detail.contains(jargon), "{body}: {detail}");
+        }
+    }
+    s.stop().await;
+}

@@ -122,6 +122,29 @@ async fn a_rollout_aborts_itself_when_failures_exceed_the_threshold() {
         "{d}"
     );
     assert_eq!(d["progress"]["counts"]["failed"], 1);
+    // The eight devices of the batch that never opened will never hear of it: cancelled, not
+    // pending, in the counts and in the device list.
+    assert_eq!(d["progress"]["counts"]["pending"], 0, "{d}");
+    assert_eq!(d["progress"]["counts"]["cancelled"], 8, "{d}");
+    let list: serde_json::Value = s
+        .req(
+            Method::GET,
+            &format!("/api/v1/deployments/{id}/devices?state=cancelled"),
+        )
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(list.as_array().unwrap().len(), 8, "{list}");
+    assert!(
+        list.as_array()
+            .unwrap()
+            .iter()
+            .all(|t| t["state"] == "cancelled" && t["offered"] == false),
+        "{list}"
+    );
     // No longer offered to anyone; the device that installed it keeps it.
     assert!(offered(&mut sims).await.is_empty());
     let dev: serde_json::Value = s

@@ -338,6 +338,23 @@ fn rejects_a_manifest_for_another_pack_mix_and_match() {
     );
 }
 
+/// Another pack with its own IO bindings beside it: the verdict is about the pack (what is
+/// wrong), not about the bindings that came with it.
+#[test]
+fn rejects_another_pack_with_its_own_bindings_by_blaming_the_pack() {
+    let s = setup("mix-io");
+    let other = s.dir.path("other.npub");
+    write_pack(&other, 3);
+    std::fs::write(
+        format!("{other}.io.json"),
+        npub_core::io_bindings::to_json(&[]).unwrap(),
+    )
+    .unwrap();
+    let out = verify(&s, &s.manifest, &other, &[]);
+    refused(&out, 1, "NPU1 header checksum (word 7)");
+    assert!(!String::from_utf8_lossy(&out.stderr).contains("IO bindings"));
+}
+
 #[test]
 fn rejects_a_manifest_for_a_pack_of_another_length_naming_whose_length_is_which() {
     let s = setup("length");
@@ -418,6 +435,27 @@ fn rejects_signing_with_a_key_readable_by_others() {
     refused(&out, 2, "mode 0644");
 }
 
+/// `--key KEYFILE.pub` is the wrong file, not a leaked secret: the refusal says which file to
+/// give, and not to `chmod` a public key.
+#[test]
+fn rejects_signing_with_the_public_key_file_naming_the_secret_one() {
+    let s = setup("pubkey");
+    let public = format!("{}.pub", s.key);
+    let out = sign(
+        &public,
+        &s.pack,
+        "11",
+        "2.0.0",
+        &s.dir.path("x.manifest"),
+        &[],
+    );
+    refused(&out, 2, "is a public key file");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("without .pub"), "{err}");
+    assert!(!err.contains("chmod"), "{err}");
+    assert!(!err.contains("leaked"), "{err}");
+}
+
 #[test]
 fn rejects_keygen_over_an_existing_key() {
     let s = setup("exists");
@@ -467,11 +505,15 @@ fn io_bindings_beside_the_pack_are_signed_and_checked() {
     assert!(!stdout(&signed).contains(&format!("io_digest   {}", "0".repeat(64))));
     ok(&verify(&s, &with_io, &s.pack, &["--last-seq", "10"]));
     // The manifest signed without bindings no longer matches the pack now that it has some.
-    refused(&verify(&s, &s.manifest, &s.pack, &[]), 1, "io_digest is");
+    refused(
+        &verify(&s, &s.manifest, &s.pack, &[]),
+        1,
+        "not the bindings this manifest was signed with",
+    );
     std::fs::remove_file(&json).unwrap();
     refused(
         &verify(&s, &with_io, &s.pack, &["--last-seq", "10"]),
         1,
-        "io_digest is",
+        "not the bindings this manifest was signed with",
     );
 }

@@ -95,7 +95,9 @@ fn check(
 ) -> Result<VerifiedPack, Failure> {
     let reject = |e: npub_core::Error| Failure::Rejected(e.to_string());
     let verified: VerifiedManifest = manifest::verify(bytes, keyring, policy).map_err(reject)?;
-    verified.check_io_bindings(io).map_err(reject)?;
+    // Judged now (the pack check takes the manifest), reported after the pack's own verdict: a
+    // pack that is not the manifest's is that, whatever bindings sit beside it.
+    let io_verdict = verified.check_io_bindings(io);
     let mut file = std::fs::File::open(pack)
         .map_err(|e| Failure::Usage(format!("cannot read {}: {e}", pack.display())))?;
     let mut check = PackCheck::new(verified);
@@ -109,7 +111,9 @@ fn check(
         }
         check.feed(&buf[..n]).map_err(reject)?;
     }
-    check.finish().map_err(reject)
+    let pack = check.finish().map_err(reject)?;
+    io_verdict.map_err(reject)?;
+    Ok(pack)
 }
 
 fn keyring(pubkeys: &[PathBuf], revoked: &[String]) -> Result<Keyring<MAX_PUBKEYS>, Failure> {

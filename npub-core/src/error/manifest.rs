@@ -299,8 +299,9 @@ impl fmt::Display for ManifestError {
             ),
             Self::IoDigestMismatch { manifest, computed } => write!(
                 f,
-                "manifest: io_digest is {manifest}… but the IO bindings given digest to \
-                 {computed}… (0000… = none)"
+                "IO bindings: the manifest names bindings whose SHA-256 is {manifest}…, but the \
+                 bindings beside the pack hash to {computed}… (all zeros: none on that side): \
+                 not the bindings this manifest was signed with"
             ),
         }
     }

@@ -68,23 +68,28 @@ pub fn public_key_file_text(key: &[u8; 32]) -> String {
 }
 
 /// Reads a secret key file, refusing one that group or others can access.
+///
+/// What the file holds is judged before its mode: a public key file (`KEYFILE.pub`, mode 0644
+/// by design) given where the secret key belongs is that mistake, not a leaked secret.
 pub fn read_secret_key(path: &Path) -> io::Result<KeyPair> {
     let file = File::open(path)?;
     #[cfg(unix)]
-    {
+    let mode = {
         use std::os::unix::fs::PermissionsExt;
-        let mode = file.metadata()?.permissions().mode() & 0o7777;
-        if mode & GROUP_OTHER_BITS != 0 {
-            return Err(io::Error::new(
-                io::ErrorKind::PermissionDenied,
-                Error::Key(KeyError::FileTooOpen { mode }),
-            ));
-        }
-    }
+        file.metadata()?.permissions().mode() & 0o7777
+    };
     let mut text = read_short(file)?;
     let mut seed = [0u8; 32];
     let parsed = parse_line(&text, SECRET_TAG, PUBLIC_TAG, "secret", &mut seed);
     text.zeroize();
+    #[cfg(unix)]
+    if parsed.is_ok() && mode & GROUP_OTHER_BITS != 0 {
+        seed.zeroize();
+        return Err(io::Error::new(
+            io::ErrorKind::PermissionDenied,
+            Error::Key(KeyError::FileTooOpen { mode }),
+        ));
+    }
     let pair = parsed.map(|()| KeyPair::from_seed(seed));
     seed.zeroize();
     pair.map_err(invalid)
@@ -156,7 +161,7 @@ fn parse_line(
     };
     if found_tag == other_tag {
         return Err(bad(if kind == "secret" {
-            "this is a public key file (KEYFILE.pub); give the secret KEYFILE"
+            "this is a public key file (KEYFILE.pub); give the secret key file, the same path without .pub"
         } else {
             "this is a secret key file; give KEYFILE.pub"
         }));

@@ -289,9 +289,14 @@ impl Server {
                 let _ = writeln!(out, "  tokens:       use an existing operator token");
             }
         }
+        // Each line works as written once NPUB_TOKEN holds the token and NAME is replaced
+        // (tests/api/banner.rs runs them): a version is uploaded to a model that exists.
         let _ = writeln!(
             out,
-            "  try:          curl -H \"Authorization: Bearer $NPUB_TOKEN\" {url}/api/v1/models\n  \
+            "  web UI:       {url}/ (sign in with an operator token)\n  \
+             try:          curl -H \"Authorization: Bearer $NPUB_TOKEN\" {url}/api/v1/models\n  \
+             create:       curl -H \"Authorization: Bearer $NPUB_TOKEN\" -H 'Content-Type: application/json' \
+             -d '{{\"name\": \"NAME\"}}' {url}/api/v1/models\n  \
              upload:       curl -H \"Authorization: Bearer $NPUB_TOKEN\" --data-binary @model_vela.tflite \
              {url}/api/v1/models/NAME/versions/1.0.0\n  \
              API:          {url}/api/v1/openapi.json"

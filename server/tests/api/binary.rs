@@ -12,6 +12,8 @@ use crate::common::ADMIN;
 pub struct Running {
     pub child: Child,
     pub url: String,
+    /// Every line the server printed on stdout (its banner), as they arrive.
+    pub banner: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
     /// The server's log lines, drained continuously so that it never blocks on a full pipe.
     pub log: mpsc::UnboundedReceiver<String>,
 }
@@ -63,8 +65,19 @@ pub async fn spawn(dir: &Path, args: &[&str], shell: Option<&str>) -> Running {
         .strip_prefix("npub-server listening on ")
         .unwrap_or_else(|| panic!("unexpected first line {first:?}"))
         .to_owned();
-    tokio::spawn(async move { while let Ok(Some(_)) = stdout.next_line().await {} });
-    Running { child, url, log }
+    let banner = std::sync::Arc::new(std::sync::Mutex::new(vec![first]));
+    let lines = std::sync::Arc::clone(&banner);
+    tokio::spawn(async move {
+        while let Ok(Some(line)) = stdout.next_line().await {
+            lines.lock().unwrap().push(line);
+        }
+    });
+    Running {
+        child,
+        url,
+        banner,
+        log,
+    }
 }
 
 impl Running {

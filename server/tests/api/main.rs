@@ -9,6 +9,7 @@ mod support;
 
 mod auth;
 mod auth_failures;
+mod banner;
 mod binary;
 mod connections;
 mod contention;

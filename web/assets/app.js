@@ -36,6 +36,9 @@ let renderCount = 0;
 function stopView() {
   for (const fn of cleanup) fn();
   cleanup = [];
+  // A dialog belongs to the view that opened it: leaving the view (a link, Back, a typed
+  // address) cancels it rather than leaving it over the next view.
+  for (const dialog of document.querySelectorAll('dialog[open]')) dialog.close();
 }
 
 function splitHash() {
@@ -81,7 +84,19 @@ async function render() {
   const { path, params } = splitHash();
   const found = ROUTES.map(([re, view, title]) => [path.match(re), view, title]).find(([m]) => m);
   if (!found) {
-    location.replace('#/models');
+    if (path === '') {
+      location.replace('#/models');
+      return;
+    }
+    markCurrent(path);
+    document.title = 'Not found · npub';
+    replace(
+      main,
+      h('h1', { tabindex: '-1' }, 'Not found'),
+      h('p', {}, 'There is no page at ', h('code', {}, `#/${path}`), '. It may have been mistyped, or the link is from another version of npub.'),
+      h('p', {}, h('a', { href: '#/models' }, 'Go to the models')),
+    );
+    focusHeading(main);
     return;
   }
   const [match, view, title] = found;

@@ -7,7 +7,7 @@ import { ago, refreshAgo, plural } from './format.js';
 import { confirmAction, modal } from './dialog.js';
 import { poll, stateBadge } from './deployments.js';
 import { ACCELERATORS } from './models.js';
-import { previewFacts } from './deploy.js';
+import { previewFacts, parseBatches } from './deploy.js';
 
 const REFRESH_MS = 5000;
 
@@ -257,6 +257,8 @@ async function renderRollback(section, groups, wantGroup, focus) {
   const group = h('select', { name: 'rollback-group', required: true }, groups.map((g) => h('option', { value: g, selected: g === wantGroup }, g)));
   const model = h('select', { name: 'rollback-model', required: true }, models.map((m) => h('option', { value: m.name }, m.name)));
   const version = h('select', { name: 'rollback-version', required: true });
+  // A rollback is a deployment: it can be staged like one (100: everyone at once).
+  const batches = h('input', { name: 'rollback-batches', value: '100', autocomplete: 'off', inputmode: 'numeric' });
   const status = h('div', { 'aria-live': 'polite' });
   const loadVersions = async () => {
     const list = model.value ? await api.get(api.path('models', model.value, 'versions')) : [];
@@ -273,6 +275,7 @@ async function renderRollback(section, groups, wantGroup, focus) {
     title,
     h('p', {}, 'Creates a new deployment with a higher sequence that points at the chosen, older pack; the devices get it at their next poll.'),
     h('div', { class: 'row' }, field('Group', group), field('Model', model), field('Version', version)),
+    field('Batches (% of the group reached)', batches, '100: every device at once; e.g. 10, 100 to try it on a tenth of the group first'),
     h('div', { class: 'actions' }, h('button', { type: 'submit', class: 'danger' }, 'Roll back…')),
     status,
   );
@@ -280,7 +283,14 @@ async function renderRollback(section, groups, wantGroup, focus) {
   const rollingBack = api.submission();
   form.addEventListener('submit', async (e) => {
     e.preventDefault();
+    const parsed = parseBatches(batches.value);
+    if (parsed.error) {
+      replace(status, errorBox(new Error(`Batches: ${parsed.error}`)));
+      batches.focus();
+      return;
+    }
     const body = { model: model.value, version: version.value };
+    if (parsed.batches.length > 1) body.rollout = { batches: parsed.batches };
     // The server resolves "previous" (per accelerator configuration) and says what each rollback
     // would reach; the dialog names the concrete versions and packs before anything is made.
     let preview;

@@ -17,6 +17,7 @@ mod fleet;
 mod keyboard;
 mod layout;
 mod models;
+mod navigation;
 mod previews;
 mod serving;
 mod signin;

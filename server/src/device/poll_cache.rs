@@ -50,6 +50,32 @@ pub struct PollCache {
     read: AtomicU64,
     extended: AtomicU64,
     caught_up: AtomicU64,
+    /// Generations this process is committing or has committed and is bringing the snapshot up
+    /// to itself ([`OwnChange`]): a notification or periodic check that reads one of them leaves
+    /// it to the committer, whose refresh may extend the snapshot instead of reading the fleet.
+    own: std::sync::Mutex<Vec<i64>>,
+}
+
+/// A change of this process's own, at one generation, from before its `COMMIT` until its
+/// committer has refreshed the snapshot (or given up): dropping it hands the generation back to
+/// the notifications and the periodic check.
+#[derive(Debug)]
+pub struct OwnChange<'c> {
+    cache: &'c PollCache,
+    generation: i64,
+}
+
+impl Drop for OwnChange<'_> {
+    fn drop(&mut self) {
+        let mut own = self
+            .cache
+            .own
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if let Some(i) = own.iter().position(|&g| g == self.generation) {
+            own.swap_remove(i);
+        }
+    }
 }
 
 impl PollCache {
@@ -62,7 +88,28 @@ impl PollCache {
             read: AtomicU64::new(1),
             extended: AtomicU64::new(0),
             caught_up: AtomicU64::new(0),
+            own: std::sync::Mutex::new(Vec::new()),
         })
+    }
+
+    /// Marks `generation` as this process's change until the answer is dropped (see
+    /// [`OwnChange`]); taken before the `COMMIT` that publishes it.
+    pub fn claim(&self, generation: Generation) -> OwnChange<'_> {
+        self.own
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(generation.0);
+        OwnChange {
+            cache: self,
+            generation: generation.0,
+        }
+    }
+
+    fn is_own(&self, generation: i64) -> bool {
+        self.own
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .contains(&generation)
     }
 
     /// Snapshots made current since the start: (read from the database, extended with
@@ -176,7 +223,8 @@ impl PollCache {
         Ok(true)
     }
 
-    /// Rebuilds if `fleet_generation` differs from the current snapshot's. Past it, the
+    /// Rebuilds if `fleet_generation` differs from the current snapshot's, unless it is a change
+    /// of this process whose committer is still to refresh ([`Self::claim`]). Past it, the
     /// generation is looked at again under the rebuild lock: a change of this server that
     /// committed just before the read, and whose own [`Self::add_devices`] or
     /// [`Self::catch_up`] took the lock first, needs no second snapshot (without the second
@@ -194,7 +242,7 @@ impl PollCache {
                 .fetch_one(db)
                 .await?;
         let current = self.get().generation;
-        if generation == current {
+        if generation == current || (generation > current && self.is_own(generation)) {
             Ok(false)
         } else if generation < current {
             self.rebuild(db, store).await.map(|()| true)

@@ -17,6 +17,7 @@ use tokio::sync::MutexGuard;
 
 use crate::auth::Operator;
 use crate::db::{Conn, Tx};
+use crate::device::poll_cache::OwnChange;
 use crate::device::snapshot::{Added, Generation};
 use crate::http::error::ApiError;
 use crate::ops::audit;
@@ -113,10 +114,14 @@ impl<'s> FleetChange<'s> {
                 Some(crate::device::generation::bump_generation(&mut self.tx).await?)
             }
         };
+        // This replica refreshes for its own change (step 4): its own notification, or a
+        // periodic check between the commit and the refresh, must not read the fleet first.
+        let own = generation.map(|g| self.state.polling.cache.claim(g));
         self.tx.commit().await?;
         Ok(Committed {
             state: self.state,
             serial: self.serial,
+            own,
             refresh: match (generation, effect) {
                 (Some(g), Effect::Provisioned(added)) => Refresh::Provisioned(g, added),
                 (Some(g), _) => Refresh::Fleet(g),
@@ -152,6 +157,8 @@ impl std::ops::DerefMut for FleetChange<'_> {
 pub struct Committed<'s> {
     state: &'s AppState,
     serial: MutexGuard<'s, ()>,
+    /// Held until the refresh is done (or this is dropped unfinished).
+    own: Option<OwnChange<'s>>,
     refresh: Refresh,
 }
 
@@ -169,6 +176,7 @@ impl Committed<'_> {
         let Committed {
             state,
             serial,
+            own,
             refresh,
         } = self;
         drop(serial);
@@ -182,6 +190,7 @@ impl Committed<'_> {
             }
             Refresh::Nothing => Ok(()),
         };
+        drop(own);
         if let Err(e) = result {
             tracing::error!(error = %e, "rebuilding the fleet cache");
         }

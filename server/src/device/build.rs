@@ -89,7 +89,7 @@ pub(super) async fn build(
     }
     let offers: Vec<OfferRow> = sqlx::query_as(
         "SELECT d.id, d.sequence, d.target_group, d.target_device, d.batches, d.open_batches, \
-         v.sha256, v.size, v.accel, v.io_bindings \
+         d.state, v.sha256, v.size, v.accel, v.io_bindings \
          FROM deployments d JOIN versions v ON v.id = d.version_id \
          WHERE d.state <> 'aborted' ORDER BY d.sequence DESC",
     )
@@ -98,6 +98,12 @@ pub(super) async fn build(
     let manifests: Vec<(i64, i64, Vec<u8>)> = sqlx::query_as(
         "SELECT m.deployment_id, m.hw_class, m.manifest FROM deployment_manifests m \
          JOIN deployments d ON d.id = m.deployment_id WHERE d.state <> 'aborted'",
+    )
+    .fetch_all(&mut *conn)
+    .await?;
+    let started: Vec<(i64, String)> = sqlx::query_as(
+        "SELECT dd.deployment_id, dd.device_id FROM device_deployments dd \
+         JOIN deployments d ON d.id = dd.deployment_id WHERE d.state = 'paused'",
     )
     .fetch_all(&mut *conn)
     .await?;
@@ -111,9 +117,14 @@ pub(super) async fn build(
         .into_iter()
         .map(|(d, hw, m)| ((d, hw as u32), Bytes::from(m)))
         .collect();
+    let mut started_by: HashMap<i64, std::collections::HashSet<String>> = HashMap::new();
+    for (deployment, device) in started {
+        started_by.entry(deployment).or_default().insert(device);
+    }
     let offers = Arc::new(Offers {
         rows: offers,
         manifests,
+        started: started_by,
     });
     let fleet = Gathered {
         generation,
@@ -213,7 +224,14 @@ async fn assemble(
         );
         let open = usize::try_from(offer.open_batches).unwrap_or(0);
         let offered = rollout::offered_count(&batches, open, ranked.len());
+        // Paused: held for every device that had not started on it.
+        let held = (offer.state == "paused").then(|| offers.started.get(&offer.id));
         for id in &ranked[..offered] {
+            if let Some(started) = held
+                && !started.is_some_and(|s| s.contains(*id))
+            {
+                continue;
+            }
             let Some(device) = by_id.get(id).copied() else {
                 continue;
             };

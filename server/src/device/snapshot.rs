@@ -145,6 +145,10 @@ pub struct Snapshot {
 pub(super) struct Offers {
     pub(super) rows: Vec<OfferRow>,
     pub(super) manifests: HashMap<(i64, u32), Bytes>,
+    /// For each paused deployment, the devices that had started on it (any report): the only
+    /// ones it is still offered to. A paused deployment holds: a device that has not started is
+    /// offered what it would be without it.
+    pub(super) started: HashMap<i64, std::collections::HashSet<String>>,
 }
 
 /// The `fleet_generation` a committed change moved to ([`crate::device::generation::bump_generation`]).
@@ -268,6 +272,8 @@ pub(super) struct OfferRow {
     pub(super) target_device: Option<String>,
     pub(super) batches: String,
     pub(super) open_batches: i64,
+    /// `deployments.state`: `active` or `paused` (aborted ones are not read).
+    pub(super) state: String,
     pub(super) sha256: String,
     pub(super) size: i64,
     pub(super) accel: i64,

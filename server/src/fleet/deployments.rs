@@ -2,7 +2,7 @@
 //! resume, abort.
 //!
 //! A deployment's `state`: `active` (batches open as successes come in), `paused` (open batches
-//! are still offered, no new batch opens), `aborted` (no longer offered; final). Its `phase`
+//! are offered only to devices that had started on it, no new batch opens), `aborted` (no longer offered; final). Its `phase`
 //! adds `completed` for display: active or paused with every batch open and every target
 //! succeeded.
 use axum::Json as JsonResponse;
@@ -758,6 +758,15 @@ async fn deployment_devices(
             }
         }
     }
+    if row.state == DeploymentState::Paused {
+        // A paused deployment holds: only a device that had started on it is still offered it.
+        for d in &mut list {
+            if d.offered && d.state == TargetState::Pending {
+                d.offered = false;
+                d.reason = Some("held: the deployment is paused (resume offers it again)".into());
+            }
+        }
+    }
     if let Some(want) = &q.state {
         list.retain(|d| {
             if want == "skipped" {
@@ -770,7 +779,9 @@ async fn deployment_devices(
     Ok(JsonResponse(list))
 }
 
-/// Pauses a deployment: open batches stay offered, no new batch opens.
+/// Pauses a deployment: it holds. No new batch opens, and it is offered only to the devices that
+/// had started on it (one mid-download may finish); the others are offered what they would be
+/// without it until it is resumed.
 #[utoipa::path(
     post,
     path = "/api/v1/deployments/{id}/pause",

@@ -5,7 +5,7 @@
 //! | `deployments.state` | Offered to devices | Can become            |
 //! |---------------------|--------------------|-----------------------|
 //! | `active`            | its open batches   | `paused`, `aborted`   |
-//! | `paused`            | its open batches (no new batch opens) | `active`, `aborted` |
+//! | `paused`            | only the devices of its open batches that had started on it | `active`, `aborted` |
 //! | `aborted`           | nothing            | — (final)             |
 //!
 //! A target's state is what its device last reported ([`DeviceState`]), `pending` before any
@@ -84,7 +84,7 @@ impl DeviceState {
 pub enum DeploymentState {
     /// Offered to the devices of its open batches; batches open as they succeed.
     Active,
-    /// Open batches stay offered; no new batch opens.
+    /// Held: offered only to the devices that had started on it; no new batch opens.
     Paused,
     /// Offered to nobody, for good.
     Aborted,

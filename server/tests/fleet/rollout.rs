@@ -1,5 +1,6 @@
-//! Staged rollouts: batches open on success, pause holds them, resume opens them, failures
-//! abort the deployment, and an operator can abort it.
+//! Staged rollouts: batches open on success, a pause holds the rollout (only devices that had
+//! started are offered it), resume opens it again, failures abort the deployment, and an
+//! operator can abort it.
 use reqwest::{Method, StatusCode};
 use serde_json::json;
 
@@ -68,7 +69,12 @@ async fn a_staged_rollout_advances_batch_by_batch_and_pauses() {
     assert_eq!(second.len(), 4);
     assert!(!second.contains(&first[0]));
 
-    // Paused: every device of batch 1 succeeds, yet batch 2 stays closed.
+    // Paused once every device of batch 1 has started downloading: they may finish, and all
+    // succeed, yet batch 2 stays closed.
+    let sequence = d["sequence"].as_u64().unwrap();
+    for &i in &second {
+        sims[i].report(sequence, "downloading").await;
+    }
     let r = post(&s, &format!("/api/v1/deployments/{id}/pause")).await;
     assert_eq!(r.status(), 200);
     for &i in &second {
@@ -90,6 +96,61 @@ async fn a_staged_rollout_advances_batch_by_batch_and_pauses() {
     let d = deployment(&s, id).await;
     assert_eq!(d["phase"], "completed");
     assert_eq!(d["progress"]["counts"]["installed"], 10);
+    s.stop().await;
+}
+
+/// A pause holds the rollout (issue 36): a device that has not started is offered nothing from
+/// it until it resumes, while one that started (mid-download) may finish.
+#[tokio::test]
+async fn a_paused_deployment_is_offered_only_to_devices_that_had_started() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = TestServer::start(dir.path()).await;
+    fleet(&s).await;
+    let mut sims = sims(&s).await;
+    let d = deploy(
+        &s,
+        json!({"model": "kws", "version": "1.0.0", "group": "field"}),
+    )
+    .await;
+    let id = d["id"].as_i64().unwrap();
+    let sequence = d["sequence"].as_u64().unwrap();
+    assert_eq!(offered(&mut sims).await.len(), 10);
+    for sim in &sims[..3] {
+        sim.report(sequence, "downloading").await;
+    }
+    let r = post(&s, &format!("/api/v1/deployments/{id}/pause")).await;
+    assert_eq!(r.status(), 200);
+    assert_eq!(
+        offered(&mut sims).await,
+        [0, 1, 2],
+        "only the three that started"
+    );
+    let held: serde_json::Value = s
+        .req(Method::GET, &format!("/api/v1/deployments/{id}/devices"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let held: Vec<&serde_json::Value> = held
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|t| t["offered"] == false)
+        .collect();
+    assert_eq!(held.len(), 7, "{held:?}");
+    assert!(
+        held.iter()
+            .all(|t| t["reason"].as_str().unwrap().starts_with("held")),
+        "{held:?}"
+    );
+    // One that started finishes while paused.
+    sims[0].install().await;
+    // Resumed: offered to every device that has not installed it.
+    let r = post(&s, &format!("/api/v1/deployments/{id}/resume")).await;
+    assert_eq!(r.status(), 200);
+    assert_eq!(offered(&mut sims).await.len(), 9);
     s.stop().await;
 }
 

@@ -310,6 +310,15 @@ impl Server {
         self,
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> std::io::Result<()> {
+        // The banner goes to stdout for a person; the log (journald, a collector) gets the
+        // addresses too, the web UI's among them.
+        let url = format!("http://{}", self.local_addr());
+        tracing::info!(
+            listen = %url,
+            web_ui = %format!("{url}/"),
+            admin = ?self.admin_addr().map(|a| format!("http://{a}")),
+            "serving"
+        );
         let Server {
             state,
             listener,

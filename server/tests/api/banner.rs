@@ -21,6 +21,10 @@ async fn survives_following_the_banner_from_a_fresh_start_to_an_uploaded_version
     let text = banner.join("\n");
     let web = format!("web UI:       {}/", running.url);
     assert!(text.contains(&web), "{text}");
+    // The log says it too (a service's stdout is often not kept).
+    let mut running = running;
+    let line = running.wait_for_log(&["serving", "web_ui"]).await;
+    assert!(line.contains(&format!("{}/", running.url)), "{line}");
     let page = reqwest::get(format!("{}/", running.url)).await.unwrap();
     assert_eq!(page.status(), 200);
 

@@ -28,6 +28,12 @@
 //! | `--key-encryption-key` | `NPUB_KEY_ENCRYPTION_KEY` | (none: key files in `<data-dir>/keys/`) | 64 hex digits: keep the signing and root keys in the database, sealed with this key (required with `postgres://`; the same on every replica) |
 //! | `--presign-downloads` | `NPUB_PRESIGN_DOWNLOADS` | off            | with an `s3://` store: device downloads answer `307` to a presigned URL |
 //! | `--store-timeout`    | `NPUB_STORE_TIMEOUT`    | 30               | seconds one pack-store call may take (a put: per started 8 MiB); then 503 with `Retry-After` |
+//! | `--tls-cert`         | `NPUB_TLS_CERT`         | (none: plain HTTP) | PEM: the server's certificate, then its chain; with `--tls-key`, the listeners speak TLS |
+//! | `--tls-key`          | `NPUB_TLS_KEY`          | (none)           | PEM: its private key                      |
+//! | `--tls12`            | `NPUB_TLS12`            | off              | accept TLS 1.2 as well as 1.3             |
+//! | `--tls-ticket-key`   | `NPUB_TLS_TICKET_KEY`   | (none: a key of this process's own) | session-ticket keys the replicas share, one a line (`server/src/tls/tickets.rs`) |
+//! | `--client-ca`        | `NPUB_CLIENT_CA`        | (none)           | PEM: the CA of device client certificates |
+//! | `--tls-handshake-timeout` | `NPUB_TLS_HANDSHAKE_TIMEOUT` | 10     | seconds a client may take over its TLS handshake |
 //! | `--min-free-space`   | `NPUB_MIN_FREE_SPACE`   | 256 MiB          | bytes an upload must leave free on the data directory's disk (room for the database to commit); below it uploads get 507 |
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -197,6 +203,40 @@ pub struct Config {
     #[arg(long, env = "NPUB_MIN_FREE_SPACE", default_value_t = crate::ops::disk::DEFAULT_MIN_FREE_SPACE)]
     pub min_free_space: u64,
 
+    /// PEM file: the server's TLS certificate, then the intermediates of its chain. With
+    /// `--tls-key`, every listener speaks TLS 1.3 (ALPN `http/1.1`) instead of plain HTTP;
+    /// `SIGHUP` reads the files again (connections open keep theirs). Without it, a listener on
+    /// an address other than loopback is plain HTTP, and the log, `/readyz` and the web UI say so.
+    #[arg(long, env = "NPUB_TLS_CERT", requires = "tls_key")]
+    pub tls_cert: Option<PathBuf>,
+
+    /// PEM file: the private key of `--tls-cert` (PKCS#8, SEC1 or PKCS#1).
+    #[arg(long, env = "NPUB_TLS_KEY", requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
+
+    /// Accept TLS 1.2 clients as well (off: TLS 1.3 only).
+    #[arg(long, env = "NPUB_TLS12")]
+    pub tls12: bool,
+
+    /// File of session-ticket keys, one a line (64 hex digits, `openssl rand -hex 32`): the
+    /// first seals tickets, all open them. Give every replica the same file and a device resumes
+    /// its TLS session on any of them. Rotate by adding the new key second, then moving it
+    /// first, then removing the old one (a `SIGHUP` to every replica after each step). Unset:
+    /// keys of this process's own.
+    #[arg(long, env = "NPUB_TLS_TICKET_KEY", requires = "tls_cert")]
+    pub tls_ticket_key: Option<PathBuf>,
+
+    /// PEM file of CA certificates that issue device client certificates (P-256, the device id
+    /// as the subject's CN or a SAN). A device may then authenticate with its certificate
+    /// besides its token; one from another CA, expired, or naming another device is refused.
+    #[arg(long, env = "NPUB_CLIENT_CA", requires = "tls_cert")]
+    pub client_ca: Option<PathBuf>,
+
+    /// Seconds a client may take over its TLS handshake; a client that stalls is closed and
+    /// counted (`npub_tls_handshakes_total{outcome="timeout"}`).
+    #[arg(long, env = "NPUB_TLS_HANDSHAKE_TIMEOUT", default_value_t = crate::tls::DEFAULT_HANDSHAKE_TIMEOUT_SECS)]
+    pub tls_handshake_timeout: u64,
+
     /// `AWS_*` settings applied over the process environment's when the pack store is `s3://`
     /// (for embedders and tests, which should not change their process's environment).
     #[arg(skip)]
@@ -249,6 +289,30 @@ impl Config {
             min_free_space: crate::ops::disk::DEFAULT_MIN_FREE_SPACE,
             store_timeout: crate::store::DEFAULT_STORE_TIMEOUT.as_secs(),
             aws_overrides: Vec::new(),
+            tls_cert: None,
+            tls_key: None,
+            tls12: false,
+            tls_ticket_key: None,
+            client_ca: None,
+            tls_handshake_timeout: crate::tls::DEFAULT_HANDSHAKE_TIMEOUT_SECS,
+        }
+    }
+
+    /// The TLS settings, when `--tls-cert` and `--tls-key` are given.
+    pub fn tls(&self) -> Result<Option<crate::tls::Settings>, crate::tls::TlsError> {
+        match (&self.tls_cert, &self.tls_key) {
+            (None, None) => Ok(None),
+            (Some(cert), Some(key)) => Ok(Some(crate::tls::Settings {
+                cert: cert.clone(),
+                key: key.clone(),
+                tls12: self.tls12,
+                ticket_key: self.tls_ticket_key.clone(),
+                client_ca: self.client_ca.clone(),
+                handshake_timeout: std::time::Duration::from_secs(
+                    self.tls_handshake_timeout.max(1),
+                ),
+            })),
+            _ => Err(crate::tls::TlsError::Unpaired),
         }
     }
 }

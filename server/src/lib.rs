@@ -27,6 +27,7 @@ mod server;
 pub mod state;
 pub mod store;
 pub mod time;
+pub mod tls;
 
 pub use app::app;
 pub use config::Config;

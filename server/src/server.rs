@@ -51,6 +51,8 @@ pub struct Server {
     pack_store: Option<String>,
     /// `--database-url` with any password replaced, for the banner; `None`: the SQLite default.
     database: Option<String>,
+    /// `--tls-cert`: the listeners speak TLS.
+    tls: Option<Arc<crate::tls::Tls>>,
 }
 
 impl Server {
@@ -59,6 +61,12 @@ impl Server {
     /// orphaned packs, and binds the listener.
     pub async fn start(config: Config) -> Result<Self, StartError> {
         let nofile = conn::raise_nofile();
+        // The TLS files first: a typo in a path is found before anything is opened.
+        let tls = config
+            .tls()
+            .and_then(|s| s.map(crate::tls::Tls::load).transpose())
+            .map_err(|e| StartError(e.to_string()))?
+            .map(Arc::new);
         let data_dir = DataDir::open(&config.data_dir)
             .map_err(|e| StartError(format!("data dir {}: {e}", config.data_dir.display())))?;
         let database = data_dir.database();
@@ -117,6 +125,22 @@ impl Server {
             .await
             .map_err(StartError)?;
         let metrics = Arc::new(Metrics::default());
+        let exposure = crate::tls::Exposure {
+            tls: tls.is_some(),
+            client_certificates: tls.as_ref().is_some_and(|t| t.client_certificates()),
+            plain_exposed: if tls.is_some() {
+                Vec::new()
+            } else {
+                std::iter::once(&listener)
+                    .chain(admin_listener.as_ref())
+                    .filter_map(|l| l.local_addr().ok())
+                    .filter(|a| !a.ip().is_loopback())
+                    .collect()
+            },
+        };
+        if let Some(warning) = exposure.warning() {
+            tracing::warn!("{warning}");
+        }
         let auth_guard = Arc::new(Guard::new(
             GuardLimits {
                 burst: config.auth_failure_burst,
@@ -153,6 +177,7 @@ impl Server {
                 std::thread::available_parallelism().map_or(1, std::num::NonZero::get),
             ),
             write_lock: Arc::new(tokio::sync::Mutex::new(())),
+            exposure: Arc::new(exposure),
         };
         // The admin listener's connections come out of the same descriptors.
         let admin_room = if admin_listener.is_some() {
@@ -197,6 +222,7 @@ impl Server {
                 db::Location::Sqlite(path) => Some(format!("sqlite://{}", path.display())),
                 db::Location::Postgres(url) => Some(db::redact(url)),
             },
+            tls,
         })
     }
 
@@ -212,6 +238,11 @@ impl Server {
         self.admin.as_ref().and_then(|(l, _)| l.local_addr().ok())
     }
 
+    /// `http` or `https`: what the listeners speak.
+    pub fn scheme(&self) -> &'static str {
+        if self.tls.is_some() { "https" } else { "http" }
+    }
+
     /// The shared state (for tests that look behind the API).
     pub fn state(&self) -> &AppState {
         &self.state
@@ -219,10 +250,11 @@ impl Server {
 
     /// What to tell the person who started the server: where it listens, where its data is, and
     /// how to authenticate. The first line is `npub-server listening on http://ADDR`, which
-    /// scripts (and the tests) read to learn the port.
+    /// scripts (and the tests) read to learn the port (`https://` with `--tls-cert`).
     pub fn banner(&self) -> String {
         let addr = self.local_addr();
-        let url = format!("http://{addr}");
+        let scheme = self.scheme();
+        let url = format!("{scheme}://{addr}");
         let root = self.data_dir.root();
         let key = self.state.keys.active().key_id();
         let mut out = String::new();
@@ -230,7 +262,7 @@ impl Server {
         if let Some(admin) = self.admin_addr() {
             let _ = writeln!(
                 out,
-                "  admin:        http://{admin} (health, metrics, the API)"
+                "  admin:        {scheme}://{admin} (health, metrics, the API)"
             );
         }
         let database = self.database.as_deref().unwrap_or("npub.db");
@@ -274,6 +306,9 @@ impl Server {
             self.conn_limits.header_timeout.as_secs(),
             self.conn_limits.idle_timeout.as_secs()
         );
+        if let Some(warning) = self.state.exposure.warning() {
+            let _ = writeln!(out, "  WARNING:      {warning}");
+        }
         match &self.bootstrap {
             Bootstrap::Generated(secret) => {
                 let _ = writeln!(
@@ -312,11 +347,12 @@ impl Server {
     ) -> std::io::Result<()> {
         // The banner goes to stdout for a person; the log (journald, a collector) gets the
         // addresses too, the web UI's among them.
-        let url = format!("http://{}", self.local_addr());
+        let scheme = self.scheme();
+        let url = format!("{scheme}://{}", self.local_addr());
         tracing::info!(
             listen = %url,
             web_ui = %format!("{url}/"),
-            admin = ?self.admin_addr().map(|a| format!("http://{a}")),
+            admin = ?self.admin_addr().map(|a| format!("{scheme}://{a}")),
             "serving"
         );
         let Server {
@@ -327,8 +363,12 @@ impl Server {
             admin,
             trusted,
             data_dir,
+            tls,
             ..
         } = self;
+        let reloader = tls
+            .clone()
+            .map(|tls| tokio::spawn(reload_on_hangup(tls, Arc::clone(&state.metrics))));
         let db = state.db.clone();
         let fleet = Arc::clone(&state.polling);
         let (stop_background, stopped) = tokio::sync::watch::channel(());
@@ -362,7 +402,10 @@ impl Server {
                 state.clone(),
                 conn_limits,
                 table,
-                Arc::clone(&trusted),
+                conn::Front {
+                    trusted: Arc::clone(&trusted),
+                    tls: tls.clone(),
+                },
                 async move {
                     let _ = admin_stopped.await;
                 },
@@ -374,10 +417,13 @@ impl Server {
             state,
             conn_limits,
             table,
-            trusted,
+            conn::Front { trusted, tls },
             shutdown,
         )
         .await;
+        if let Some(reloader) = reloader {
+            reloader.abort();
+        }
         let _ = stop_admin.send(());
         if let Some(admin) = admin {
             let _ = admin.await;
@@ -394,6 +440,37 @@ impl Server {
         tracing::info!("stopped");
         result
     }
+}
+
+/// Reads the TLS files again on every `SIGHUP` (`systemctl reload`, or certbot's deploy hook):
+/// the next connections get the new certificate, those open keep theirs; a reload that fails
+/// is logged and keeps the files in force.
+async fn reload_on_hangup(tls: Arc<crate::tls::Tls>, metrics: Arc<Metrics>) {
+    #[cfg(unix)]
+    {
+        let mut hangups =
+            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()) {
+                Ok(s) => s,
+                Err(e) => {
+                    tracing::error!(error = %e, "cannot listen for SIGHUP: no certificate reloads");
+                    return;
+                }
+            };
+        while hangups.recv().await.is_some() {
+            match tls.reload() {
+                Ok(()) => {
+                    metrics.observe_tls_reload(true);
+                    tracing::info!("SIGHUP: TLS certificate and keys reloaded");
+                }
+                Err(e) => {
+                    metrics.observe_tls_reload(false);
+                    tracing::error!(error = %e, "SIGHUP: TLS reload failed; the previous certificate stays");
+                }
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = (tls, metrics);
 }
 
 /// Resolves on SIGINT (Ctrl-C) or SIGTERM (systemd stop).

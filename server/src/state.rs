@@ -47,6 +47,8 @@ pub struct AppState {
     /// The threads that validate uploads and import Vela models, one per CPU (`ops/cpu.rs`): how
     /// many uploads are held in memory at once.
     pub cpu: Arc<CpuPool>,
+    /// How the listeners carry traffic (TLS or plain, and where plain is exposed).
+    pub exposure: Arc<crate::tls::Exposure>,
 }
 
 /// Request limits.

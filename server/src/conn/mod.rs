@@ -14,11 +14,16 @@
 //! 1 MB pack keeps bytes moving every few seconds, far inside the idle limit, and no limit bounds
 //! a download's total time.
 //!
+//! With `--tls-cert` every connection first completes a TLS handshake within
+//! `--tls-handshake-timeout` (else it is closed and counted: `npub_tls_handshakes_total`), holding
+//! its permit meanwhile, so the caps above bound handshakes too.
+//!
 //! Every connection starts in the device lane ([`lane`]), which answers manifest polls and pack
 //! downloads itself; at the first request it does not answer, hyper and the router take the
 //! connection over for good ([`rewind`]).
 pub(crate) mod activity;
 pub(crate) mod rewind;
+pub(crate) mod stream;
 pub mod table;
 pub(crate) mod timer;
 pub(crate) mod wire;
@@ -36,9 +41,13 @@ use std::time::Duration;
 use tokio::net::TcpListener;
 
 use crate::device::lane;
+use crate::ops::metrics::Metrics;
 use crate::peer::TrustedProxies;
 use crate::state::AppState;
+use crate::tls::Tls;
+use crate::tls::client::{DeviceName, Rejection};
 use activity::{Activity, Answering, Watched};
+use stream::{Stream, TlsConn};
 
 /// Descriptors kept for everything that is not a connection: the database and its WAL, pack
 /// files being read, staged uploads, the listener.
@@ -117,6 +126,15 @@ const PEER_RESPONSE: &[u8] = b"HTTP/1.1 503 Service Unavailable\r\n\
 content-type: application/json\r\nretry-after: 1\r\nconnection: close\r\ncontent-length: 118\r\n\r\n\
 {\"error\":\"unavailable\",\"detail\":\"too many connections from this address (--max-connections-per-peer); retry shortly\"}\n";
 
+/// Who is in front of the server: the reverse proxies believed, and the TLS it speaks itself.
+#[derive(Debug, Clone)]
+pub struct Front {
+    /// `--trusted-proxy`.
+    pub trusted: Arc<TrustedProxies>,
+    /// `--tls-cert`.
+    pub tls: Option<Arc<Tls>>,
+}
+
 /// The accept loop: every connection gets the limits of [`Limits`] and holds one of
 /// `max_connections` permits; a connection that finds none is answered 503 and closed, so the
 /// process never runs out of descriptors while it can still accept. Accept errors (e.g.
@@ -128,9 +146,11 @@ pub async fn serve(
     state: AppState,
     limits: Limits,
     table: Arc<table::Table>,
-    trusted: Arc<TrustedProxies>,
+    front: Front,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> io::Result<()> {
+    let Front { trusted, tls } = front;
+    let metrics = Arc::clone(&state.metrics);
     let lane = Arc::new(lane::Lane::new(Arc::new(state), limits.header_timeout));
     // Every connection holds a receiver; a stop is a send, and it is over once all are dropped.
     let (stop, _) = tokio::sync::watch::channel(());
@@ -168,12 +188,10 @@ pub async fn serve(
                 continue;
             }
         };
-        let tracked = Tracked {
-            router: router.clone(),
-            peer,
-            trusted: Arc::clone(&trusted),
-            activity: Arc::clone(&activity),
-        };
+        let router = router.clone();
+        let trusted = Arc::clone(&trusted);
+        let tls = tls.clone();
+        let metrics = Arc::clone(&metrics);
         let io = Watched {
             inner: stream,
             activity: Arc::clone(&activity),
@@ -184,6 +202,20 @@ pub async fn serve(
         let mut stop = stop.subscribe();
         tokio::spawn(async move {
             let connection = async {
+                let io = match &tls {
+                    None => Stream::Plain(io),
+                    Some(tls) => match handshake(tls, io, &metrics, peer).await {
+                        Some(io) => io,
+                        None => return,
+                    },
+                };
+                let tracked = Tracked {
+                    router,
+                    peer,
+                    trusted,
+                    activity: Arc::clone(&activity),
+                    device: io.device().cloned(),
+                };
                 let io = match lane::serve(&lane, io, &mut stop).await {
                     lane::End::Closed => return,
                     lane::End::HandOff(io) => io,
@@ -233,6 +265,9 @@ struct Tracked {
     peer: SocketAddr,
     trusted: Arc<TrustedProxies>,
     activity: Arc<Activity>,
+    /// The device the connection's client certificate names: put into every request for the
+    /// `Device` extractor (`device/auth.rs`).
+    device: Option<DeviceName>,
 }
 
 /// A response body that keeps its request counted as being answered until it is sent (hyper
@@ -300,6 +335,9 @@ where
         request
             .extensions_mut()
             .insert(axum::extract::ConnectInfo(client));
+        if let Some(device) = &self.device {
+            request.extensions_mut().insert(device.clone());
+        }
         let future = self.router.call(request);
         Box::pin(async move {
             let response = future.await;
@@ -314,6 +352,50 @@ where
             })
         })
     }
+}
+
+/// The TLS handshake of a connection, within the handshake timeout; `None` (counted, and logged
+/// when a client certificate was refused) closes the connection.
+async fn handshake(tls: &Tls, io: Watched, metrics: &Metrics, peer: SocketAddr) -> Option<Stream> {
+    let acceptor = tokio_rustls::TlsAcceptor::from(tls.config());
+    let io = match tokio::time::timeout(tls.handshake_timeout(), acceptor.accept(io)).await {
+        Ok(Ok(io)) => io,
+        Ok(Err(e)) => {
+            metrics.observe_tls_handshake("failed");
+            let refused = e
+                .get_ref()
+                .and_then(|e| e.downcast_ref::<rustls::Error>())
+                .and_then(Rejection::of_handshake);
+            match refused {
+                Some(why) => {
+                    metrics.observe_client_cert_rejection(why.label());
+                    tracing::warn!(%peer, reason = why.reason(), error = %e, "client certificate refused");
+                }
+                None => tracing::debug!(%peer, error = %e, "TLS handshake failed"),
+            }
+            return None;
+        }
+        Err(_) => {
+            metrics.observe_tls_handshake("timeout");
+            tracing::debug!(%peer, "TLS handshake not finished in time; closed");
+            return None;
+        }
+    };
+    let session = io.get_ref().1;
+    let resumed = session.handshake_kind() == Some(rustls::HandshakeKind::Resumed);
+    metrics.observe_tls_handshake(if resumed { "resumed" } else { "full" });
+    let device = match session.peer_certificates().and_then(<[_]>::first) {
+        None => None,
+        Some(cert) => match crate::tls::client::device_name(cert) {
+            Ok(name) => Some(name),
+            Err(why) => {
+                metrics.observe_client_cert_rejection(why.label());
+                tracing::warn!(%peer, reason = why.reason(), "client certificate refused");
+                return None;
+            }
+        },
+    };
+    Some(Stream::Tls(Box::new(TlsConn { io, device })))
 }
 
 /// Writes the 503 for `why` (bounded by a second, so a client that does not read cannot hold the

@@ -1,6 +1,10 @@
 //! The `Device` extractor: a device token, checked against the poll cache (no database access),
 //! failing closed. Operator tokens are not in the cache, so they get 401 here, and device tokens
 //! are not in the `tokens` table, so they get 401 on operator routes.
+//!
+//! On a connection whose client certificate names a device (`--client-ca`, `crate::tls::client`),
+//! the token must be that device's: one of another device is refused (401, logged, and counted
+//! as `npub_tls_client_cert_rejections_total{reason="device_mismatch"}`), whoever holds it.
 use std::sync::Arc;
 
 use axum::extract::FromRequestParts;
@@ -11,6 +15,7 @@ use crate::auth::{bearer, peer};
 use crate::device::snapshot::{DeviceEntry, Snapshot};
 use crate::http::error::ApiError;
 use crate::state::AppState;
+use crate::tls::client::{DeviceName, Rejection};
 
 /// Every device token starts with this (operator tokens with `npub_op_`).
 pub const DEVICE_TOKEN_PREFIX: &str = "npub_dev_";
@@ -36,6 +41,20 @@ impl FromRequestParts<AppState> for Device {
         }
         let snapshot = state.polling.cache.get();
         let entry = snapshot.device(secret).cloned().ok_or_else(failed)?;
+        if let Some(certified) = parts.extensions.get::<DeviceName>()
+            && *certified.0 != *entry.id
+        {
+            let why = Rejection::DeviceMismatch;
+            state.metrics.observe_client_cert_rejection(why.label());
+            tracing::warn!(
+                peer = ?peer(parts),
+                certificate = %certified.0,
+                token = %entry.id,
+                reason = why.reason(),
+                "client certificate refused"
+            );
+            return Err(failed());
+        }
         Ok(Device { entry, snapshot })
     }
 }

@@ -30,12 +30,13 @@ use std::time::{Duration, SystemTime};
 
 use axum::http::HeaderValue;
 use bytes::Bytes;
-use tokio::io::{AsyncWriteExt as _, Interest};
+use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _, Interest};
 use tokio::sync::watch;
 use tokio::time::Instant;
 
 use crate::conn::activity::Watched;
 use crate::conn::rewind::Rewind;
+use crate::conn::stream::{Stream, TlsConn};
 use crate::conn::timer::Deadline;
 use crate::conn::wire::Head;
 use crate::device::auth::DEVICE_TOKEN_PREFIX;
@@ -46,6 +47,7 @@ use crate::http::header_text;
 use crate::http::ranges;
 use crate::ops::metrics::{Metrics, RouteCounter};
 use crate::state::AppState;
+use crate::tls::client::DeviceName;
 
 /// The longest request head the lane reads; a longer one goes to hyper (which has its own limit).
 /// A device's poll is about 200 bytes.
@@ -60,6 +62,11 @@ const MAX_HEADERS: usize = 32;
 const MAX_IF_NONE_MATCH: usize = 4;
 /// Room for a response head and a 280-byte manifest.
 const OUT_CAPACITY: usize = 1024;
+/// A pack body over TLS goes through a buffer of this size (a connection's own, made at its
+/// first download and reused): rustls encrypts what it is given, so `sendfile` cannot serve it.
+/// One TLS record's worth of plaintext, so every write fills a record and the head rides in the
+/// first one.
+const TLS_CHUNK: usize = 16 * 1024;
 
 /// What the lane shares between connections: the state the snapshot comes from, and the two
 /// routes' counters, found once.
@@ -104,7 +111,7 @@ pub(crate) enum End {
     /// Closed: the peer left, a head timed out, a write failed, `Connection: close`, or a stop.
     Closed,
     /// The connection is hyper's from the request that starts the unread bytes on.
-    HandOff(Rewind<Watched>),
+    HandOff(Rewind<Stream>),
 }
 
 /// Why the lane leaves a request to the router: [`crate::ops::metrics::HANDOFF_REASONS`].
@@ -209,13 +216,15 @@ impl Heads {
 }
 
 /// Serves `io` until it closes or a request is the router's.
-pub(crate) async fn serve(lane: &Lane, io: Watched, stop: &mut watch::Receiver<()>) -> End {
+pub(crate) async fn serve(lane: &Lane, io: Stream, stop: &mut watch::Receiver<()>) -> End {
     let mut heads = Heads {
         bytes: vec![0; HEAD_START],
         filled: 0,
     };
     let mut out: Vec<u8> = Vec::with_capacity(OUT_CAPACITY);
     let mut io = io;
+    // A TLS connection's pack buffer ([`TLS_CHUNK`]), made at its first download.
+    let mut chunk: Vec<u8> = Vec::new();
     // A stop, awaited for the connection's life: the channel's `changed()` is polled once, which
     // registers the task to be woken, and after that a wake checks the lane's flag (where a new
     // `changed()` for every read took the channel's waiter lock twice a request).
@@ -235,7 +244,7 @@ pub(crate) async fn serve(lane: &Lane, io: Watched, stop: &mut watch::Receiver<(
     loop {
         let deadline = awaited + lane.header_timeout;
         let (head_len, plan) = loop {
-            match decide(lane, heads.read()) {
+            match decide(lane, heads.read(), io.device()) {
                 Step::Keep { head_len, plan } => break (head_len, plan),
                 Step::Leave(reason) => {
                     lane.state.metrics.observe_handoff(reason.label());
@@ -246,7 +255,7 @@ pub(crate) async fn serve(lane: &Lane, io: Watched, stop: &mut watch::Receiver<(
                     return End::HandOff(Rewind::new(heads.into_unread(), io));
                 }
                 // Part of a head: the connection is not idle.
-                Step::More if heads.filled > 0 => io.activity.touch_at(last_read),
+                Step::More if heads.filled > 0 => io.activity().touch_at(last_read),
                 Step::More => {}
             }
             let waiting = heads.filled == 0;
@@ -254,7 +263,7 @@ pub(crate) async fn serve(lane: &Lane, io: Watched, stop: &mut watch::Receiver<(
             // timer: a peer that always has bytes ready fills the head or `HEAD_MAX` at once.
             let read = tokio::select! {
                 biased;
-                read = read_more(&io, &mut heads) => read,
+                read = read_more(&mut io, &mut heads) => read,
                 () = timer.fired() => {
                     if Instant::now() < deadline {
                         timer.reset(deadline);
@@ -283,10 +292,7 @@ pub(crate) async fn serve(lane: &Lane, io: Watched, stop: &mut watch::Receiver<(
                 now,
             } => {
                 let status = poll_head(&mut out, &lane.starts, &snapshot, &answer, close, now);
-                if send_all(&io, &out, rustix::net::SendFlags::NOSIGNAL)
-                    .await
-                    .is_err()
-                {
+                if send_answer(&mut io, &out).await.is_err() {
                     return End::Closed;
                 }
                 awaited = Instant::now();
@@ -313,8 +319,13 @@ pub(crate) async fn serve(lane: &Lane, io: Watched, stop: &mut watch::Receiver<(
                 };
                 // A download may take minutes on a slow link: never the connection closed to
                 // make room for another. (A poll's answer is one small write: not counted.)
-                let answering = crate::conn::activity::Answering::new(&io.activity);
-                let sent = send_pack(lane, &mut io, &out, body).await;
+                let answering = crate::conn::activity::Answering::new(io.activity());
+                let sent = match &mut io {
+                    Stream::Plain(plain) => send_pack(lane, plain, &out, body).await,
+                    Stream::Tls(tls) => {
+                        send_pack_tls(tls, &out, body, &mut chunk, &lane.state.metrics).await
+                    }
+                };
                 drop(answering);
                 if sent.is_err() {
                     return End::Closed;
@@ -323,7 +334,7 @@ pub(crate) async fn serve(lane: &Lane, io: Watched, stop: &mut watch::Receiver<(
                 close
             }
         };
-        io.activity.touch_at(awaited);
+        io.activity().touch_at(awaited);
         lane.state.metrics.observe_lane_answer();
         heads.consume(head_len);
         if close || lane.stopping() {
@@ -356,13 +367,25 @@ fn stop_signal<'f, F: Future>(
     })
 }
 
-/// Reads what the socket has into the rest of `heads`; `Ok(0)` at end of stream.
+/// Reads what the connection has into the rest of `heads`; `Ok(0)` at end of stream.
+async fn read_more(io: &mut Stream, heads: &mut Heads) -> io::Result<usize> {
+    match io {
+        Stream::Plain(plain) => read_plain(plain, heads).await,
+        Stream::Tls(tls) => {
+            let n = tls.io.read(&mut heads.bytes[heads.filled..]).await?;
+            heads.filled += n;
+            Ok(n)
+        }
+    }
+}
+
+/// [`read_more`] on plain TCP.
 ///
 /// A read that does not fill the room it was given took everything the kernel had queued, so it
 /// also clears the socket's readiness: the next read then waits for epoll's next event instead
 /// of trying a `recv` that can only say `EAGAIN` (one system call a request saved; nginx does
 /// the same). tokio only clears readiness that no newer event has set since.
-async fn read_more(io: &Watched, heads: &mut Heads) -> io::Result<usize> {
+async fn read_plain(io: &Watched, heads: &mut Heads) -> io::Result<usize> {
     let socket = &io.inner;
     loop {
         socket.readable().await?;
@@ -393,6 +416,17 @@ async fn read_more(io: &Watched, heads: &mut Heads) -> io::Result<usize> {
     }
 }
 
+/// Sends a poll's answer: one `send` on plain TCP, one TLS record on TLS.
+async fn send_answer(io: &mut Stream, bytes: &[u8]) -> io::Result<()> {
+    match io {
+        Stream::Plain(plain) => send_all(plain, bytes, rustix::net::SendFlags::NOSIGNAL).await,
+        Stream::Tls(tls) => {
+            tls.io.write_all(bytes).await?;
+            tls.io.flush().await
+        }
+    }
+}
+
 /// Sends all of `bytes` with `flags`, straight to the socket: tried at once (a socket with room
 /// takes a poll's answer in one call), waiting for room only when the kernel has none.
 async fn send_all(io: &Watched, bytes: &[u8], flags: rustix::net::SendFlags) -> io::Result<()> {
@@ -413,7 +447,7 @@ async fn send_all(io: &Watched, bytes: &[u8], flags: rustix::net::SendFlags) -> 
 }
 
 /// Decides the request at the start of `buf`.
-fn decide(lane: &Lane, buf: &[u8]) -> Step {
+fn decide(lane: &Lane, buf: &[u8], certified: Option<&DeviceName>) -> Step {
     if buf.is_empty() {
         return Step::More;
     }
@@ -424,7 +458,7 @@ fn decide(lane: &Lane, buf: &[u8]) -> Step {
         Ok(httparse::Status::Partial) => return Step::More,
         Err(_) => return Step::Leave(Reason::Unparsed),
     };
-    match plan(lane, &request) {
+    match plan(lane, &request, certified) {
         Ok(plan) => Step::Keep { head_len, plan },
         Err(reason) => Step::Leave(reason),
     }
@@ -487,7 +521,11 @@ impl<'h> Seen<'h> {
 }
 
 /// The plan for a parsed request, or why it is the router's.
-fn plan(lane: &Lane, request: &httparse::Request<'_, '_>) -> Result<Plan, Reason> {
+fn plan(
+    lane: &Lane,
+    request: &httparse::Request<'_, '_>,
+    certified: Option<&DeviceName>,
+) -> Result<Plan, Reason> {
     let (Some("GET"), Some(target), Some(1)) = (request.method, request.path, request.version)
     else {
         return Err(Reason::Route);
@@ -505,6 +543,10 @@ fn plan(lane: &Lane, request: &httparse::Request<'_, '_>) -> Result<Plan, Reason
     let snapshot = lane.state.polling.cache.get();
     let enrolled = snapshot.enrolled(token).ok_or(Reason::Token)?;
     let device = &enrolled.entry;
+    // A client certificate naming another device: the router refuses it, and says why.
+    if certified.is_some_and(|name| *name.0 != *device.id) {
+        return Err(Reason::Token);
+    }
     let now = SystemTime::now();
     match route {
         Route::Manifest => {
@@ -767,6 +809,56 @@ async fn send_body(io: &mut Watched, body: Body<'_>, metrics: &Metrics) -> io::R
         io.activity.touch();
     }
     Ok(())
+}
+
+/// Sends `head` and a pack body over TLS through `chunk` ([`TLS_CHUNK`]): the head and the
+/// body's first bytes in one record, then a record at a time, each read from the snapshot's copy
+/// in memory or else from the file (a page-cache read of 16 KiB, like `sendfile`'s own steps).
+/// A slow reader holds its own buffer only: each write waits for the socket.
+async fn send_pack_tls(
+    tls: &mut TlsConn,
+    head: &[u8],
+    body: Body<'_>,
+    chunk: &mut Vec<u8>,
+    metrics: &Metrics,
+) -> io::Result<()> {
+    use std::os::unix::fs::FileExt as _;
+    if chunk.len() != TLS_CHUNK {
+        *chunk = vec![0; TLS_CHUNK];
+    }
+    let mut filled = head.len().min(TLS_CHUNK);
+    chunk[..filled].copy_from_slice(&head[..filled]);
+    let mut at = body.offset;
+    let end = body.offset + body.count;
+    loop {
+        let want = usize::try_from(end - at)
+            .map_or(TLS_CHUNK - filled, |left| left.min(TLS_CHUNK - filled));
+        let room = &mut chunk[filled..filled + want];
+        match body.bytes {
+            // Within the pack, whose length is a `usize` (it is in memory).
+            Some(bytes) => room.copy_from_slice(&bytes[at as usize..at as usize + want]),
+            None => {
+                let mut got = 0;
+                while got < want {
+                    let n = body.file.read_at(&mut room[got..], at + got as u64)?;
+                    if n == 0 {
+                        tracing::error!(at, end, "a pack file ended early while it was being sent");
+                        return Err(io::ErrorKind::UnexpectedEof.into());
+                    }
+                    got += n;
+                }
+            }
+        }
+        filled += want;
+        tls.io.write_all(&chunk[..filled]).await?;
+        metrics.add_pack_bytes_served(want as u64);
+        at += want as u64;
+        filled = 0;
+        if at == end {
+            break;
+        }
+    }
+    tls.io.flush().await
 }
 
 /// `sendfile`'s answers for a file or socket it cannot work with (`EINVAL`, `ENOSYS`,

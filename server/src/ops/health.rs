@@ -14,6 +14,7 @@
 //! | `pack_store` | the latest background probe ([`probe_store`], every [`STORE_PROBE_INTERVAL`]): a cheap request, never a listing | none here: readiness never waits on the store |
 //! | `disk`       | free bytes on the data directory's disk against `--min-free-space`                  | a `statvfs` |
 //! | `snapshot`   | the poll snapshot's generation, and when it was last confirmed current against the database | memory |
+//! | `transport`  | whether the listeners speak TLS, and a warning when plain HTTP listens on an address other than loopback (it never makes the server unready) | memory |
 //!
 //! `can_serve_polls`: the snapshot is confirmed current now or within [`SNAPSHOT_TRUST`] (polls
 //! are answered from memory, so a database outage costs them nothing for that long; past it, a
@@ -71,6 +72,18 @@ pub struct SnapshotCheck {
     pub confirmed_ms_ago: u64,
 }
 
+/// How devices and operators reach the server.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct TransportCheck {
+    /// The listeners speak TLS (`--tls-cert`).
+    pub tls: bool,
+    /// Devices may authenticate with client certificates (`--client-ca`).
+    pub client_certificates: bool,
+    /// Set when plain HTTP listens on an address other than loopback: tokens and packs cross
+    /// the network in clear unless a TLS-terminating proxy is in front.
+    pub warning: Option<String>,
+}
+
 /// Every dependency.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct Checks {
@@ -82,6 +95,8 @@ pub struct Checks {
     pub disk: DiskCheck,
     /// The poll snapshot.
     pub snapshot: SnapshotCheck,
+    /// TLS or plain HTTP.
+    pub transport: TransportCheck,
 }
 
 /// `/readyz`.
@@ -169,6 +184,11 @@ pub async fn readiness(state: &AppState) -> Readiness {
             pack_store,
             disk,
             snapshot,
+            transport: TransportCheck {
+                tls: state.exposure.tls,
+                client_certificates: state.exposure.client_certificates,
+                warning: state.exposure.warning(),
+            },
         },
     }
 }

@@ -11,6 +11,9 @@
 //! | `npub_pack_bytes_served_total`         | counter   | (pack bytes sent)          |
 //! | `npub_device_lane_answers_total`       | counter   | (requests the accept loop's device lane answered itself, `device/lane.rs`) |
 //! | `npub_device_lane_handoffs_total`      | counter   | `reason`: why a connection went to hyper and the router |
+//! | `npub_tls_handshakes_total`            | counter   | `outcome`: [`TLS_HANDSHAKE_OUTCOMES`] (`--tls-cert`, server/src/tls/) |
+//! | `npub_tls_client_cert_rejections_total` | counter  | `reason`: [`CLIENT_CERT_REJECTIONS`] (`--client-ca`) |
+//! | `npub_tls_reloads_total`               | counter   | `outcome` (`ok`, `failed`): certificate reloads on `SIGHUP` |
 //!
 //! Every label comes from a fixed set, so that no request can add a series (an attacker sending
 //! 10,000 made-up methods once grew `/metrics` to 196 MB):
@@ -68,6 +71,23 @@ fn status_class(status: u16) -> Option<usize> {
 /// request and every later one on the connection).
 pub const HANDOFF_REASONS: [&str; 6] = ["route", "token", "query", "headers", "answer", "unparsed"];
 
+/// The `outcome` label of `npub_tls_handshakes_total`: a full handshake, a resumed one, one the
+/// client did not finish within `--tls-handshake-timeout`, and one that failed (a bad record, an
+/// alert, a refused client certificate).
+pub const TLS_HANDSHAKE_OUTCOMES: [&str; 4] = ["full", "resumed", "timeout", "failed"];
+
+/// The `reason` label of `npub_tls_client_cert_rejections_total`: why a device's client
+/// certificate was refused (`crate::tls::client::Rejection`).
+pub const CLIENT_CERT_REJECTIONS: [&str; 7] = [
+    "unknown_ca",
+    "expired",
+    "not_yet_valid",
+    "bad_certificate",
+    "no_device_name",
+    "device_mismatch",
+    "unknown_device",
+];
+
 /// The `kind` label of `npub_auth_failures_total` (`crate::auth::guard::Kind`).
 const AUTH_KINDS: [&str; 2] = ["operator", "device"];
 /// Its `outcome` label: answered 401, or 429 (the peer's allowance was spent).
@@ -92,6 +112,10 @@ pub struct Metrics {
     /// Background sweeps of the pack store (`store/gc.rs`): succeeded, failed.
     store_sweeps: [AtomicU64; 2],
     orphans_removed: AtomicU64,
+    tls_handshakes: [AtomicU64; TLS_HANDSHAKE_OUTCOMES.len()],
+    client_cert_rejections: [AtomicU64; CLIENT_CERT_REJECTIONS.len()],
+    /// Certificate reloads: succeeded, failed.
+    tls_reloads: [AtomicU64; 2],
 }
 
 /// One method's routes' counters, by route template.
@@ -236,6 +260,33 @@ impl Metrics {
             .fetch_add(removed as u64, Ordering::Relaxed);
     }
 
+    /// Counts one TLS handshake by one of [`TLS_HANDSHAKE_OUTCOMES`] (anything else is dropped).
+    pub fn observe_tls_handshake(&self, outcome: &str) {
+        count_label(&TLS_HANDSHAKE_OUTCOMES, &self.tls_handshakes, outcome);
+    }
+
+    /// Counts one refused client certificate by one of [`CLIENT_CERT_REJECTIONS`].
+    pub fn observe_client_cert_rejection(&self, reason: &str) {
+        count_label(
+            &CLIENT_CERT_REJECTIONS,
+            &self.client_cert_rejections,
+            reason,
+        );
+    }
+
+    /// Counts one certificate reload.
+    pub fn observe_tls_reload(&self, ok: bool) {
+        self.tls_reloads[usize::from(!ok)].fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// TLS handshakes so far with `outcome`.
+    pub fn tls_handshakes(&self, outcome: &str) -> u64 {
+        TLS_HANDSHAKE_OUTCOMES
+            .iter()
+            .position(|o| *o == outcome)
+            .map_or(0, |i| self.tls_handshakes[i].load(Ordering::Relaxed))
+    }
+
     /// Background sweeps of the pack store that succeeded.
     pub fn store_sweeps_ok(&self) -> u64 {
         self.store_sweeps[0].load(Ordering::Relaxed)
@@ -377,7 +428,54 @@ impl Metrics {
             self.store_sweeps[1].load(Ordering::Relaxed),
             self.orphans_removed.load(Ordering::Relaxed),
         );
+        let _ = writeln!(
+            out,
+            "# HELP npub_tls_handshakes_total TLS handshakes on the listeners, by outcome.\n\
+             # TYPE npub_tls_handshakes_total counter"
+        );
+        for (outcome, n) in TLS_HANDSHAKE_OUTCOMES.iter().zip(&self.tls_handshakes) {
+            let n = n.load(Ordering::Relaxed);
+            let _ = writeln!(
+                out,
+                "npub_tls_handshakes_total{{outcome=\"{outcome}\"}} {n}"
+            );
+        }
+        let _ = writeln!(
+            out,
+            "# HELP npub_tls_client_cert_rejections_total Device client certificates refused, by reason.\n\
+             # TYPE npub_tls_client_cert_rejections_total counter"
+        );
+        for (reason, n) in CLIENT_CERT_REJECTIONS
+            .iter()
+            .zip(&self.client_cert_rejections)
+        {
+            let n = n.load(Ordering::Relaxed);
+            let _ = writeln!(
+                out,
+                "npub_tls_client_cert_rejections_total{{reason=\"{reason}\"}} {n}"
+            );
+        }
+        let _ = writeln!(
+            out,
+            "# HELP npub_tls_reloads_total Certificate reloads on SIGHUP, by outcome.\n\
+             # TYPE npub_tls_reloads_total counter\n\
+             npub_tls_reloads_total{{outcome=\"ok\"}} {}\n\
+             npub_tls_reloads_total{{outcome=\"failed\"}} {}",
+            self.tls_reloads[0].load(Ordering::Relaxed),
+            self.tls_reloads[1].load(Ordering::Relaxed),
+        );
         out
+    }
+}
+
+/// Adds one to the counter of `label` among `labels` (a label outside them is dropped).
+fn count_label(labels: &[&str], counters: &[AtomicU64], label: &str) {
+    if let Some(n) = labels
+        .iter()
+        .position(|l| *l == label)
+        .and_then(|i| counters.get(i))
+    {
+        n.fetch_add(1, Ordering::Relaxed);
     }
 }
 

@@ -1,0 +1,195 @@
+//! The server's own TLS: rustls on ring, terminated in the accept loop (`conn/`), so the device
+//! lane answers polls and downloads over it as over plain TCP.
+//!
+//! | Flag                      | What                                                          |
+//! |---------------------------|---------------------------------------------------------------|
+//! | `--tls-cert`, `--tls-key` | PEM: the server's certificate then its chain; its private key  |
+//! | `--tls12`                 | TLS 1.2 besides 1.3 (off: 1.3 only)                            |
+//! | `--tls-ticket-key`        | session-ticket keys the replicas share ([`tickets`]); unset: keys of this process's own, rotated by rustls |
+//! | `--client-ca`             | device client certificates issued by this CA ([`client`])      |
+//! | `--tls-handshake-timeout` | a handshake not finished in time is dropped and counted        |
+//!
+//! ALPN offers `http/1.1` only. `SIGHUP` reads every file again ([`Tls::reload`]); connections
+//! open keep the configuration they started with, the next ones get the new one, and a reload
+//! that fails keeps the old one. Ticket keys carry over a reload (a device resumes across it), as
+//! does the session cache.
+pub mod client;
+pub mod error;
+mod files;
+pub mod tickets;
+
+use std::path::PathBuf;
+use std::sync::{Arc, PoisonError, RwLock};
+use std::time::Duration;
+
+use rustls::ServerConfig;
+use rustls::server::{ProducesTickets, StoresServerSessions};
+
+pub use error::TlsError;
+
+/// Default for `--tls-handshake-timeout`: a handshake is a few round trips; a 2G link needs a few
+/// seconds for it, not more.
+pub const DEFAULT_HANDSHAKE_TIMEOUT_SECS: u64 = 10;
+/// Sessions kept for resumption by ID (TLS 1.2 without tickets); tickets need no server memory.
+const SESSION_CACHE: usize = 4096;
+
+/// The TLS flags, as given.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// `--tls-cert`.
+    pub cert: PathBuf,
+    /// `--tls-key`.
+    pub key: PathBuf,
+    /// `--tls12`.
+    pub tls12: bool,
+    /// `--tls-ticket-key`.
+    pub ticket_key: Option<PathBuf>,
+    /// `--client-ca`.
+    pub client_ca: Option<PathBuf>,
+    /// `--tls-handshake-timeout`.
+    pub handshake_timeout: Duration,
+}
+
+/// The TLS configuration in force, replaced whole on a reload.
+#[derive(Debug)]
+pub struct Tls {
+    settings: Settings,
+    current: RwLock<Arc<ServerConfig>>,
+    /// Kept across reloads when there is no `--tls-ticket-key`: a reload must not void tickets.
+    own_ticketer: Arc<dyn ProducesTickets>,
+    sessions: Arc<dyn StoresServerSessions>,
+}
+
+impl Tls {
+    /// Reads the files of `settings`.
+    pub fn load(settings: Settings) -> Result<Self, TlsError> {
+        let own_ticketer = rustls::crypto::ring::Ticketer::new().map_err(|e| TlsError::Rustls {
+            flag: "--tls-cert",
+            path: settings.cert.clone(),
+            error: format!("no ticket key: {e}"),
+        })?;
+        let sessions: Arc<dyn StoresServerSessions> =
+            rustls::server::ServerSessionMemoryCache::new(SESSION_CACHE);
+        let config = build(&settings, &own_ticketer, &sessions)?;
+        Ok(Self {
+            current: RwLock::new(Arc::new(config)),
+            settings,
+            own_ticketer,
+            sessions,
+        })
+    }
+
+    /// The configuration for the next connection.
+    pub fn config(&self) -> Arc<ServerConfig> {
+        Arc::clone(&self.current.read().unwrap_or_else(PoisonError::into_inner))
+    }
+
+    /// How long a client may take over its handshake.
+    pub fn handshake_timeout(&self) -> Duration {
+        self.settings.handshake_timeout
+    }
+
+    /// Client certificates are asked for (`--client-ca`).
+    pub fn client_certificates(&self) -> bool {
+        self.settings.client_ca.is_some()
+    }
+
+    /// Reads every file again and puts the result in force for the next connection; on an
+    /// error the configuration in force stays.
+    pub fn reload(&self) -> Result<(), TlsError> {
+        let config = build(&self.settings, &self.own_ticketer, &self.sessions)?;
+        *self.current.write().unwrap_or_else(PoisonError::into_inner) = Arc::new(config);
+        Ok(())
+    }
+}
+
+/// A configuration from the files of `s`, with the ticket keys and session cache given.
+fn build(
+    s: &Settings,
+    own_ticketer: &Arc<dyn ProducesTickets>,
+    sessions: &Arc<dyn StoresServerSessions>,
+) -> Result<ServerConfig, TlsError> {
+    {
+        let chain = files::certificates("--tls-cert", &s.cert)?;
+        let key = files::private_key("--tls-key", &s.key)?;
+        let versions: &[&rustls::SupportedProtocolVersion] = if s.tls12 {
+            &[&rustls::version::TLS13, &rustls::version::TLS12]
+        } else {
+            &[&rustls::version::TLS13]
+        };
+        let builder = ServerConfig::builder_with_provider(provider())
+            .with_protocol_versions(versions)
+            .map_err(|e| rustls_error("--tls-cert", &s.cert, &e))?;
+        let builder = match &s.client_ca {
+            None => builder.with_no_client_auth(),
+            Some(path) => {
+                let mut roots = rustls::RootCertStore::empty();
+                for cert in files::certificates("--client-ca", path)? {
+                    roots
+                        .add(cert)
+                        .map_err(|e| rustls_error("--client-ca", path, &e))?;
+                }
+                let verifier = rustls::server::WebPkiClientVerifier::builder_with_provider(
+                    Arc::new(roots),
+                    provider(),
+                )
+                .allow_unauthenticated()
+                .build()
+                .map_err(|e| TlsError::Rustls {
+                    flag: "--client-ca",
+                    path: path.clone(),
+                    error: e.to_string(),
+                })?;
+                builder.with_client_cert_verifier(Arc::new(client::DeviceVerifier(verifier)))
+            }
+        };
+        let mut config = builder
+            .with_single_cert(chain, key)
+            .map_err(|e| rustls_error("--tls-key", &s.key, &e))?;
+        config.alpn_protocols = vec![b"http/1.1".to_vec()];
+        config.ticketer = match &s.ticket_key {
+            Some(path) => Arc::new(tickets::SharedTicketer::load(path)?),
+            None => Arc::clone(own_ticketer),
+        };
+        config.session_storage = Arc::clone(sessions);
+        Ok(config)
+    }
+}
+
+/// How the listeners carry traffic: what `/readyz` and the web UI tell an operator.
+#[derive(Debug, Clone, Default)]
+pub struct Exposure {
+    /// The listeners speak TLS.
+    pub tls: bool,
+    /// Devices may present client certificates (`--client-ca`).
+    pub client_certificates: bool,
+    /// Listeners speaking plain HTTP on an address other than loopback.
+    pub plain_exposed: Vec<std::net::SocketAddr>,
+}
+
+impl Exposure {
+    /// The warning for plain HTTP reachable from the network, if there is any.
+    pub fn warning(&self) -> Option<String> {
+        if self.plain_exposed.is_empty() {
+            return None;
+        }
+        let addrs: Vec<String> = self.plain_exposed.iter().map(ToString::to_string).collect();
+        Some(format!(
+            "plain HTTP on {}, which is not loopback: device tokens and packs cross the network \
+             in clear. Give --tls-cert and --tls-key, or serve only behind a TLS-terminating proxy.",
+            addrs.join(", ")
+        ))
+    }
+}
+
+fn provider() -> Arc<rustls::crypto::CryptoProvider> {
+    Arc::new(rustls::crypto::ring::default_provider())
+}
+
+fn rustls_error(flag: &'static str, path: &std::path::Path, e: &rustls::Error) -> TlsError {
+    TlsError::Rustls {
+        flag,
+        path: path.to_owned(),
+        error: e.to_string(),
+    }
+}

@@ -1,8 +1,8 @@
 //! `device-agent`: one simulated RA8P1 on the host. The same agent core as the firmware, over an
 //! emulated OSPI NOR kept in a file, talking to an npub server's device API through the
-//! firmware's own HTTP/1.1 client (`http_io`) over a `TcpStream`. Only the start-up question
-//! "which accelerator did the server register?", a JSON API outside the device protocol, goes
-//! through reqwest.
+//! firmware's own HTTP/1.1 client (`http_io`) over a `TcpStream`, or over TLS for an
+//! `https://` server checked against `--ca`. The start-up question "which accelerator did the
+//! server register?", a JSON API outside the device protocol, is one `GET` on the same link.
 //!
 //! It boots (re-validating and binding whatever the flash holds), then polls, installs, reports,
 //! and repeats every `--interval` seconds (or once, with `--once`). The replay floor is also kept
@@ -12,8 +12,9 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::Parser;
-use device_agent::http_io::std_link::{StdClock, TcpLink};
-use device_agent::http_io::{Config, HttpIo};
+use device_agent::http_io::std_link::StdClock;
+use device_agent::http_io::std_tls::{TlsLink, trust_file};
+use device_agent::http_io::{Config, HttpIo, Link, Server};
 use device_agent::nor_emu::NorEmu;
 use device_agent::{
     Agent, Arena, Device, Error, Layout, NorCounter, RecordingNpu, Report, ReportState, Transport,
@@ -36,15 +37,20 @@ const ARENA_BUS: u32 = 0x2200_0000;
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// The device API, as the firmware speaks it.
-type Io<'a> = HttpIo<'a, TcpLink, StdClock>;
+type Io<'a> = HttpIo<'a, TlsLink, StdClock>;
 
 /// Simulates one device: poll, install, report, repeat.
 #[derive(Parser, Debug)]
 #[command(version, about)]
 struct Args {
-    /// The npub server's base URL, e.g. http://127.0.0.1:8080.
+    /// The npub server's base URL, e.g. http://127.0.0.1:8080 or https://npub.example:8443.
     #[arg(long, env = "NPUB_SERVER")]
     server: String,
+    /// PEM file the `https://` server is checked against: the CA that issued its certificate,
+    /// or its own self-signed certificate (pinned). A server whose certificate it does not
+    /// vouch for, names another host or has expired is refused before the token is sent.
+    #[arg(long, env = "NPUB_CA")]
+    ca: Option<PathBuf>,
     /// This device's token: shown once in the `token` field of `POST /api/v1/devices` (the web
     /// UI's Fleet page, "Add devices"), or a new one from `POST /api/v1/devices/{id}/token`.
     #[arg(long, env = "NPUB_DEVICE_TOKEN")]
@@ -100,8 +106,19 @@ fn main() -> ExitCode {
 
 fn run(args: &Args) -> Result<ExitCode, String> {
     let config = Config::new(&args.server, &args.token).map_err(|e| e.to_string())?;
-    let mut transport = HttpIo::new(TcpLink::new(), StdClock::default(), config);
-    let accel = accelerator(args)?;
+    let trust = match &args.ca {
+        Some(path) => Some(trust_file(path).map_err(|e| format!("--ca {}: {e}", path.display()))?),
+        None if config.server().is_tls() => {
+            return Err(format!(
+                "--server {}: https:// needs --ca (the CA of the server's certificate)",
+                args.server
+            ));
+        }
+        None => None,
+    };
+    let mut link = TlsLink::new(trust);
+    let accel = accelerator(args, config.server(), &mut link)?;
+    let mut transport = HttpIo::new(link, StdClock::default(), config);
     let read = |flag: &str, paths: &[PathBuf]| {
         paths
             .iter()
@@ -239,7 +256,7 @@ fn poll_once(
 /// for the server's, refuse each one as "compiled for another accelerator" and fail the install,
 /// and failures count towards the whole group deployment's auto-abort: so the disagreement is
 /// refused here, before any poll.
-fn accelerator(args: &Args) -> Result<Accel, String> {
+fn accelerator(args: &Args, server: &Server<'_>, link: &mut TlsLink) -> Result<Accel, String> {
     let parse = |name: &str, from: &str| {
         Accel::from_name(name).ok_or_else(|| format!("{from} {name}: not a Vela accelerator name"))
     };
@@ -248,7 +265,7 @@ fn accelerator(args: &Args) -> Result<Accel, String> {
         .as_deref()
         .map(|n| parse(n, "--accel"))
         .transpose()?;
-    match (given, registered_accelerator(&args.server, &args.token)) {
+    match (given, registered_accelerator(server, &args.token, link)) {
         (Some(given), Ok(registered)) => {
             let registered_accel = parse(&registered, "the server's registration:")?;
             if registered_accel != given {
@@ -278,26 +295,63 @@ fn accelerator(args: &Args) -> Result<Accel, String> {
 
 /// The accelerator the server registered for this device: `GET /api/v1/device`, its
 /// `accelerator` field.
-fn registered_accelerator(server: &str, token: &str) -> Result<String, String> {
-    let client = reqwest::blocking::Client::builder()
-        .timeout(REQUEST_TIMEOUT)
-        .build()
-        .map_err(|e| e.to_string())?;
-    let resp = client
-        .get(format!("{}/api/v1/device", server.trim_end_matches('/')))
-        .bearer_auth(token)
-        .send()
-        .map_err(|_| "server unreachable".to_owned())?;
-    if resp.status() != reqwest::StatusCode::OK {
-        return Err(format!("server answered HTTP {}", resp.status().as_u16()));
+fn registered_accelerator(
+    server: &Server<'_>,
+    token: &str,
+    link: &mut TlsLink,
+) -> Result<String, String> {
+    let timeout = REQUEST_TIMEOUT.as_millis() as u32;
+    if server.is_tls() {
+        link.connect_tls(server.host(), server.port(), timeout)
+            .map_err(|e| e.to_string())?;
+    } else {
+        link.connect(server.host(), server.port(), timeout)
+            .map_err(|_| "server unreachable".to_owned())?;
     }
-    let body = resp.bytes().map_err(|_| "server unreachable".to_owned())?;
-    let v: serde_json::Value =
-        serde_json::from_slice(&body).map_err(|_| "the answer is not JSON".to_owned())?;
+    let request = format!(
+        "GET {}/api/v1/device HTTP/1.1\r\nHost: {}:{}\r\nAuthorization: Bearer {token}\r\n\
+         Accept: application/json\r\nConnection: close\r\n\r\n",
+        server.path(),
+        server.host(),
+        server.port()
+    );
+    let answer = exchange(link, request.as_bytes());
+    link.close();
+    let answer = answer.ok_or("server unreachable")?;
+    let mut headers = [httparse::EMPTY_HEADER; 32];
+    let mut head = httparse::Response::new(&mut headers);
+    let Ok(httparse::Status::Complete(head_len)) = head.parse(&answer) else {
+        return Err("the answer is not HTTP".to_owned());
+    };
+    if head.code != Some(200) {
+        return Err(format!("server answered HTTP {}", head.code.unwrap_or(0)));
+    }
+    let v: serde_json::Value = serde_json::from_slice(&answer[head_len..])
+        .map_err(|_| "the answer is not JSON".to_owned())?;
     v["accelerator"]
         .as_str()
         .map(str::to_owned)
         .ok_or_else(|| "the answer has no `accelerator`".to_owned())
+}
+
+/// Sends `request` on the open link and reads the answer to the end of the connection (at most
+/// 64 KiB, within [`REQUEST_TIMEOUT`]); `None` if the link fails.
+fn exchange(link: &mut TlsLink, request: &[u8]) -> Option<Vec<u8>> {
+    use embedded_io::{Read as _, Write as _};
+    link.write_all(request).ok()?;
+    link.flush().ok()?;
+    let started = std::time::Instant::now();
+    let mut answer = Vec::new();
+    let mut buf = [0u8; 4096];
+    while started.elapsed() < REQUEST_TIMEOUT && answer.len() < 64 * 1024 {
+        match link.read(&mut buf) {
+            Ok(0) => return Some(answer),
+            Ok(n) => answer.extend_from_slice(&buf[..n]),
+            Err(embedded_io::ErrorKind::TimedOut) => {}
+            Err(_) => return None,
+        }
+    }
+    None
 }
 
 /// Where the counter of the flash at `flash` is kept.

@@ -35,11 +35,53 @@ impl Call {
     }
 }
 
+/// Why a TLS connection to the server was refused (`https://` on the host's link,
+/// `std_tls.rs`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum TlsFailure {
+    /// The link speaks no TLS (the firmware's, today), or was given no CA to check the server
+    /// against.
+    Unsupported,
+    /// The server's certificate is not issued by the CA given (`--ca`), nor pinned there.
+    UnknownCa,
+    /// The server's certificate does not name the host of the URL.
+    WrongHostName,
+    /// The server's certificate has expired.
+    Expired,
+    /// The server's certificate is not valid yet.
+    NotYetValid,
+    /// The server's certificate is unusable otherwise (malformed, a bad signature, not for a
+    /// server).
+    BadCertificate,
+    /// The server ended the handshake with an alert (no protocol version or cipher in common,
+    /// or it refused this device's client certificate).
+    Refused,
+    /// The handshake failed otherwise (a bad record, the connection closed in the middle).
+    Handshake,
+}
+
+impl TlsFailure {
+    /// One static line.
+    pub const fn what(self) -> &'static str {
+        match self {
+            TlsFailure::Unsupported => "https:// needs a link with TLS and a CA (--ca)",
+            TlsFailure::UnknownCa => "the server's certificate is not issued by the CA given",
+            TlsFailure::WrongHostName => "the server's certificate is for another host name",
+            TlsFailure::Expired => "the server's certificate has expired",
+            TlsFailure::NotYetValid => "the server's certificate is not valid yet",
+            TlsFailure::BadCertificate => "the server's certificate is unusable",
+            TlsFailure::Refused => "the server refused the TLS handshake",
+            TlsFailure::Handshake => "the TLS handshake failed",
+        }
+    }
+}
+
 /// One failed or refused HTTP exchange.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum HttpError {
-    /// The server URL is not `http://HOST[:PORT][/PATH]`.
+    /// The server URL is not `http[s]://HOST[:PORT][/PATH]`.
     BadUrl(&'static str),
     /// The device token is empty or not printable ASCII (it goes into a header).
     BadToken,
@@ -50,6 +92,8 @@ pub enum HttpError {
     },
     /// The TCP connection could not be opened.
     Connect(ErrorKind),
+    /// The TLS handshake with an `https://` server failed or its certificate was refused.
+    Tls(TlsFailure),
     /// Writing the request failed.
     Send(ErrorKind),
     /// Reading the answer failed (reset, aborted …).
@@ -203,6 +247,7 @@ impl HttpError {
             HttpError::BadToken => "the device token is empty or not printable ASCII",
             HttpError::RequestTooLong { .. } => "the request does not fit the transmit buffer",
             HttpError::Connect(_) => "cannot connect",
+            HttpError::Tls(failure) => failure.what(),
             HttpError::Send(_) => "sending the request failed",
             HttpError::Receive(_) => "receiving the answer failed",
             HttpError::ClosedBeforeHead { .. } => "connection closed before the response head",
@@ -246,6 +291,7 @@ impl fmt::Display for HttpError {
                 )
             }
             HttpError::Connect(kind) => write!(f, "TCP connect: {kind:?}"),
+            HttpError::Tls(failure) => write!(f, "TLS: {}", failure.what()),
             HttpError::Send(kind) => write!(f, "sending the request: {kind:?}"),
             HttpError::Receive(kind) => write!(f, "receiving the answer: {kind:?}"),
             HttpError::ClosedBeforeHead { call, received } => write!(

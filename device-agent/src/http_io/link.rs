@@ -2,9 +2,11 @@
 //!
 //! | trait     | the firmware's                                  | the host's (tests)                   |
 //! |-----------|-------------------------------------------------|--------------------------------------|
-//! | [`Link`]  | a smoltcp TCP socket over the LAN9118 (`fw/`)    | [`super::std_link::TcpLink`]         |
+//! | [`Link`]  | a smoltcp TCP socket over the LAN9118 (`fw/`)    | [`super::std_link::TcpLink`]; with `https://`, [`super::std_tls::TlsLink`] |
 //! | [`Clock`] | SysTick milliseconds, `wfi` to wait             | [`super::std_link::StdClock`]        |
 use embedded_io::{ErrorKind, Read, Write};
+
+use super::error::{HttpError, TlsFailure};
 
 /// One TCP connection at a time, as an `embedded-io` byte stream.
 ///
@@ -16,6 +18,15 @@ pub trait Link: Read + Write {
     /// Opens a connection to `host:port`, closing any previous one first; gives up after
     /// `timeout_ms`.
     fn connect(&mut self, host: &str, port: u16, timeout_ms: u32) -> Result<(), ErrorKind>;
+
+    /// Opens a TLS connection to `host:port` (an `https://` server), the server authenticated
+    /// under the name `host` before it returns, so nothing (the token least of all) is sent to a
+    /// server that is not the one trusted. A TCP failure is [`HttpError::Connect`], a refused
+    /// certificate or handshake [`HttpError::Tls`]. A link without TLS refuses (the default).
+    fn connect_tls(&mut self, host: &str, port: u16, timeout_ms: u32) -> Result<(), HttpError> {
+        let _ = (host, port, timeout_ms);
+        Err(HttpError::Tls(TlsFailure::Unsupported))
+    }
 
     /// Closes the connection; nothing more is read from it. Closing a closed link does nothing.
     fn close(&mut self);

@@ -34,6 +34,8 @@ mod error;
 mod link;
 #[cfg(feature = "std")]
 pub mod std_link;
+#[cfg(feature = "std")]
+pub mod std_tls;
 mod wire;
 
 use core::fmt::Write as _;
@@ -42,7 +44,7 @@ use embedded_io::{Error as _, ErrorKind};
 use npub_core::manifest::{MANIFEST_BYTES, ManifestView, ROTATION_BYTES};
 
 pub use backoff::Backoff;
-pub use error::{Call, HttpError};
+pub use error::{Call, HttpError, TlsFailure};
 pub use link::{Clock, Link, Retry, Timeouts};
 pub use wire::{ContentRange, Server};
 
@@ -79,7 +81,7 @@ pub struct Config<'a> {
 }
 
 impl<'a> Config<'a> {
-    /// The defaults for the server at `url` (`http://HOST[:PORT][/PATH]`) with `token`.
+    /// The defaults for the server at `url` (`http[s]://HOST[:PORT][/PATH]`) with `token`.
     pub fn new(url: &'a str, token: &'a str) -> Result<Self, HttpError> {
         if token.is_empty() || !token.bytes().all(|b| b.is_ascii_graphic()) {
             return Err(HttpError::BadToken);
@@ -420,9 +422,14 @@ impl<'a, L: Link, C: Clock> HttpIo<'a, L, C> {
             let left = deadline.saturating_sub(self.clock.now_ms());
             let timeout = u64::from(self.config.timeouts.connect_ms).min(left) as u32;
             let server = self.config.server;
-            self.link
-                .connect(server.host(), server.port(), timeout)
-                .map_err(HttpError::Connect)?;
+            if server.is_tls() {
+                self.link
+                    .connect_tls(server.host(), server.port(), timeout)?;
+            } else {
+                self.link
+                    .connect(server.host(), server.port(), timeout)
+                    .map_err(HttpError::Connect)?;
+            }
             self.stats.connects += 1;
             self.conn = Conn::Idle;
         }
@@ -923,9 +930,14 @@ impl<'a, L: Link, C: Clock> HttpIo<'a, L, C> {
         // Printable ASCII, checked by `Redirect::parse` (or the server's own host).
         let host = core::str::from_utf8(&self.tx[host_at..host_at + host_len])
             .map_err(|_| HttpError::RedirectWithoutLocation { status })?;
-        self.link
-            .connect(host, port, timeout)
-            .map_err(HttpError::Connect)?;
+        // A path on an `https://` server stays on TLS; an absolute `http://` target is plain.
+        if to.authority.is_none() && server.is_tls() {
+            self.link.connect_tls(host, port, timeout)?;
+        } else {
+            self.link
+                .connect(host, port, timeout)
+                .map_err(HttpError::Connect)?;
+        }
         self.stats.connects += 1;
         self.stats.redirects += 1;
         self.conn = Conn::Idle;

@@ -24,7 +24,25 @@ impl TcpLink {
     }
 }
 
-fn kind(e: &io::Error) -> ErrorKind {
+/// A TCP connection to `host:port` within `timeout_ms`, set up as the transport wants it: reads
+/// return within [`TICK`], no Nagle.
+pub(super) fn tcp_connect(host: &str, port: u16, timeout_ms: u32) -> Result<TcpStream, ErrorKind> {
+    let addr = (host, port)
+        .to_socket_addrs()
+        .map_err(|e| kind(&e))?
+        .next()
+        .ok_or(ErrorKind::AddrNotAvailable)?;
+    let timeout = Duration::from_millis(u64::from(timeout_ms.max(1)));
+    let stream = TcpStream::connect_timeout(&addr, timeout).map_err(|e| kind(&e))?;
+    let setup = stream
+        .set_read_timeout(Some(TICK))
+        .and_then(|()| stream.set_write_timeout(Some(Duration::from_secs(10))))
+        .and_then(|()| stream.set_nodelay(true));
+    setup.map_err(|e| kind(&e))?;
+    Ok(stream)
+}
+
+pub(super) fn kind(e: &io::Error) -> ErrorKind {
     match e.kind() {
         io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut => ErrorKind::TimedOut,
         k => k.into(),
@@ -57,19 +75,7 @@ impl Write for TcpLink {
 impl Link for TcpLink {
     fn connect(&mut self, host: &str, port: u16, timeout_ms: u32) -> Result<(), ErrorKind> {
         self.close();
-        let addr = (host, port)
-            .to_socket_addrs()
-            .map_err(|e| kind(&e))?
-            .next()
-            .ok_or(ErrorKind::AddrNotAvailable)?;
-        let timeout = Duration::from_millis(u64::from(timeout_ms.max(1)));
-        let stream = TcpStream::connect_timeout(&addr, timeout).map_err(|e| kind(&e))?;
-        let setup = stream
-            .set_read_timeout(Some(TICK))
-            .and_then(|()| stream.set_write_timeout(Some(Duration::from_secs(10))))
-            .and_then(|()| stream.set_nodelay(true));
-        setup.map_err(|e| kind(&e))?;
-        self.stream = Some(stream);
+        self.stream = Some(tcp_connect(host, port, timeout_ms)?);
         Ok(())
     }
 

@@ -18,20 +18,28 @@ pub const MAX_HEADERS: usize = 24;
 /// The longest `ETag` kept (the server's are `"m<sequence>-<hw class>"`).
 pub const ETAG_MAX: usize = 80;
 
-/// The server, from `http://HOST[:PORT][/PATH]`.
+/// The server, from `http://HOST[:PORT][/PATH]` or `https://…`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Server<'a> {
     host: &'a str,
     port: u16,
     path: &'a str,
+    tls: bool,
 }
 
 impl<'a> Server<'a> {
-    /// Parses `http://HOST[:PORT][/PATH]` (no TLS: that is the network stack's business).
+    /// Parses `http://HOST[:PORT][/PATH]` or `https://HOST[:PORT][/PATH]` (TLS is the link's:
+    /// [`super::Link::connect_tls`]).
     pub fn parse(url: &'a str) -> Result<Self, HttpError> {
-        let rest = url
-            .strip_prefix("http://")
-            .ok_or(HttpError::BadUrl("the URL must start with http://"))?;
+        let (rest, tls) = match url.strip_prefix("https://") {
+            Some(rest) => (rest, true),
+            None => (
+                url.strip_prefix("http://").ok_or(HttpError::BadUrl(
+                    "the URL must start with http:// or https://",
+                ))?,
+                false,
+            ),
+        };
         let (authority, path) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
         let (host, port) = match authority.rsplit_once(':') {
             Some((h, p)) => (
@@ -41,7 +49,7 @@ impl<'a> Server<'a> {
                     .filter(|&p| p != 0)
                     .ok_or(HttpError::BadUrl("the port is not a number in 1..=65535"))?,
             ),
-            None => (authority, 80),
+            None => (authority, if tls { 443 } else { 80 }),
         };
         let printable = |s: &str| s.bytes().all(|b| b.is_ascii_graphic());
         if host.is_empty() || !printable(host) || host.contains('@') {
@@ -56,7 +64,13 @@ impl<'a> Server<'a> {
             host,
             port,
             path: path.trim_end_matches('/'),
+            tls,
         })
+    }
+
+    /// `https://`: the connection is TLS.
+    pub const fn is_tls(&self) -> bool {
+        self.tls
     }
 
     /// Host name or address, as given.
@@ -64,7 +78,7 @@ impl<'a> Server<'a> {
         self.host
     }
 
-    /// TCP port (80 when not given).
+    /// TCP port (80, or 443 for `https://`, when not given).
     pub const fn port(&self) -> u16 {
         self.port
     }
@@ -464,13 +478,14 @@ mod tests {
     }
 
     #[test]
-    fn rejects_urls_that_are_not_plain_http() {
+    fn rejects_urls_that_are_not_http_or_https() {
         assert_eq!(
             Server::parse("http://10.0.2.2:8080/"),
             Ok(Server {
                 host: "10.0.2.2",
                 port: 8080,
-                path: ""
+                path: "",
+                tls: false,
             })
         );
         assert_eq!(
@@ -478,11 +493,23 @@ mod tests {
             Ok(Server {
                 host: "fleet",
                 port: 80,
-                path: "/npub"
+                path: "/npub",
+                tls: false,
+            })
+        );
+        assert_eq!(
+            Server::parse("https://fleet"),
+            Ok(Server {
+                host: "fleet",
+                port: 443,
+                path: "",
+                tls: true,
             })
         );
         for bad in [
-            "https://h",
+            "ftp://h",
+            "HTTPS://h",
+            "https://",
             "http://",
             "http://h:0",
             "http://h:99999",

@@ -28,7 +28,7 @@
 //! | `--key-encryption-key` | `NPUB_KEY_ENCRYPTION_KEY` | (none: key files in `<data-dir>/keys/`) | 64 hex digits: keep the signing and root keys in the database, sealed with this key (required with `postgres://`; the same on every replica) |
 //! | `--presign-downloads` | `NPUB_PRESIGN_DOWNLOADS` | off            | with an `s3://` store: device downloads answer `307` to a presigned URL |
 //! | `--store-timeout`    | `NPUB_STORE_TIMEOUT`    | 30               | seconds one pack-store call may take (a put: per started 8 MiB); then 503 with `Retry-After` |
-//! | `--tls-cert`         | `NPUB_TLS_CERT`         | (none: plain HTTP) | PEM: the server's certificate, then its chain; with `--tls-key`, the listeners speak TLS |
+//! | `--tls-cert`         | `NPUB_TLS_CERT`         | (none: plain HTTP) | PEM: the server's certificate, then its chain; with `--tls-key`, `--listen` speaks TLS (`--admin-listen` stays plain) |
 //! | `--tls-key`          | `NPUB_TLS_KEY`          | (none)           | PEM: its private key                      |
 //! | `--tls12`            | `NPUB_TLS12`            | off              | accept TLS 1.2 as well as 1.3             |
 //! | `--tls-ticket-key`   | `NPUB_TLS_TICKET_KEY`   | (none: a key of this process's own) | session-ticket keys the replicas share, one a line (`server/src/tls/tickets.rs`) |
@@ -204,7 +204,8 @@ pub struct Config {
     pub min_free_space: u64,
 
     /// PEM file: the server's TLS certificate, then the intermediates of its chain. With
-    /// `--tls-key`, every listener speaks TLS 1.3 (ALPN `http/1.1`) instead of plain HTTP;
+    /// `--tls-key`, `--listen` speaks TLS 1.3 (ALPN `http/1.1`) instead of plain HTTP
+    /// (`--admin-listen` stays plain: keep it on loopback or a management network);
     /// `SIGHUP` reads the files again (connections open keep theirs). Without it, a listener on
     /// an address other than loopback is plain HTTP, and the log, `/readyz` and the web UI say so.
     #[arg(long, env = "NPUB_TLS_CERT", requires = "tls_key")]

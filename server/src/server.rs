@@ -128,15 +128,15 @@ impl Server {
         let exposure = crate::tls::Exposure {
             tls: tls.is_some(),
             client_certificates: tls.as_ref().is_some_and(|t| t.client_certificates()),
-            plain_exposed: if tls.is_some() {
-                Vec::new()
-            } else {
-                std::iter::once(&listener)
-                    .chain(admin_listener.as_ref())
-                    .filter_map(|l| l.local_addr().ok())
-                    .filter(|a| !a.ip().is_loopback())
-                    .collect()
-            },
+            // `--admin-listen` is plain HTTP whatever `--tls-cert` says: a management network's.
+            plain_exposed: tls
+                .is_none()
+                .then_some(&listener)
+                .into_iter()
+                .chain(admin_listener.as_ref())
+                .filter_map(|l| l.local_addr().ok())
+                .filter(|a| !a.ip().is_loopback())
+                .collect(),
         };
         if let Some(warning) = exposure.warning() {
             tracing::warn!("{warning}");
@@ -262,7 +262,7 @@ impl Server {
         if let Some(admin) = self.admin_addr() {
             let _ = writeln!(
                 out,
-                "  admin:        {scheme}://{admin} (health, metrics, the API)"
+                "  admin:        http://{admin} (health, metrics, the API; plain HTTP)"
             );
         }
         let database = self.database.as_deref().unwrap_or("npub.db");
@@ -352,7 +352,7 @@ impl Server {
         tracing::info!(
             listen = %url,
             web_ui = %format!("{url}/"),
-            admin = ?self.admin_addr().map(|a| format!("{scheme}://{a}")),
+            admin = ?self.admin_addr().map(|a| format!("http://{a}")),
             "serving"
         );
         let Server {
@@ -404,7 +404,7 @@ impl Server {
                 table,
                 conn::Front {
                     trusted: Arc::clone(&trusted),
-                    tls: tls.clone(),
+                    tls: None,
                 },
                 async move {
                     let _ = admin_stopped.await;

@@ -1,0 +1,68 @@
+//! The handshake's bounds: a client that stalls in it is closed and counted, and the per-peer
+//! cap holds handshaking connections as it holds any other.
+use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+use tokio::net::TcpStream;
+
+use crate::TlsServer;
+
+/// A TLS record header announcing a ClientHello of 80 bytes, and then nothing.
+const STALLED_HELLO: &[u8] = &[0x16, 0x03, 0x01, 0x00, 0x50, 0x01];
+
+/// Reads until the server closes; what it sent.
+async fn until_closed(tcp: &mut TcpStream) -> Vec<u8> {
+    let mut got = Vec::new();
+    let _ = tcp.read_to_end(&mut got).await;
+    got
+}
+
+#[tokio::test]
+async fn rejects_a_client_that_stalls_mid_handshake_once_the_timeout_passes() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = TlsServer::start(dir.path(), |c| c.tls_handshake_timeout = 1).await;
+    let mut tcp = TcpStream::connect(s.addr).await.unwrap();
+    tcp.write_all(STALLED_HELLO).await.unwrap();
+    // The server closes the connection without a byte of answer.
+    assert!(until_closed(&mut tcp).await.is_empty());
+    s.wait_for_metric("npub_tls_handshakes_total{outcome=\"timeout\"} 1")
+        .await;
+    s.server.stop().await;
+}
+
+#[tokio::test]
+async fn rejects_plain_http_on_the_tls_listener_as_a_failed_handshake() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = TlsServer::start(dir.path(), |_| {}).await;
+    let mut tcp = TcpStream::connect(s.addr).await.unwrap();
+    tcp.write_all(b"GET /livez HTTP/1.1\r\nHost: x\r\n\r\n")
+        .await
+        .unwrap();
+    let answer = until_closed(&mut tcp).await;
+    assert!(!answer.starts_with(b"HTTP/"), "no plain answer");
+    s.wait_for_metric("npub_tls_handshakes_total{outcome=\"failed\"} 1")
+        .await;
+    s.server.stop().await;
+}
+
+#[tokio::test]
+async fn sheds_a_stalled_handshake_when_its_peer_reaches_the_per_peer_cap() {
+    let dir = tempfile::tempdir().unwrap();
+    // A handshake timeout that never fires during the test: only the cap closes anything.
+    let s = TlsServer::start(dir.path(), |c| {
+        c.max_connections_per_peer = 2;
+        c.tls_handshake_timeout = 3600;
+    })
+    .await;
+    let mut first = TcpStream::connect(s.addr).await.unwrap();
+    first.write_all(STALLED_HELLO).await.unwrap();
+    let mut second = TcpStream::connect(s.addr).await.unwrap();
+    second.write_all(STALLED_HELLO).await.unwrap();
+    // The third from the same address: the oldest idle one (the first) makes room.
+    let config = crate::client::config(&s.ca.pem, None);
+    let third = crate::client::connect(&config, s.addr).await;
+    assert!(third.is_ok(), "{:?}", third.err());
+    assert!(until_closed(&mut first).await.is_empty());
+    s.wait_for_metric("npub_connections_shed_total{reason=\"peer\"} 1")
+        .await;
+    drop(second);
+    s.server.stop().await;
+}

@@ -5,6 +5,9 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use device_agent::http_io::std_link::StdClock;
+use device_agent::http_io::std_tls::{TlsLink, trust_pem};
+use device_agent::http_io::{Config as HttpConfig, HttpError, HttpIo, Retry, TlsFailure};
 use device_agent::nor_emu::NorEmu;
 use device_agent::{
     Agent, Arena, Device, Error, Layout, RecordingNpu, Report, Transport, TransportError, Trust,
@@ -17,6 +20,9 @@ use serde_json::{Value, json};
 /// The server tests' S3 server on loopback (s3s-fs).
 #[path = "../../server/tests/s3/bucket.rs"]
 mod bucket;
+/// The server tests' certificates (a CA, server certificates), made in the test.
+#[path = "../../server/tests/tls/certs.rs"]
+mod certs;
 
 /// The bootstrap admin token of the test server.
 const ADMIN: &str = "npub_op_e2e-admin-0123456789abcdef0123456789abcdef";
@@ -39,7 +45,10 @@ fn fixture(name: &str) -> Vec<u8> {
 
 /// A real npub server running on its own runtime, and a blocking client for the test thread.
 struct LiveServer {
+    /// The operator API: the plain listener (`--admin-listen` when the server speaks TLS).
     url: String,
+    /// Where devices poll: `url`, or `https://127.0.0.1:PORT` when the server speaks TLS.
+    device_url: String,
     http: reqwest::blocking::Client,
     rt: tokio::runtime::Runtime,
     shutdown: Option<tokio::sync::oneshot::Sender<()>>,
@@ -61,14 +70,22 @@ impl LiveServer {
         let mut config = Config::new(dir, "127.0.0.1:0".parse().unwrap());
         config.admin_token = Some(ADMIN.into());
         tweak(&mut config);
+        if config.tls_cert.is_some() {
+            config.admin_listen = Some("127.0.0.1:0".parse().unwrap());
+        }
         let server = rt.block_on(Server::start(config)).expect("server starts");
-        let url = format!("http://{}", server.local_addr());
+        let device_url = format!("{}://{}", server.scheme(), server.local_addr());
+        let url = match server.admin_addr() {
+            Some(admin) => format!("http://{admin}"),
+            None => device_url.clone(),
+        };
         let (tx, rx) = tokio::sync::oneshot::channel::<()>();
         let task = rt.spawn(server.run(async move {
             let _ = rx.await;
         }));
         Self {
             url,
+            device_url,
             http: reqwest::blocking::Client::new(),
             rt,
             shutdown: Some(tx),
@@ -744,4 +761,211 @@ fn follows_a_presigned_redirect_to_the_bucket_and_still_verifies_what_it_gets() 
     assert_eq!(dev["current_version"], "1.0.0", "{dev}");
     assert_eq!(dev["last_state"], "failed", "{dev}");
     fleet.stop();
+}
+
+/// A server speaking TLS with `cert` (its files in `dir`).
+fn start_tls(dir: &Path, cert: &certs::Leaf) -> LiveServer {
+    let (cert_path, key_path) = cert.write(dir, "server");
+    LiveServer::start_with(&dir.join("server"), |c| {
+        c.tls_cert = Some(cert_path);
+        c.tls_key = Some(key_path);
+    })
+}
+
+/// Provisions `dev-1` (ethos-u55-256, group `lab`); its token.
+fn provision(fleet: &LiveServer) -> String {
+    let devices = fleet.admin(
+        "POST",
+        "/api/v1/devices",
+        Body::Json(json!({"devices": [
+            {"id": "dev-1", "accelerator": "ethos-u55-256", "group": "lab"}
+        ]})),
+        201,
+    );
+    devices[0]["token"].as_str().unwrap().to_owned()
+}
+
+#[test]
+fn installs_over_tls_with_the_servers_ca() {
+    let dir = tempfile::tempdir().unwrap();
+    let ca = certs::Ca::new("npub test CA");
+    let ca_file = ca.write(dir.path(), "ca");
+    let fleet = start_tls(
+        dir.path(),
+        &ca.server(&["localhost", "127.0.0.1"], certs::Validity::Now),
+    );
+    assert!(
+        fleet.device_url.starts_with("https://"),
+        "{}",
+        fleet.device_url
+    );
+    fleet.admin(
+        "POST",
+        "/api/v1/models",
+        Body::Json(json!({"name": "kws"})),
+        201,
+    );
+    fleet.admin(
+        "POST",
+        "/api/v1/models/kws/versions/2.0.0",
+        Body::Raw(fixture("small_net_vela.tflite")),
+        201,
+    );
+    let token = provision(&fleet);
+    let keys = fleet.admin("GET", "/api/v1/keys", Body::None, 200);
+    let trust = trust_file(
+        &fleet,
+        dir.path(),
+        keys["active"]["key_id"].as_str().unwrap(),
+    );
+    let d = fleet.admin(
+        "POST",
+        "/api/v1/deployments",
+        Body::Json(json!({"model": "kws", "version": "2.0.0", "group": "lab"})),
+        201,
+    );
+    let seq = d["sequence"].as_u64().unwrap();
+    let flash = dir.path().join("flash.bin");
+    let out = Command::new(env!("CARGO_BIN_EXE_device-agent"))
+        .args(["--server", &fleet.device_url, "--token", &token, "--once"])
+        .args(["--slot-kib", &SLOT_KIB.to_string()])
+        .arg("--flash")
+        .arg(&flash)
+        .arg("--trust")
+        .arg(&trust)
+        .arg("--ca")
+        .arg(&ca_file)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        stdout.contains(&format!("installed kws 2.0.0 (sequence {seq}) in slot")),
+        "{stdout}"
+    );
+    let dev = fleet.admin("GET", "/api/v1/devices/dev-1", Body::None, 200);
+    assert_eq!(dev["last_state"], "bound", "{dev}");
+    let metrics = String::from_utf8(fleet.call(ADMIN, "GET", "/metrics", Body::None).1).unwrap();
+    assert!(
+        !metrics.contains("npub_tls_handshakes_total{outcome=\"full\"} 0"),
+        "{metrics}"
+    );
+    fleet.stop();
+}
+
+/// Polls `fleet` once through the host's TLS link trusting `ca_pem`: the transport's error.
+fn poll_error(fleet: &LiveServer, ca_pem: &str, token: &str) -> Option<HttpError> {
+    let trust = trust_pem(ca_pem.as_bytes()).unwrap();
+    let config = HttpConfig::new(&fleet.device_url, token)
+        .unwrap()
+        .with_retry(Retry {
+            attempts: 1,
+            base_ms: 1,
+            cap_ms: 1,
+        });
+    let mut io = HttpIo::new(TlsLink::new(Some(trust)), StdClock::default(), config);
+    let mut buf = [0u8; 512];
+    match io.fetch_manifest(0, &mut buf) {
+        Ok(_) => None,
+        Err(_) => io.last_error(),
+    }
+}
+
+#[test]
+fn accepts_a_pinned_self_signed_server_certificate() {
+    let dir = tempfile::tempdir().unwrap();
+    let pinned = certs::self_signed_server(&["localhost", "127.0.0.1"]);
+    let fleet = start_tls(dir.path(), &pinned);
+    let token = provision(&fleet);
+    assert_eq!(poll_error(&fleet, &pinned.cert_pem, &token), None);
+    fleet.stop();
+}
+
+#[test]
+fn rejects_a_server_certificate_from_an_unknown_ca() {
+    let dir = tempfile::tempdir().unwrap();
+    let theirs = certs::Ca::new("npub test CA");
+    let fleet = start_tls(
+        dir.path(),
+        &theirs.server(&["localhost", "127.0.0.1"], certs::Validity::Now),
+    );
+    let token = provision(&fleet);
+    let ours = certs::Ca::new("another CA");
+    assert_eq!(
+        poll_error(&fleet, &ours.pem, &token),
+        Some(HttpError::Tls(TlsFailure::UnknownCa))
+    );
+    // The simulator says so, in words, and sends nothing.
+    let ca_file = ours.write(dir.path(), "ours");
+    let out = Command::new(env!("CARGO_BIN_EXE_device-agent"))
+        .args(["--server", &fleet.device_url, "--token", &token, "--once"])
+        .args(["--accel", "ethos-u55-256", "--trust", "/dev/null"])
+        .arg("--flash")
+        .arg(dir.path().join("flash.bin"))
+        .arg("--ca")
+        .arg(&ca_file)
+        .output()
+        .unwrap();
+    let said = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(!out.status.success(), "{said}");
+    assert!(said.contains("not issued by the CA given"), "{said}");
+    fleet.stop();
+}
+
+#[test]
+fn rejects_a_server_certificate_for_another_host_name() {
+    let dir = tempfile::tempdir().unwrap();
+    let ca = certs::Ca::new("npub test CA");
+    let fleet = start_tls(
+        dir.path(),
+        &ca.server(&["npub.example"], certs::Validity::Now),
+    );
+    let token = provision(&fleet);
+    assert_eq!(
+        poll_error(&fleet, &ca.pem, &token),
+        Some(HttpError::Tls(TlsFailure::WrongHostName))
+    );
+    fleet.stop();
+}
+
+#[test]
+fn rejects_an_expired_server_certificate() {
+    let dir = tempfile::tempdir().unwrap();
+    let ca = certs::Ca::new("npub test CA");
+    let fleet = start_tls(
+        dir.path(),
+        &ca.server(&["localhost", "127.0.0.1"], certs::Validity::Expired),
+    );
+    let token = provision(&fleet);
+    assert_eq!(
+        poll_error(&fleet, &ca.pem, &token),
+        Some(HttpError::Tls(TlsFailure::Expired))
+    );
+    fleet.stop();
+}
+
+#[test]
+fn rejects_https_without_a_ca_before_anything_is_sent() {
+    let out = Command::new(env!("CARGO_BIN_EXE_device-agent"))
+        .args([
+            "--server",
+            "https://127.0.0.1:1",
+            "--token",
+            "npub_dev_x",
+            "--once",
+        ])
+        .args(["--trust", "/dev/null", "--flash", "/nonexistent/flash.bin"])
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(said.contains("https:// needs --ca"), "{said}");
 }

@@ -95,6 +95,23 @@ impl Ca {
     }
 }
 
+/// A self-signed server certificate for `names`: a certificate a device pins.
+pub fn self_signed_server(names: &[&str]) -> Leaf {
+    let names: Vec<String> = names.iter().map(|n| (*n).to_owned()).collect();
+    let mut params = CertificateParams::new(names).unwrap();
+    params
+        .distinguished_name
+        .push(DnType::CommonName, "npub pinned server");
+    params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
+    let key = KeyPair::generate().unwrap();
+    let cert = params.self_signed(&key).unwrap();
+    Leaf {
+        cert_pem: cert.pem(),
+        key_pem: key.serialize_pem(),
+        der: cert.der().clone(),
+    }
+}
+
 impl Leaf {
     /// Writes `dir/NAME.crt` (the certificate) and `dir/NAME.key`; returns their paths.
     pub fn write(&self, dir: &Path, name: &str) -> (PathBuf, PathBuf) {

@@ -366,9 +366,7 @@ impl Server {
             tls,
             ..
         } = self;
-        let reloader = tls
-            .clone()
-            .map(|tls| tokio::spawn(reload_on_hangup(tls, Arc::clone(&state.metrics))));
+        let reloader = tokio::spawn(reload_on_hangup(tls.clone(), Arc::clone(&state.metrics)));
         let db = state.db.clone();
         let fleet = Arc::clone(&state.polling);
         let (stop_background, stopped) = tokio::sync::watch::channel(());
@@ -421,9 +419,7 @@ impl Server {
             shutdown,
         )
         .await;
-        if let Some(reloader) = reloader {
-            reloader.abort();
-        }
+        reloader.abort();
         let _ = stop_admin.send(());
         if let Some(admin) = admin {
             let _ = admin.await;
@@ -444,8 +440,9 @@ impl Server {
 
 /// Reads the TLS files again on every `SIGHUP` (`systemctl reload`, or certbot's deploy hook):
 /// the next connections get the new certificate, those open keep theirs; a reload that fails
-/// is logged and keeps the files in force.
-async fn reload_on_hangup(tls: Arc<crate::tls::Tls>, metrics: Arc<Metrics>) {
+/// is logged and keeps the files in force. Without TLS a `SIGHUP` is logged and ignored (never
+/// the default action, which would end the process).
+async fn reload_on_hangup(tls: Option<Arc<crate::tls::Tls>>, metrics: Arc<Metrics>) {
     #[cfg(unix)]
     {
         let mut hangups =
@@ -457,6 +454,10 @@ async fn reload_on_hangup(tls: Arc<crate::tls::Tls>, metrics: Arc<Metrics>) {
                 }
             };
         while hangups.recv().await.is_some() {
+            let Some(tls) = &tls else {
+                tracing::info!("SIGHUP: no --tls-cert, nothing to reload");
+                continue;
+            };
             match tls.reload() {
                 Ok(()) => {
                     metrics.observe_tls_reload(true);

@@ -155,3 +155,19 @@ api.whenUnauthorized(() => signOut('Signed out: the server no longer accepts thi
 document.getElementById('sign-out').addEventListener('click', () => signOut('Signed out.'));
 window.addEventListener('hashchange', render);
 render();
+showExposure();
+
+// Plain HTTP on an address other than loopback: tokens and packs cross the network in clear.
+// The server says so in /readyz (unauthenticated); the console repeats it on every page.
+async function showExposure() {
+  try {
+    const r = await fetch('/readyz', { headers: { accept: 'application/json' } });
+    const warning = (await r.json())?.checks?.transport?.warning;
+    if (!warning) return;
+    const box = document.getElementById('exposure');
+    box.textContent = `Not encrypted: ${warning}`;
+    box.hidden = false;
+  } catch {
+    // No answer: nothing to say about the transport.
+  }
+}

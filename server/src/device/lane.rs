@@ -14,6 +14,12 @@
 //! | another method, path or HTTP version                         | —                          | `route` |
 //! | a head that does not parse, or is longer than [`HEAD_MAX`]   | —                          | `unparsed`: hyper's 400 / 431 |
 //!
+//! Over TLS (`--tls-cert`, `conn/stream.rs`) the lane decides the same way and writes through
+//! rustls: a poll's answer is one record, a pack body goes in [`TLS_CHUNK`] records read from the
+//! snapshot's copy or the file into a buffer the connection keeps (rustls must see the bytes to
+//! encrypt them, so `sendfile` cannot serve). A client certificate naming another device than the
+//! token's is left to the router, which refuses it and says why (`device/auth.rs`).
+//!
 //! A hand-off happens at a request boundary, before anything of that request is answered: hyper
 //! reads the request again from its first byte ([`Rewind`]), with everything pipelined after it.
 //! The lane applies the accept loop's header timeout (also the keep-alive idle limit) and

@@ -14,6 +14,7 @@ mod certs;
 mod client;
 
 mod client_certs;
+mod exposure;
 mod handshake;
 mod lane;
 mod reload;

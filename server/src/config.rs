@@ -229,7 +229,8 @@ pub struct Config {
 
     /// PEM file of CA certificates that issue device client certificates (P-256, the device id
     /// as the subject's CN or a SAN). A device may then authenticate with its certificate
-    /// besides its token; one from another CA, expired, or naming another device is refused.
+    /// instead of or besides its token; one from another CA, expired, naming another device
+    /// than its token's, or naming no enrolled device is refused.
     #[arg(long, env = "NPUB_CLIENT_CA", requires = "tls_cert")]
     pub client_ca: Option<PathBuf>,
 

@@ -5,6 +5,8 @@
 //! On a connection whose client certificate names a device (`--client-ca`, `crate::tls::client`),
 //! the token must be that device's: one of another device is refused (401, logged, and counted
 //! as `npub_tls_client_cert_rejections_total{reason="device_mismatch"}`), whoever holds it.
+//! Without a token the certificate alone authenticates its device; one naming no enrolled device
+//! (unknown, or revoked) is refused the same way (`unknown_device`).
 use std::sync::Arc;
 
 use axum::extract::FromRequestParts;
@@ -35,13 +37,26 @@ impl FromRequestParts<AppState> for Device {
 
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
         let failed = || state.auth_guard.failed(peer(parts), Kind::Device);
-        let secret = bearer(parts).ok_or_else(failed)?;
+        let certified = parts.extensions.get::<DeviceName>().cloned();
+        let Some(secret) = bearer(parts) else {
+            // No token: the client certificate alone names the device, if there is one.
+            let name = certified.ok_or_else(failed)?;
+            let snapshot = state.polling.cache.get();
+            let Some(enrolled) = snapshot.enrolled_by_id(&name.0) else {
+                let why = Rejection::UnknownDevice;
+                state.metrics.observe_client_cert_rejection(why.label());
+                tracing::warn!(peer = ?peer(parts), certificate = %name.0, reason = why.reason(), "client certificate refused");
+                return Err(failed());
+            };
+            let entry = Arc::clone(&enrolled.entry);
+            return Ok(Device { entry, snapshot });
+        };
         if !secret.starts_with(DEVICE_TOKEN_PREFIX) {
             return Err(failed());
         }
         let snapshot = state.polling.cache.get();
         let entry = snapshot.device(secret).cloned().ok_or_else(failed)?;
-        if let Some(certified) = parts.extensions.get::<DeviceName>()
+        if let Some(certified) = &certified
             && *certified.0 != *entry.id
         {
             let why = Rejection::DeviceMismatch;

@@ -277,12 +277,15 @@ async fn assemble(
         };
         packs.insert(sha, entry);
     }
-    for enrolled in devices.values_mut() {
+    let mut ids = HashMap::with_capacity(devices.len());
+    for (digest, enrolled) in &mut devices {
         enrolled.assignment = assignments.get(&enrolled.entry.id).cloned();
+        ids.insert(Arc::clone(&enrolled.entry.id), *digest);
     }
     Ok(Snapshot {
         generation,
         devices,
+        by_id: ids,
         assignments,
         packs,
         keyring,

@@ -9,7 +9,7 @@
 //! |--------------------------------------------------------------|----------------------------|---------------------------------------|
 //! | `GET /api/v1/device/manifest`, no query or `?seq=N` (N ≤ 2^63 − 1), a known device token | 204 / 304 / 200 ([`decide::poll`]) | another query (`query`): the router's 400 / 422 |
 //! | `GET /api/v1/device/packs/{sha256}` (64 hex), a known device token, its assigned pack, a local store | 200 whole, 206 for one `Range` (`bytes=A-B`, `A-`, `-N`), by `sendfile` | `If-None-Match`, `If-Range`, two `Range`s (`headers`); not assigned, past the end, an object store (`answer`): the router's 304 / 404 / 416 / 307 |
-//! | no token, an unknown or revoked one                          | —                          | `token`: the router's 401 / 429, counted as an auth failure |
+//! | no token, an unknown or revoked one (a device may send no token when its client certificate names it, `--client-ca`) | — | `token`: the router's 401 / 429, counted as an auth failure |
 //! | `Expect`, `Upgrade`, `Transfer-Encoding`, a `Content-Length` other than 0, a `Connection` other than `keep-alive` / `close` | — | `headers` |
 //! | another method, path or HTTP version                         | —                          | `route` |
 //! | a head that does not parse, or is longer than [`HEAD_MAX`]   | —                          | `unparsed`: hyper's 400 / 431 |
@@ -541,13 +541,22 @@ fn plan(
     // The Device extractor's rule, before anything else is looked at (the router answers 401
     // and counts the failure).
     let token = match (seen.authorizations, seen.authorization) {
-        (1, Some(value)) => crate::auth::bearer_token(value)
-            .filter(|t| t.starts_with(DEVICE_TOKEN_PREFIX.as_bytes()))
-            .ok_or(Reason::Token)?,
+        (1, Some(value)) => Some(
+            crate::auth::bearer_token(value)
+                .filter(|t| t.starts_with(DEVICE_TOKEN_PREFIX.as_bytes()))
+                .ok_or(Reason::Token)?,
+        ),
+        // No token: a client certificate alone may name the device.
+        (0, None) if certified.is_some() => None,
         _ => return Err(Reason::Token),
     };
     let snapshot = lane.state.polling.cache.get();
-    let enrolled = snapshot.enrolled(token).ok_or(Reason::Token)?;
+    let enrolled = match (token, certified) {
+        (Some(token), _) => snapshot.enrolled(token),
+        (None, Some(name)) => snapshot.enrolled_by_id(&name.0),
+        (None, None) => None,
+    }
+    .ok_or(Reason::Token)?;
     let device = &enrolled.entry;
     // A client certificate naming another device: the router refuses it, and says why.
     if certified.is_some_and(|name| *name.0 != *device.id) {

@@ -131,6 +131,9 @@ pub struct Snapshot {
     /// Each device with its assignment beside it, so that a poll finds both with one lookup
     /// (at 100,000 devices every lookup is a cache miss or two).
     pub(super) devices: TokenIndex<Enrolled>,
+    /// Each device's token digest by its id: how a device that authenticates with its client
+    /// certificate alone (`--client-ca`) is found.
+    pub(super) by_id: HashMap<Arc<str>, TokenDigest>,
     pub(super) assignments: HashMap<Arc<str>, Arc<Assignment>>,
     pub(super) packs: HashMap<String, PackEntry>,
     pub(super) keyring: KeyringRecords,
@@ -182,6 +185,14 @@ impl Snapshot {
     pub fn enrolled(&self, secret: &[u8]) -> Option<&Enrolled> {
         let digest: TokenDigest = Sha256::digest(secret).into();
         self.devices.get(&digest)
+    }
+
+    /// The device `id` and what it is offered now, unless unknown or revoked (a device that
+    /// authenticates with a client certificate naming it).
+    pub fn enrolled_by_id(&self, id: &str) -> Option<&Enrolled> {
+        self.by_id
+            .get(id)
+            .and_then(|digest| self.devices.get(digest))
     }
 
     /// What `device` is offered now.

@@ -10,10 +10,12 @@
 //! | with a key other than P-256, a bad signature, not for client authentication | in the handshake: `bad_certificate` |
 //! | naming no device, or two                        | after the handshake, the connection closed: `no_device_name` |
 //! | naming a device another than its token's        | the request answered 401: `device_mismatch`        |
+//! | naming no enrolled device, sent without a token | the request answered 401: `unknown_device`         |
 //!
 //! The device's name is the subject's common name (CN), a DNS name in the subject alternative
 //! names, or a URI `urn:npub:device:ID` there; a certificate may carry several of these as long as
-//! they name the same device. Without a certificate a device authenticates with its token alone.
+//! they name the same device. Without a certificate a device authenticates with its token alone;
+//! without a token, with its certificate alone.
 use std::sync::Arc;
 
 use rustls::client::danger::HandshakeSignatureValid;
@@ -48,6 +50,8 @@ pub enum Rejection {
     NoDeviceName,
     /// Names another device than the token sent on the connection.
     DeviceMismatch,
+    /// Names no enrolled device (unknown, or revoked), and no token was sent.
+    UnknownDevice,
 }
 
 impl Rejection {
@@ -60,6 +64,7 @@ impl Rejection {
             Rejection::BadCertificate => "bad_certificate",
             Rejection::NoDeviceName => "no_device_name",
             Rejection::DeviceMismatch => "device_mismatch",
+            Rejection::UnknownDevice => "unknown_device",
         }
     }
 
@@ -76,6 +81,9 @@ impl Rejection {
                 "client certificate names no device, or several (CN, DNS or urn:npub:device: names)"
             }
             Rejection::DeviceMismatch => "client certificate names another device than the token",
+            Rejection::UnknownDevice => {
+                "client certificate names no enrolled device (unknown or revoked)"
+            }
         }
     }
 

@@ -66,16 +66,19 @@ impl Answer {
     }
 }
 
-/// `GET path` with `token` (and `extra` header lines) on `stream`, kept alive.
+/// `GET path` with `token` (none when empty) and `extra` header lines on `stream`, kept alive.
 pub async fn get(
     stream: &mut TlsStream<TcpStream>,
     path: &str,
     token: &str,
     extra: &str,
 ) -> std::io::Result<Answer> {
-    let request = format!(
-        "GET {path} HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer {token}\r\n{extra}\r\n"
-    );
+    let auth = if token.is_empty() {
+        String::new()
+    } else {
+        format!("Authorization: Bearer {token}\r\n")
+    };
+    let request = format!("GET {path} HTTP/1.1\r\nHost: localhost\r\n{auth}{extra}\r\n");
     stream.write_all(request.as_bytes()).await?;
     stream.flush().await?;
     read_answer(stream).await

@@ -100,3 +100,54 @@ async fn rejects_a_device_certificate_naming_another_device_than_the_token() {
     assert_eq!(poll_with(&s, &other, &tokens[1]).await, Ok(204));
     s.server.stop().await;
 }
+
+#[tokio::test]
+async fn accepts_a_device_certificate_alone_without_a_token() {
+    let dir = tempfile::tempdir().unwrap();
+    let devices = Ca::new("npub devices");
+    let s = start(dir.path(), &devices).await;
+    provision(&s.server, "lab", &["dev-1"]).await;
+    let cert = devices.device("dev-1", Validity::Now);
+    let config = client::config(&s.ca.pem, Some(&cert));
+    let mut tls = client::connect(&config, s.addr).await.unwrap();
+    let before = s.server.state.metrics.lane_answers();
+    let poll = client::get(&mut tls, "/api/v1/device/manifest", "", "")
+        .await
+        .unwrap();
+    assert_eq!(poll.status, 204, "{poll:?}");
+    assert_eq!(
+        s.server.state.metrics.lane_answers() - before,
+        1,
+        "the lane answered"
+    );
+    let device = client::get(&mut tls, "/api/v1/device", "", "")
+        .await
+        .unwrap();
+    assert_eq!(device.status, 200, "{device:?}");
+    let body: serde_json::Value = serde_json::from_slice(&device.body).unwrap();
+    assert_eq!(body["id"], "dev-1", "{body}");
+    s.server.stop().await;
+}
+
+#[tokio::test]
+async fn rejects_a_device_certificate_alone_naming_no_enrolled_device() {
+    let dir = tempfile::tempdir().unwrap();
+    let devices = Ca::new("npub devices");
+    let s = start(dir.path(), &devices).await;
+    provision(&s.server, "lab", &["dev-1"]).await;
+    let stranger = devices.device("dev-9", Validity::Now);
+    assert_eq!(poll_with(&s, &stranger, "").await, Ok(401));
+    let metrics = s.metrics().await;
+    assert!(
+        metrics.contains("npub_tls_client_cert_rejections_total{reason=\"unknown_device\"} 1"),
+        "{metrics}"
+    );
+    // Without a certificate, no token is no authentication at all.
+    let config = client::config(&s.ca.pem, None);
+    let mut tls = client::connect(&config, s.addr).await.unwrap();
+    let answer = client::get(&mut tls, "/api/v1/device/manifest", "", "")
+        .await
+        .unwrap();
+    assert_eq!(answer.status, 401);
+    s.server.stop().await;
+}

@@ -1064,4 +1064,102 @@ mod tests {
         assert!(got.is_empty());
         assert!(metrics.render().contains("npub_pack_bytes_served_total 0"));
     }
+
+    /// A TLS pair over loopback: the server's end as the lane holds it after the handshake, the
+    /// client's end, with a certificate made here.
+    async fn tls_pair() -> (
+        TlsConn,
+        tokio_rustls::client::TlsStream<tokio::net::TcpStream>,
+    ) {
+        use rustls::pki_types::{PrivateKeyDer, PrivatePkcs8KeyDer, ServerName};
+        let key = rcgen::KeyPair::generate().unwrap();
+        let cert = rcgen::CertificateParams::new(vec!["localhost".to_owned()])
+            .unwrap()
+            .self_signed(&key)
+            .unwrap();
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let server = rustls::ServerConfig::builder_with_provider(Arc::clone(&provider))
+            .with_safe_default_protocol_versions()
+            .unwrap()
+            .with_no_client_auth()
+            .with_single_cert(
+                vec![cert.der().clone()],
+                PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(key.serialize_der())),
+            )
+            .unwrap();
+        let mut roots = rustls::RootCertStore::empty();
+        roots.add(cert.der().clone()).unwrap();
+        let client = rustls::ClientConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .unwrap()
+            .with_root_certificates(roots)
+            .with_no_client_auth();
+        let (io, tcp) = pair().await;
+        let accept = tokio_rustls::TlsAcceptor::from(Arc::new(server)).accept(io);
+        let connect = tokio_rustls::TlsConnector::from(Arc::new(client))
+            .connect(ServerName::try_from("localhost").unwrap(), tcp);
+        let (accepted, connected) = tokio::join!(accept, connect);
+        let conn = TlsConn {
+            io: accepted.unwrap(),
+            device: None,
+        };
+        (conn, connected.unwrap())
+    }
+
+    #[tokio::test]
+    async fn sends_a_pack_from_its_file_over_tls_in_bounded_records_with_the_head_first() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("pack");
+        let bytes: Vec<u8> = (0..=250u8).cycle().take(100_000).collect();
+        std::fs::write(&path, &bytes).unwrap();
+        let file = File::open(&path).unwrap();
+        let metrics = Metrics::default();
+        let (mut conn, mut client) = tls_pair().await;
+        let body = Body {
+            file: &file,
+            bytes: None,
+            offset: 1_000,
+            count: 50_000,
+        };
+        let mut chunk = Vec::new();
+        let reading = tokio::spawn(async move {
+            let mut got = Vec::new();
+            let _ = client.read_to_end(&mut got).await;
+            got
+        });
+        send_pack_tls(&mut conn, b"HEAD\r\n\r\n", body, &mut chunk, &metrics)
+            .await
+            .unwrap();
+        assert_eq!(chunk.len(), TLS_CHUNK, "one buffer, of one record's size");
+        conn.io.shutdown().await.unwrap();
+        drop(conn);
+        let got = reading.await.unwrap();
+        assert_eq!(&got[..8], b"HEAD\r\n\r\n");
+        assert!(got[8..] == bytes[1_000..51_000], "the body, byte for byte");
+        assert!(
+            metrics
+                .render()
+                .contains("npub_pack_bytes_served_total 50000")
+        );
+    }
+
+    #[tokio::test]
+    async fn rejects_a_pack_file_shorter_than_its_body_over_tls() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("pack");
+        std::fs::write(&path, vec![7u8; 1_000]).unwrap();
+        let file = File::open(&path).unwrap();
+        let metrics = Metrics::default();
+        let (mut conn, _client) = tls_pair().await;
+        let body = Body {
+            file: &file,
+            bytes: None,
+            offset: 0,
+            count: 4_096,
+        };
+        let e = send_pack_tls(&mut conn, b"", body, &mut Vec::new(), &metrics)
+            .await
+            .unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::UnexpectedEof);
+    }
 }

@@ -256,6 +256,95 @@ mod tests {
         assert_eq!(common_name(&name[..15]), None);
     }
 
+    fn device_cert(cn: Option<&str>, sans: Vec<rcgen::SanType>) -> CertificateDer<'static> {
+        let key = rcgen::KeyPair::generate().unwrap();
+        let mut params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+        // rcgen names a certificate "rcgen self signed cert" unless told otherwise.
+        params.distinguished_name = rcgen::DistinguishedName::new();
+        if let Some(cn) = cn {
+            params
+                .distinguished_name
+                .push(rcgen::DnType::CommonName, cn);
+        }
+        params.subject_alt_names = sans;
+        params.self_signed(&key).unwrap().der().clone()
+    }
+
+    #[test]
+    fn names_the_device_by_its_cn_a_dns_name_or_its_urn() {
+        let dns = |n: &str| rcgen::SanType::DnsName(n.try_into().unwrap());
+        let uri = |n: &str| rcgen::SanType::URI(n.try_into().unwrap());
+        let name = |c| device_name(&c).map(|n: DeviceName| n.0.to_string());
+        assert_eq!(name(device_cert(Some("dev-1"), vec![])), Ok("dev-1".into()));
+        assert_eq!(
+            name(device_cert(None, vec![dns("dev-2")])),
+            Ok("dev-2".into())
+        );
+        assert_eq!(
+            name(device_cert(None, vec![uri("urn:npub:device:dev-3")])),
+            Ok("dev-3".into())
+        );
+        // The same device named twice is one name.
+        assert_eq!(
+            name(device_cert(Some("dev-4"), vec![dns("dev-4")])),
+            Ok("dev-4".into())
+        );
+    }
+
+    #[test]
+    fn rejects_a_certificate_naming_no_device_or_two() {
+        let dns = |n: &str| rcgen::SanType::DnsName(n.try_into().unwrap());
+        let uri = |n: &str| rcgen::SanType::URI(n.try_into().unwrap());
+        assert_eq!(
+            device_name(&device_cert(None, vec![])),
+            Err(Rejection::NoDeviceName)
+        );
+        assert_eq!(
+            device_name(&device_cert(None, vec![uri("https://example.com/")])),
+            Err(Rejection::NoDeviceName)
+        );
+        assert_eq!(
+            device_name(&device_cert(Some("dev-1"), vec![dns("dev-2")])),
+            Err(Rejection::NoDeviceName)
+        );
+    }
+
+    #[test]
+    fn rejects_each_certificate_error_with_its_reason() {
+        let of = |e| Rejection::of_handshake(&rustls::Error::InvalidCertificate(e));
+        assert_eq!(
+            of(CertificateError::UnknownIssuer),
+            Some(Rejection::UnknownCa)
+        );
+        assert_eq!(of(CertificateError::Expired), Some(Rejection::Expired));
+        assert_eq!(
+            of(CertificateError::NotValidYet),
+            Some(Rejection::NotYetValid)
+        );
+        assert_eq!(
+            of(CertificateError::BadSignature),
+            Some(Rejection::BadCertificate)
+        );
+        assert_eq!(
+            Rejection::of_handshake(&rustls::Error::HandshakeNotComplete),
+            None
+        );
+        for r in [
+            Rejection::UnknownCa,
+            Rejection::Expired,
+            Rejection::NotYetValid,
+            Rejection::BadCertificate,
+            Rejection::NoDeviceName,
+            Rejection::DeviceMismatch,
+            Rejection::UnknownDevice,
+        ] {
+            assert!(
+                crate::ops::metrics::CLIENT_CERT_REJECTIONS.contains(&r.label()),
+                "{r:?}"
+            );
+        }
+    }
+
     #[test]
     fn rejects_a_name_that_runs_past_its_end() {
         assert_eq!(common_name(&[0x31, 0x05, 0x30]), None);

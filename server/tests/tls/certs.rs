@@ -73,12 +73,24 @@ impl Ca {
         self.sign(params, validity)
     }
 
-    fn sign(&self, mut params: CertificateParams, validity: Validity) -> Leaf {
+    /// [`Self::device`] with a P-384 key, which a device may not use.
+    pub fn device_p384(&self, id: &str) -> Leaf {
+        let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
+        params.distinguished_name.push(DnType::CommonName, id);
+        params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
+        let key = KeyPair::generate_for(&rcgen::PKCS_ECDSA_P384_SHA384).unwrap();
+        self.sign_with(params, Validity::Now, key)
+    }
+
+    fn sign(&self, params: CertificateParams, validity: Validity) -> Leaf {
+        self.sign_with(params, validity, KeyPair::generate().unwrap())
+    }
+
+    fn sign_with(&self, mut params: CertificateParams, validity: Validity, key: KeyPair) -> Leaf {
         if validity == Validity::Expired {
             params.not_before = date_time_ymd(2020, 1, 1);
             params.not_after = date_time_ymd(2021, 1, 1);
         }
-        let key = KeyPair::generate().unwrap();
         let cert = params.signed_by(&key, &self.issuer).unwrap();
         Leaf {
             cert_pem: cert.pem(),

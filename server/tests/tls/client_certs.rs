@@ -151,3 +151,16 @@ async fn rejects_a_device_certificate_alone_naming_no_enrolled_device() {
     assert_eq!(answer.status, 401);
     s.server.stop().await;
 }
+
+#[tokio::test]
+async fn rejects_a_device_certificate_whose_key_is_not_p256() {
+    let dir = tempfile::tempdir().unwrap();
+    let devices = Ca::new("npub devices");
+    let s = start(dir.path(), &devices).await;
+    provision(&s.server, "lab", &["dev-1"]).await;
+    // The server asks for P-256 signatures only: a P-384 key cannot answer, so the client sends
+    // no certificate, and without a token nothing authenticates it.
+    let p384 = devices.device_p384("dev-1");
+    assert_eq!(poll_with(&s, &p384, "").await, Ok(401));
+    s.server.stop().await;
+}

@@ -66,3 +66,42 @@ async fn sheds_a_stalled_handshake_when_its_peer_reaches_the_per_peer_cap() {
     drop(second);
     s.server.stop().await;
 }
+
+/// A client that speaks TLS 1.2 only.
+fn tls12_client(ca_pem: &str) -> std::sync::Arc<rustls::ClientConfig> {
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in
+        <rustls::pki_types::CertificateDer as rustls::pki_types::pem::PemObject>::pem_slice_iter(
+            ca_pem.as_bytes(),
+        )
+    {
+        roots.add(cert.unwrap()).unwrap();
+    }
+    let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
+    std::sync::Arc::new(
+        rustls::ClientConfig::builder_with_provider(provider)
+            .with_protocol_versions(&[&rustls::version::TLS12])
+            .unwrap()
+            .with_root_certificates(roots)
+            .with_no_client_auth(),
+    )
+}
+
+#[tokio::test]
+async fn rejects_tls12_unless_the_flag_asks_for_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let only13 = TlsServer::start(&dir.path().join("a"), |_| {}).await;
+    let refused = crate::client::connect(&tls12_client(&only13.ca.pem), only13.addr).await;
+    assert!(refused.is_err(), "TLS 1.2 refused by default");
+    only13.server.stop().await;
+
+    let both = TlsServer::start(&dir.path().join("b"), |c| c.tls12 = true).await;
+    let tls = crate::client::connect(&tls12_client(&both.ca.pem), both.addr)
+        .await
+        .unwrap();
+    assert_eq!(
+        tls.get_ref().1.protocol_version(),
+        Some(rustls::ProtocolVersion::TLSv1_2)
+    );
+    both.server.stop().await;
+}

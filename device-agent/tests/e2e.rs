@@ -969,3 +969,34 @@ fn rejects_https_without_a_ca_before_anything_is_sent() {
     assert!(!out.status.success());
     assert!(said.contains("https:// needs --ca"), "{said}");
 }
+
+#[test]
+fn resumes_its_tls_session_on_the_next_connection() {
+    let dir = tempfile::tempdir().unwrap();
+    let ca = certs::Ca::new("npub test CA");
+    let fleet = start_tls(
+        dir.path(),
+        &ca.server(&["localhost", "127.0.0.1"], certs::Validity::Now),
+    );
+    let token = provision(&fleet);
+    // One trust (and so one session cache) for two transports: two connections, as a device
+    // polling again after its connection closed.
+    let trust = trust_pem(ca.pem.as_bytes()).unwrap();
+    for _ in 0..2 {
+        let config = HttpConfig::new(&fleet.device_url, &token).unwrap();
+        let link = TlsLink::new(Some(std::sync::Arc::clone(&trust)));
+        let mut io = HttpIo::new(link, StdClock::default(), config);
+        let mut buf = [0u8; 512];
+        assert_eq!(io.fetch_manifest(0, &mut buf).ok(), Some(None), "204");
+    }
+    let metrics = String::from_utf8(fleet.call(ADMIN, "GET", "/metrics", Body::None).1).unwrap();
+    assert!(
+        metrics.contains("npub_tls_handshakes_total{outcome=\"full\"} 1"),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("npub_tls_handshakes_total{outcome=\"resumed\"} 1"),
+        "{metrics}"
+    );
+    fleet.stop();
+}

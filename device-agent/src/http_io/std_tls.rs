@@ -111,12 +111,6 @@ impl TlsLink {
     pub fn new(config: Option<Arc<ClientConfig>>) -> Self {
         Self { config, conn: None }
     }
-
-    /// The open connection resumed an earlier TLS session (for tests and logs).
-    pub fn resumed(&self) -> bool {
-        matches!(&self.conn, Some(Conn::Tls(s))
-            if s.conn.handshake_kind() == Some(rustls::HandshakeKind::Resumed))
-    }
 }
 
 /// The failure a handshake's error stands for.

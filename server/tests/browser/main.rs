@@ -12,6 +12,7 @@ mod audit;
 mod deployment_devices;
 mod device;
 mod device_page;
+mod exposure;
 mod finished;
 mod fleet;
 mod keyboard;

@@ -318,3 +318,16 @@ impl Config {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rejects_a_certificate_without_its_key() {
+        let mut config = Config::new("/tmp", "127.0.0.1:0".parse().unwrap());
+        assert!(config.tls().unwrap().is_none());
+        config.tls_cert = Some("cert.pem".into());
+        assert!(matches!(config.tls(), Err(crate::tls::TlsError::Unpaired)));
+    }
+}

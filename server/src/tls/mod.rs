@@ -193,3 +193,73 @@ fn rustls_error(flag: &'static str, path: &std::path::Path, e: &rustls::Error) -
         error: e.to_string(),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Settings for a certificate and key made here, written into `dir`.
+    fn settings(dir: &std::path::Path) -> Settings {
+        let key = rcgen::KeyPair::generate().unwrap();
+        let cert = rcgen::CertificateParams::new(vec!["localhost".to_owned()])
+            .unwrap()
+            .self_signed(&key)
+            .unwrap();
+        std::fs::write(dir.join("cert.pem"), cert.pem()).unwrap();
+        std::fs::write(dir.join("key.pem"), key.serialize_pem()).unwrap();
+        Settings {
+            cert: dir.join("cert.pem"),
+            key: dir.join("key.pem"),
+            tls12: false,
+            ticket_key: None,
+            client_ca: None,
+            handshake_timeout: Duration::from_secs(1),
+        }
+    }
+
+    #[test]
+    fn rejects_a_reload_with_a_broken_key_and_keeps_the_configuration_in_force() {
+        let dir = tempfile::tempdir().unwrap();
+        let tls = Tls::load(settings(dir.path())).unwrap();
+        let before = tls.config();
+        std::fs::write(dir.path().join("key.pem"), "not a key\n").unwrap();
+        let e = tls.reload().unwrap_err();
+        assert!(
+            matches!(
+                e,
+                TlsError::Missing {
+                    flag: "--tls-key",
+                    ..
+                }
+            ),
+            "{e}"
+        );
+        assert!(
+            Arc::ptr_eq(&before, &tls.config()),
+            "the old configuration stays"
+        );
+        // A good reload replaces it, and keeps the ticket keys and the session cache.
+        // A renewed certificate and key in the same files.
+        let _ = settings(dir.path());
+        tls.reload().unwrap();
+        let after = tls.config();
+        assert!(!Arc::ptr_eq(&before, &after));
+        assert!(Arc::ptr_eq(&before.ticketer, &after.ticketer));
+        assert!(Arc::ptr_eq(&before.session_storage, &after.session_storage));
+    }
+
+    #[test]
+    fn rejects_missing_files_naming_the_flag_and_the_path() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut s = settings(dir.path());
+        s.client_ca = Some(dir.path().join("absent.pem"));
+        let e = Tls::load(s).unwrap_err().to_string();
+        assert!(e.starts_with("--client-ca "), "{e}");
+        assert!(e.contains("absent.pem: cannot read"), "{e}");
+        let mut s = settings(dir.path());
+        std::fs::write(dir.path().join("cert.pem"), "").unwrap();
+        s.tls12 = true;
+        let e = Tls::load(s).unwrap_err().to_string();
+        assert!(e.contains("holds no CERTIFICATE"), "{e}");
+    }
+}

@@ -16,7 +16,8 @@
 //!
 //! With `--tls-cert` every connection first completes a TLS handshake within
 //! `--tls-handshake-timeout` (else it is closed and counted: `npub_tls_handshakes_total`), holding
-//! its permit meanwhile, so the caps above bound handshakes too.
+//! its permit meanwhile, so the caps above bound handshakes too. A connection refused for want of
+//! room is closed without an answer there (a plain 503 means nothing to a TLS client).
 //!
 //! Every connection starts in the device lane ([`lane`]), which answers manifest polls and pack
 //! downloads itself; at the first request it does not answer, hyper and the router take the
@@ -184,7 +185,13 @@ pub async fn serve(
             Ok(slot) => slot,
             Err(refused) => {
                 tracing::debug!(%peer, reason = refused.label(), "connection refused: no room");
-                tokio::spawn(refuse_busy(stream, refused));
+                if tls.is_some() {
+                    // No plain answer on a TLS port, and no handshake spent on a refusal: a
+                    // TLS client sees the connection closed and retries as after a reset.
+                    drop(stream);
+                } else {
+                    tokio::spawn(refuse_busy(stream, refused));
+                }
                 continue;
             }
         };

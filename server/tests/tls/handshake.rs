@@ -105,3 +105,36 @@ async fn rejects_tls12_unless_the_flag_asks_for_it() {
     );
     both.server.stop().await;
 }
+
+#[tokio::test]
+async fn rejects_a_connection_past_the_per_peer_cap_by_closing_it_without_a_plain_answer() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = TlsServer::start(dir.path(), |c| c.max_connections_per_peer = 1).await;
+    s.server.create_model("kws").await;
+    let config = crate::client::config(&s.ca.pem, None);
+    // The one permit, held by a request being answered (an upload whose body is on its way), so
+    // that there is no idle connection to close for the next one.
+    let mut busy = crate::client::connect(&config, s.addr).await.unwrap();
+    let head = format!(
+        "POST /api/v1/models/kws/versions/9.9.9 HTTP/1.1\r\nHost: localhost\r\n\
+         Authorization: Bearer {}\r\nContent-Length: 100000\r\n\r\npart of it",
+        crate::common::ADMIN
+    );
+    busy.write_all(head.as_bytes()).await.unwrap();
+    busy.flush().await.unwrap();
+    // The upload is in the router once it is counted in flight.
+    for _ in 0..6000 {
+        if s.server.state.uploads.available_permits() < 16 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    let mut refused = TcpStream::connect(s.addr).await.unwrap();
+    refused.write_all(STALLED_HELLO).await.unwrap();
+    let said = until_closed(&mut refused).await;
+    assert!(!said.starts_with(b"HTTP/"), "no plain 503 on a TLS port");
+    s.wait_for_metric("npub_connections_refused_total{reason=\"peer\"} 1")
+        .await;
+    drop(busy);
+    s.server.stop().await;
+}

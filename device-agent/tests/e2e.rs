@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use device_agent::http_io::std_link::StdClock;
-use device_agent::http_io::std_tls::{TlsLink, trust_pem};
+use device_agent::http_io::std_tls::{TlsLink, trust_pem, trust_pem_as};
 use device_agent::http_io::{Config as HttpConfig, HttpError, HttpIo, Retry, TlsFailure};
 use device_agent::nor_emu::NorEmu;
 use device_agent::{
@@ -997,6 +997,47 @@ fn resumes_its_tls_session_on_the_next_connection() {
     assert!(
         metrics.contains("npub_tls_handshakes_total{outcome=\"resumed\"} 1"),
         "{metrics}"
+    );
+    fleet.stop();
+}
+
+#[test]
+fn presents_a_device_certificate_and_is_refused_under_another_devices_token() {
+    let dir = tempfile::tempdir().unwrap();
+    let ca = certs::Ca::new("npub test CA");
+    let devices = certs::Ca::new("npub devices");
+    let device_ca = devices.write(dir.path(), "devices");
+    let (cert_path, key_path) = ca
+        .server(&["localhost", "127.0.0.1"], certs::Validity::Now)
+        .write(dir.path(), "server");
+    let fleet = LiveServer::start_with(&dir.path().join("server"), |c| {
+        c.tls_cert = Some(cert_path);
+        c.tls_key = Some(key_path);
+        c.client_ca = Some(device_ca);
+    });
+    let token = provision(&fleet);
+    let poll_as = |cert: &certs::Leaf| {
+        let identity = (cert.cert_pem.as_bytes(), cert.key_pem.as_bytes());
+        let trust = trust_pem_as(ca.pem.as_bytes(), Some(identity)).unwrap();
+        let config = HttpConfig::new(&fleet.device_url, &token)
+            .unwrap()
+            .with_retry(Retry {
+                attempts: 1,
+                base_ms: 1,
+                cap_ms: 1,
+            });
+        let mut io = HttpIo::new(TlsLink::new(Some(trust)), StdClock::default(), config);
+        let mut buf = [0u8; 512];
+        io.fetch_manifest(0, &mut buf).err().and(io.last_error())
+    };
+    assert_eq!(
+        poll_as(&devices.device("dev-1", certs::Validity::Now)),
+        None
+    );
+    let refused = poll_as(&devices.device("dev-2", certs::Validity::Now));
+    assert!(
+        matches!(refused, Some(HttpError::Status { status: 401, .. })),
+        "{refused:?}"
     );
     fleet.stop();
 }

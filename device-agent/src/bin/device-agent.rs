@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use clap::Parser;
 use device_agent::http_io::std_link::StdClock;
-use device_agent::http_io::std_tls::{TlsLink, trust_file};
+use device_agent::http_io::std_tls::{ClientConfig, TlsLink, trust_pem_as};
 use device_agent::http_io::{Config, HttpIo, Link, Server};
 use device_agent::nor_emu::NorEmu;
 use device_agent::{
@@ -51,6 +51,13 @@ struct Args {
     /// vouch for, names another host or has expired is refused before the token is sent.
     #[arg(long, env = "NPUB_CA")]
     ca: Option<PathBuf>,
+    /// PEM file: this device's client certificate (P-256, its id as the CN), presented when the
+    /// server asks (`--client-ca` there); with `--client-key`.
+    #[arg(long, requires_all = ["client_key", "ca"])]
+    client_cert: Option<PathBuf>,
+    /// PEM file: the private key of `--client-cert`.
+    #[arg(long, requires = "client_cert")]
+    client_key: Option<PathBuf>,
     /// This device's token: shown once in the `token` field of `POST /api/v1/devices` (the web
     /// UI's Fleet page, "Add devices"), or a new one from `POST /api/v1/devices/{id}/token`.
     #[arg(long, env = "NPUB_DEVICE_TOKEN")]
@@ -107,7 +114,7 @@ fn main() -> ExitCode {
 fn run(args: &Args) -> Result<ExitCode, String> {
     let config = Config::new(&args.server, &args.token).map_err(|e| e.to_string())?;
     let trust = match &args.ca {
-        Some(path) => Some(trust_file(path).map_err(|e| format!("--ca {}: {e}", path.display()))?),
+        Some(path) => Some(trust(path, args)?),
         None if config.server().is_tls() => {
             return Err(format!(
                 "--server {}: https:// needs --ca (the CA of the server's certificate)",
@@ -256,6 +263,20 @@ fn poll_once(
 /// for the server's, refuse each one as "compiled for another accelerator" and fail the install,
 /// and failures count towards the whole group deployment's auto-abort: so the disagreement is
 /// refused here, before any poll.
+/// The `--ca` trust, with the `--client-cert` identity when given.
+fn trust(ca: &std::path::Path, args: &Args) -> Result<std::sync::Arc<ClientConfig>, String> {
+    let read = |flag: &str, path: &std::path::Path| {
+        std::fs::read(path).map_err(|e| format!("{flag} {}: {e}", path.display()))
+    };
+    let pem = read("--ca", ca)?;
+    let identity = match (&args.client_cert, &args.client_key) {
+        (Some(cert), Some(key)) => Some((read("--client-cert", cert)?, read("--client-key", key)?)),
+        _ => None,
+    };
+    let identity = identity.as_ref().map(|(c, k)| (&c[..], &k[..]));
+    trust_pem_as(&pem, identity).map_err(|e| format!("--ca {}: {e}", ca.display()))
+}
+
 fn accelerator(args: &Args, server: &Server<'_>, link: &mut TlsLink) -> Result<Accel, String> {
     let parse = |name: &str, from: &str| {
         Accel::from_name(name).ok_or_else(|| format!("{from} {name}: not a Vela accelerator name"))

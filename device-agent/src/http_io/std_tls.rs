@@ -20,12 +20,15 @@ use std::time::{Duration, Instant};
 
 use embedded_io::{ErrorKind, ErrorType, Read, Write};
 use rustls::pki_types::pem::PemObject as _;
-use rustls::pki_types::{CertificateDer, ServerName};
-use rustls::{CertificateError, ClientConfig, ClientConnection, StreamOwned};
+use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
+use rustls::{CertificateError, ClientConnection, StreamOwned};
 
 use super::error::{HttpError, TlsFailure};
 use super::link::Link;
 use super::std_link::{TICK, kind, tcp_connect};
+
+/// The trust a [`TlsLink`] is made with ([`trust_file`], [`trust_pem_as`]).
+pub use rustls::ClientConfig;
 
 /// Why a `--ca` file cannot be used.
 #[derive(Debug)]
@@ -39,6 +42,8 @@ pub enum CaError {
     Empty,
     /// rustls refused a certificate as a trust anchor.
     Anchor(String),
+    /// The device's client certificate or key (`--client-cert`, `--client-key`) is unusable.
+    Identity(String),
 }
 
 impl std::fmt::Display for CaError {
@@ -48,6 +53,7 @@ impl std::fmt::Display for CaError {
             CaError::Pem(e) => write!(f, "not PEM: {e}"),
             CaError::Empty => f.write_str("holds no CERTIFICATE"),
             CaError::Anchor(e) => write!(f, "not a usable CA certificate: {e}"),
+            CaError::Identity(e) => write!(f, "client certificate: {e}"),
         }
     }
 }
@@ -62,6 +68,16 @@ pub fn trust_file(path: &Path) -> Result<Arc<ClientConfig>, CaError> {
 
 /// [`trust_file`] from the file's bytes.
 pub fn trust_pem(pem: &[u8]) -> Result<Arc<ClientConfig>, CaError> {
+    trust_pem_as(pem, None)
+}
+
+/// [`trust_pem`], presenting the device's client certificate when the server asks for one:
+/// `identity` is its chain and its private key, PEM (a P-256 key: the server's `--client-ca`
+/// takes no other).
+pub fn trust_pem_as(
+    pem: &[u8],
+    identity: Option<(&[u8], &[u8])>,
+) -> Result<Arc<ClientConfig>, CaError> {
     let mut roots = rustls::RootCertStore::empty();
     for cert in CertificateDer::pem_slice_iter(pem) {
         let cert = cert.map_err(|e| CaError::Pem(e.to_string()))?;
@@ -76,9 +92,23 @@ pub fn trust_pem(pem: &[u8]) -> Result<Arc<ClientConfig>, CaError> {
         ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
             .with_safe_default_protocol_versions()
             .map_err(|e| CaError::Anchor(e.to_string()))?
-            .with_root_certificates(roots)
-            .with_no_client_auth();
-    let mut config = config;
+            .with_root_certificates(roots);
+    let mut config = match identity {
+        None => config.with_no_client_auth(),
+        Some((chain, key)) => {
+            let chain = CertificateDer::pem_slice_iter(chain)
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(|e| CaError::Identity(e.to_string()))?;
+            if chain.is_empty() {
+                return Err(CaError::Identity("holds no CERTIFICATE".into()));
+            }
+            let key = PrivateKeyDer::from_pem_slice(key)
+                .map_err(|e| CaError::Identity(format!("its key: {e}")))?;
+            config
+                .with_client_auth_cert(chain, key)
+                .map_err(|e| CaError::Identity(e.to_string()))?
+        }
+    };
     config.alpn_protocols = vec![b"http/1.1".to_vec()];
     Ok(Arc::new(config))
 }

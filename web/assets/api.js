@@ -126,6 +126,21 @@ export function path(...parts) {
 }
 
 /** `?k=v&…` from the defined, non-empty entries of `params`. */
+/**
+ * Every item of a paged listing (`{items, next_cursor}`), following its cursors: for listings
+ * that stay short (a model's versions), not for the fleet.
+ */
+export async function all(path, params = {}) {
+  const items = [];
+  let cursor;
+  do {
+    const page = await get(`${path}${query({ ...params, limit: 1000, cursor })}`);
+    items.push(...page.items);
+    cursor = page.next_cursor;
+  } while (cursor);
+  return items;
+}
+
 export function query(params) {
   const q = new URLSearchParams();
   for (const [k, v] of Object.entries(params)) {

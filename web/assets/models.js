@@ -85,7 +85,7 @@ function newModelForm() {
 export async function renderModel(main, [name], ctx) {
   const [model, versions] = await Promise.all([
     api.get(api.path('models', name)),
-    api.get(api.path('models', name, 'versions')),
+    api.all(api.path('models', name, 'versions')),
   ]);
   if (!ctx.current()) return;
   const about = h('div', { class: 'model-facts' });
@@ -99,7 +99,7 @@ export async function renderModel(main, [name], ctx) {
   const refresh = async () => {
     const [m, list] = await Promise.all([
       api.get(api.path('models', name)),
-      api.get(api.path('models', name, 'versions')),
+      api.all(api.path('models', name, 'versions')),
     ]);
     if (ctx.current()) show(m, list);
   };

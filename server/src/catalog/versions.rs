@@ -23,9 +23,9 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::Response;
 use futures_util::StreamExt;
 use npub_core::Accel;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use tokio::io::AsyncReadExt as _;
-use utoipa::ToSchema;
+use utoipa::{IntoParams, ToSchema};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
@@ -34,7 +34,8 @@ use crate::catalog::models;
 use crate::catalog::upload;
 use crate::catalog::validate::{self, Accepted, SourceKind};
 use crate::http::error::{ApiError, ErrorBody};
-use crate::http::extract::Path;
+use crate::http::extract::{Path, Query};
+use crate::http::page::{self, Page};
 use crate::http::ranges;
 use crate::names;
 use crate::ops::audit;
@@ -480,7 +481,7 @@ async fn version_id(
 /// The columns of [`VersionRow`], by name; a macro so that `concat!` can finish the query.
 macro_rules! select_version {
     () => {
-        "SELECT m.name AS model, v.version, v.sha256, v.size, v.checksum, \
+        "SELECT v.id, m.name AS model, v.version, v.sha256, v.size, v.checksum, \
      v.accel, v.region_count, v.arena_bytes, v.source, v.source_sha256, v.source_size, \
      v.io_digest, v.created_at, t.name AS uploaded_by, v.io_bindings, v.report, v.stream \
      FROM versions v JOIN models m ON m.id = v.model_id JOIN tokens t ON t.id = v.created_by"
@@ -489,6 +490,7 @@ macro_rules! select_version {
 
 #[derive(sqlx::FromRow)]
 struct VersionRow {
+    id: i64,
     model: String,
     version: String,
     sha256: String,
@@ -555,29 +557,54 @@ async fn find_version(state: &AppState, name: &str, version: &str) -> Result<Ver
     .ok_or_else(|| ApiError::NotFound(format!("model {name:?} version {version:?}")))
 }
 
-/// Every version of a model, oldest first.
+/// `GET /api/v1/models/{name}/versions` query.
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+#[serde(deny_unknown_fields)]
+pub struct VersionListQuery {
+    /// Versions per page (default 100, at most 1000).
+    pub limit: Option<u32>,
+    /// The `next_cursor` of the page before.
+    pub cursor: Option<String>,
+}
+
+/// A model's versions, oldest first, a page at a time.
 #[utoipa::path(
     get,
     path = "/api/v1/models/{name}/versions",
     tag = "versions",
-    params(("name" = String, Path, description = "model name")),
+    params(("name" = String, Path, description = "model name"), VersionListQuery),
     security(("token" = [])),
-    responses((status = 200, body = [Version]), (status = 401, body = ErrorBody), (status = 404, body = ErrorBody))
+    responses(
+        (status = 200, body = Page<Version>),
+        (status = 401, body = ErrorBody), (status = 404, body = ErrorBody),
+        (status = 422, body = ErrorBody, description = "a bad `limit` or `cursor`"),
+    )
 )]
 async fn list_versions(
     State(state): State<AppState>,
     _op: Operator,
     Path(name): Path<String>,
-) -> Result<JsonResponse<Vec<Version>>, ApiError> {
+    Query(q): Query<VersionListQuery>,
+) -> Result<JsonResponse<Page<Version>>, ApiError> {
+    let limit = page::limit(q.limit)?;
+    let after = page::decode_int(q.cursor.as_deref())?.unwrap_or(0);
     let model = models::find(&mut *state.db.acquire().await?, &name).await?;
     let rows = sqlx::query_as::<_, VersionRow>(concat!(
         select_version!(),
-        " WHERE v.model_id = $1 ORDER BY v.id"
+        " WHERE v.model_id = $1 AND v.id > $2 ORDER BY v.id LIMIT $3"
     ))
     .bind(model.id)
+    .bind(after)
+    .bind(i64::from(limit) + 1)
     .fetch_all(&state.db)
     .await?;
-    Ok(JsonResponse(rows.iter().map(VersionRow::summary).collect()))
+    let rows: Vec<(i64, Version)> = rows.iter().map(|r| (r.id, r.summary())).collect();
+    let page = Page::from_rows(rows, limit, |(id, _)| id.to_string());
+    Ok(JsonResponse(Page {
+        items: page.items.into_iter().map(|(_, v)| v).collect(),
+        next_cursor: page.next_cursor,
+    }))
 }
 
 /// A version's metadata and everything `npub inspect --json` shows about its pack.

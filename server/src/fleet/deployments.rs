@@ -24,6 +24,7 @@ use crate::device::targets::{TargetRow, targets};
 use crate::fleet::change::{Effect, FleetChange, Record};
 use crate::http::error::{ApiError, ErrorBody};
 use crate::http::extract::{Json, Path, Query};
+use crate::http::page::{self, Page};
 use crate::ops::audit;
 use crate::state::AppState;
 use crate::time::{now_ms, rfc3339};
@@ -168,6 +169,10 @@ pub struct DeviceListQuery {
     /// Only devices in this state: `pending`, `downloading`, `verified`, `installed`, `bound`,
     /// `failed`, `rolled_back`, or `skipped` (every skipped device, whatever the reason).
     pub state: Option<String>,
+    /// Devices per page (default 100, at most 1000).
+    pub limit: Option<u32>,
+    /// The `next_cursor` of the page before.
+    pub cursor: Option<String>,
 }
 
 /// `GET /api/v1/deployments` query.
@@ -690,9 +695,9 @@ async fn get_deployment(
     params(("id" = i64, Path, description = "deployment id"), DeviceListQuery),
     security(("token" = [])),
     responses(
-        (status = 200, body = [DeploymentDevice]),
+        (status = 200, body = Page<DeploymentDevice>),
         (status = 401, body = ErrorBody), (status = 404, body = ErrorBody),
-        (status = 422, body = ErrorBody, description = "an unknown `state`"),
+        (status = 422, body = ErrorBody, description = "an unknown `state`, a bad `limit` or `cursor`"),
     )
 )]
 async fn deployment_devices(
@@ -700,7 +705,9 @@ async fn deployment_devices(
     _op: Operator,
     Path(id): Path<i64>,
     Query(q): Query<DeviceListQuery>,
-) -> Result<JsonResponse<Vec<DeploymentDevice>>, ApiError> {
+) -> Result<JsonResponse<Page<DeploymentDevice>>, ApiError> {
+    let limit = page::limit(q.limit)?;
+    let after = page::decode(q.cursor.as_deref())?;
     if let Some(s) = &q.state
         && s != "skipped"
         && s != "cancelled"
@@ -776,7 +783,29 @@ async fn deployment_devices(
             }
         });
     }
-    Ok(JsonResponse(list))
+    // The rollout's order (batch by batch), which a device keeps while it is a target: a page
+    // starts after the device its cursor names.
+    let start = match after {
+        None => 0,
+        Some(id) => {
+            list.iter().position(|d| d.device_id == id).ok_or_else(|| {
+                ApiError::invalid(format!(
+                    "cursor: device {id:?} is no longer among this list's devices; start from \
+                         the first page"
+                ))
+            })? + 1
+        }
+    };
+    let rows: Vec<DeploymentDevice> = list
+        .into_iter()
+        .skip(start)
+        .take(limit as usize + 1)
+        .collect();
+    Ok(JsonResponse(Page::from_rows(
+        rows,
+        limit,
+        |d: &DeploymentDevice| d.device_id.clone(),
+    )))
 }
 
 /// Pauses a deployment: it holds. No new batch opens, and it is offered only to the devices that

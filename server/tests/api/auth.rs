@@ -152,9 +152,12 @@ async fn created_tokens_work_until_revoked_and_roles_are_enforced() {
         .send()
         .await
         .unwrap()
-        .json()
+        .json::<serde_json::Value>()
         .await
-        .unwrap();
+        .unwrap()["items"]
+        .as_array()
+        .unwrap()
+        .clone();
     let actions: Vec<(&str, &str)> = audit
         .iter()
         .map(|e| (e["action"].as_str().unwrap(), e["actor"].as_str().unwrap()))

@@ -336,6 +336,15 @@ impl Transport for Server {
         Ok(n)
     }
 
+    /// The test double carries no release bundles: a device with a release trust finds none.
+    fn fetch_release(
+        &mut self,
+        _: &[u8; 32],
+        _: &mut [u8],
+    ) -> Result<Option<usize>, TransportError> {
+        Ok(None)
+    }
+
     fn report(&mut self, report: &Report) -> Result<(), TransportError> {
         self.reports.push(*report);
         Ok(())

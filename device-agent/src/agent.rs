@@ -11,7 +11,7 @@
 use embedded_storage::nor_flash::NorFlash;
 use npub_core::Accel;
 use npub_core::io_bindings::IoBindings;
-use npub_core::release::DeviceReleaseTrust;
+use npub_core::release::{DeviceReleaseTrust, MAX_BUNDLE_BYTES};
 
 use crate::counter::{JournalOnly, MAX_SEQUENCE_STEP, MonotonicCounter};
 use crate::error::{CounterError, Error};
@@ -55,6 +55,9 @@ pub struct Agent<F, C = JournalOnly> {
     /// The release keys and policies packs are checked against (inactive: none required), kept
     /// and committed with the keyring.
     pub(crate) release: DeviceReleaseTrust,
+    /// Where a pack's release bundle is received: here rather than on the poll's stack, whose
+    /// deepest path (keyring updates, then a signature check) it would otherwise deepen.
+    pub(crate) bundle: [u8; MAX_BUNDLE_BYTES],
     /// Whether boot ran in this power cycle (an agent from [`Agent::open`] boots lazily).
     pub(crate) booted: bool,
 }
@@ -108,17 +111,13 @@ impl<F: NorFlash + Mapped, C: MonotonicCounter> Agent<F, C> {
             }));
         }
         let (keyring, release) = match stored {
-            Some(stored) => (
-                stored.keyring,
-                match stored.release {
-                    Some(release) => release,
-                    None => device.trust.factory_release()?,
-                },
-            ),
-            None => (
-                device.trust.factory_keyring()?,
-                device.trust.factory_release()?,
-            ),
+            Some(stored) => (stored.keyring, stored.release),
+            None => (device.trust.factory_keyring()?, None),
+        };
+        // A record written while the release trust was inactive holds none: the factory one.
+        let release = match release {
+            Some(release) => release,
+            None => device.trust.factory_release()?,
         };
         // Best effort, and again before the first commit if it fails.
         let _ = journal.erase_discarded(&mut flash, &layout);
@@ -145,6 +144,7 @@ impl<F: NorFlash + Mapped, C: MonotonicCounter> Agent<F, C> {
             keystore,
             keyring,
             release,
+            bundle: [0; MAX_BUNDLE_BYTES],
             booted: false,
         })
     }
@@ -166,16 +166,12 @@ impl<F: NorFlash + Mapped, C: MonotonicCounter> Agent<F, C> {
         &self.release
     }
 
-    /// Makes `next` and `release` the durable keyring and release trust, then the ones in use.
-    pub(crate) fn commit_keyring(
-        &mut self,
-        next: DeviceKeyring,
-        release: DeviceReleaseTrust,
-    ) -> Result<(), Error> {
+    /// Makes `next` and the release trust in use the durable keyring and release trust, then
+    /// `next` the keyring in use.
+    pub(crate) fn commit_keyring(&mut self, next: DeviceKeyring) -> Result<(), Error> {
         self.keystore
-            .commit(&mut self.flash, &self.layout, &next, &release)?;
+            .commit(&mut self.flash, &self.layout, &next, &self.release)?;
         self.keyring = next;
-        self.release = release;
         Ok(())
     }
 

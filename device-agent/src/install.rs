@@ -38,7 +38,7 @@ use npub_core::StreamValidator;
 use npub_core::manifest::{
     self, MANIFEST_BYTES, ManifestView, Policy, ROTATION_BYTES, VerifiedManifest,
 };
-use npub_core::release::{self, MAX_BUNDLE_BYTES, ReleaseFacts};
+use npub_core::release::{self, ReleaseFacts};
 
 use crate::agent::Agent;
 use crate::counter::{MAX_SEQUENCE_STEP, MonotonicCounter};
@@ -232,17 +232,17 @@ impl<F: NorFlash + Mapped, C: MonotonicCounter> Agent<F, C> {
     /// Step 1¼: the release signatures served beside `manifest`'s pack meet the release policy
     /// for its model (npub-core's `release::check`), or the install is refused and reported
     /// `failed` with the check that failed. A transport failure is returned as it is (the next
-    /// poll asks again). Out of line, with the bundle's buffer in its own frame: it is not on the
-    /// stack while the keyring updates are applied or the manifest's signature checked.
+    /// poll asks again). Out of line, and the bundle is received into the agent's own buffer:
+    /// neither is on the stack while the manifest's signature is checked.
     #[inline(never)]
     fn check_release<T: Transport>(
         &mut self,
         transport: &mut T,
         manifest: &VerifiedManifest,
     ) -> Result<(), Error> {
-        let mut bundle = [0u8; MAX_BUNDLE_BYTES];
+        let bundle = &mut self.bundle;
         let sha256 = manifest.pack_sha256();
-        let checked = match transport.fetch_release(&sha256, &mut bundle)? {
+        let checked = match transport.fetch_release(&sha256, bundle)? {
             None => release::check(&self.release, &[], &facts(manifest)),
             Some(n) if n > bundle.len() => {
                 Err(npub_core::Error::Release(ReleaseError::BundleTooLong {
@@ -288,14 +288,16 @@ impl<F: NorFlash + Mapped, C: MonotonicCounter> Agent<F, C> {
                 return Err(Error::KeyringUpdatesMissing { announced, have });
             }
             let mut next = self.keyring.clone();
-            let mut next_release = self.release.clone();
             let mut refused = None;
             for record in buf[..n].chunks_exact(ROTATION_BYTES) {
                 // Actions 4 to 8 (release keys and policies) only from a release root; 1 to 3
-                // from a root, as before.
+                // from a root, as before. The release trust changes in place, not in a copy (680
+                // bytes more on the poll's deepest stack path): if the commit below fails, it is
+                // ahead of the flash only by changes that a root signed, and the next poll
+                // fetches the same records again, whose release changes then apply as no-ops.
                 if let Err(error) = release::apply_update(
                     &mut next,
-                    &mut next_release,
+                    &mut self.release,
                     record,
                     self.device.trust.roots(),
                     self.device.trust.release_roots(),
@@ -306,7 +308,7 @@ impl<F: NorFlash + Mapped, C: MonotonicCounter> Agent<F, C> {
                 }
             }
             if next.update_sequence() > have {
-                self.commit_keyring(next, next_release)?;
+                self.commit_keyring(next)?;
             }
             if let Some(e) = refused {
                 return Err(e);
@@ -954,8 +956,12 @@ fn facts(manifest: &VerifiedManifest) -> ReleaseFacts<'_> {
 
 const NO_SELFTEST: [u8; 32] = [0; 32];
 
-/// A keyring update's sequence, signing-key or release action, for the error that names it (0
-/// when it does not decode).
+/// A keyring update's claimed sequence (bytes 16..24 of every action's layout), for the error
+/// that names it; 0 when the record is too short. Read, not decoded: decoding every action
+/// again would link a second decoder into the firmware for an error message.
 fn record_sequence(record: &[u8]) -> u64 {
-    release::TrustUpdate::decode(record).map_or(0, |(_, u)| u.sequence)
+    record
+        .get(16..24)
+        .and_then(|b| b.try_into().ok())
+        .map_or(0, u64::from_le_bytes)
 }

@@ -235,6 +235,7 @@ impl Trust {
 
     /// The release trust a device starts with when its keyring area holds none: the factory
     /// release keys, no policy (one signature by any of them, `docs/release.md`).
+    #[inline(never)]
     pub fn factory_release(&self) -> Result<DeviceReleaseTrust, Error> {
         let mut trust = DeviceReleaseTrust::new();
         for key in self.release_keys() {
@@ -282,6 +283,7 @@ impl KeyStore {
         let mut newest: Option<Newest> = None;
         let mut copies = [[0u8; KEYRING_RECORD_BYTES]; 2];
         let mut best = [0u8; KEYRING_RECORD_BYTES];
+        let mut best_release = None;
         if layout.has_keyring() {
             for bank in 0..2 {
                 let mut found = [None; 2];
@@ -296,12 +298,16 @@ impl KeyStore {
                     [None, None] => continue,
                 };
                 let generation = record::word(&copies[pick], 4);
-                if copies[pick][17] == 1 && read_release(flash, layout, bank, generation)?.is_none()
-                {
-                    // Its release record never became whole: the commit did not reach its
-                    // keyring copies' durability, this bank is skipped like a torn copy.
-                    continue;
-                }
+                let release = if copies[pick][17] == 1 {
+                    match read_release(flash, layout, bank, generation)? {
+                        Some(release) => Some(release),
+                        // Its release record never became whole: the commit did not reach its
+                        // keyring copies, this bank is skipped like a torn copy.
+                        None => continue,
+                    }
+                } else {
+                    None
+                };
                 if newest.is_none_or(|n| generation > n.generation) {
                     newest = Some(Newest {
                         bank,
@@ -309,27 +315,16 @@ impl KeyStore {
                         durable,
                     });
                     best = copies[pick];
+                    best_release = release;
                 }
             }
         }
         let keyring = newest.and_then(|_| decode(&best)).map(|(_, k)| k);
         let newest = newest.filter(|_| keyring.is_some());
-        let stored = match (newest, keyring) {
-            (Some(n), Some(keyring)) => {
-                let release = if best[17] == 1 {
-                    // Read once more (the loop checked it and kept no copy): a glitch now locks
-                    // installs for this power cycle rather than lose a revocation.
-                    Some(
-                        read_release(flash, layout, n.bank, n.generation)?
-                            .unwrap_or_else(locked_release),
-                    )
-                } else {
-                    None
-                };
-                Some(Stored { keyring, release })
-            }
-            _ => None,
-        };
+        let stored = keyring.map(|keyring| Stored {
+            keyring,
+            release: best_release,
+        });
         Ok((KeyStore { newest }, stored))
     }
 
@@ -428,22 +423,6 @@ fn read_copy<F: NorFlash>(
 pub(crate) struct Stored {
     pub(crate) keyring: DeviceKeyring,
     pub(crate) release: Option<DeviceReleaseTrust>,
-}
-
-/// An active release trust that no signature meets (a default policy naming a key id no
-/// release key has): what a device holds when its release record read whole once in a mount and
-/// not the second time. It refuses every install until the next mount reads the record again,
-/// rather than fall back to a trust that may lack a revocation.
-fn locked_release() -> DeviceReleaseTrust {
-    let mut trust = DeviceReleaseTrust::new();
-    if let Ok(policy) = ReleasePolicy::new(
-        npub_core::release::ModelId::DEFAULT,
-        1,
-        &[npub_core::manifest::KeyId([0; 8])],
-    ) {
-        let _ = trust.set_policy(policy);
-    }
-    trust
 }
 
 fn release_offset(layout: &Layout, bank: usize, copy: usize) -> u32 {

@@ -1,7 +1,7 @@
 //! Release signatures on the host agent (issue 34): a server that holds the online signing key
 //! (and its own root) cannot get a device with release keys to install anything nobody released.
 //!
-//! The server here is this file's own, over real HTTP on 127.0.0.1:0, and plays the compromised
+//! The server here is the tests' own (`fake_server/`), over real HTTP on 127.0.0.1:0, and plays the compromised
 //! server: it signs manifests with the online key the device trusts, serves any pack, any bundle
 //! of release signatures and any keyring record it likes. The test holds every key (the online
 //! key, the server's root, the release keys, the release root), so each attack is built exactly.
@@ -15,20 +15,18 @@ mod net;
 use device_agent::http_io::std_link::{StdClock, TcpLink};
 use device_agent::http_io::{Config, HttpIo};
 use device_agent::{Agent, Arena, Device, Error, Poll, RecordingNpu, Trust};
-use net::{LiveServer, RamNor};
-use npub_core::format::build::{RegionSpec, build_pack};
-use npub_core::keypair::KeyPair;
-use npub_core::manifest::{KeyId, ManifestFields, PackFacts, ROTATION_BYTES, sign_manifest};
-use npub_core::release::{
-    ModelId, ReleaseChange, ReleaseFields, ReleasePolicy, TrustChange, TrustUpdate, encode_bundle,
-    sign_release, sign_trust_update,
+use fake_server::{
+    Fake, Keys, MODEL, Served, VERSION, bundle, keys, manifest, pack, record, release,
 };
-use npub_core::{Accel, KeyringError, ReleaseError, Role};
+use net::{LiveServer, RamNor};
+use npub_core::keypair::KeyPair;
+use npub_core::manifest::{KeyId, ROTATION_BYTES};
+use npub_core::release::{ModelId, ReleaseChange, ReleasePolicy};
+use npub_core::{KeyringError, ReleaseError};
 
 const SLOT_BYTES: u32 = 512 * 1024;
 const XIP: u32 = 0x8000_0000;
 const ARENA_BUS: u32 = 0x2200_0000;
-use fake_server::{MODEL, VERSION};
 
 type Io<'a> = HttpIo<'a, TcpLink, StdClock>;
 

@@ -175,8 +175,11 @@ impl Fake {
     }
 }
 
-/// One request: its method and path, its `Range`, its body; `None` at EOF.
-pub fn read_request(stream: &mut TcpStream) -> Option<(String, Option<(usize, usize)>, Vec<u8>)> {
+/// A `Range: bytes=A-B` header's bounds.
+type Range = Option<(usize, usize)>;
+
+/// One request: its path, its `Range`, its body; `None` at EOF.
+pub fn read_request(stream: &mut TcpStream) -> Option<(String, Range, Vec<u8>)> {
     let mut buf = Vec::new();
     let mut byte = [0u8; 1];
     while !buf.ends_with(b"\r\n\r\n") {

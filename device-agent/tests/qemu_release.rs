@@ -73,6 +73,7 @@ fn rejects_an_unreleased_pack_on_the_firmware_and_installs_it_once_released() {
     fake.served.lock().unwrap().release =
         Some(bundle(&[release(&keys.release[0], &pack, MODEL, VERSION)]));
     let (status, log) = boot();
+    println!("{log}");
     assert!(status.success(), "{log}");
     assert!(log.contains("installed: sequence 1 in slot A"), "{log}");
     assert!(fake.pack_requests() > 0);

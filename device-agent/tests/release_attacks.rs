@@ -390,3 +390,48 @@ fn rejects_an_unreleased_pack_the_real_server_deploys() {
     assert_eq!(io.stats().release_requests, 1);
     assert_eq!(agent.state().active(), None);
 }
+
+/// The simulator binary with `--release-trust` and `--release-root`, once, against `url`.
+fn simulator(url: &str, dir: &std::path::Path, keys: &Keys) -> (bool, String) {
+    let trust = fake_server::key_file(dir, "online", &keys.online);
+    let alice = fake_server::key_file(dir, "alice", &keys.release[0]);
+    let root = fake_server::key_file(dir, "release-root", &keys.release_root);
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_device-agent"))
+        .args(["--server", url, "--token", "npub_dev_test", "--once"])
+        .args(["--accel", "ethos-u55-256", "--slot-kib", "512"])
+        .arg("--flash")
+        .arg(dir.join("dev-1.nor"))
+        .arg("--trust")
+        .arg(trust)
+        .arg("--release-trust")
+        .arg(alice)
+        .arg("--release-root")
+        .arg(root)
+        .output()
+        .unwrap();
+    let text =
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    (out.status.success(), text)
+}
+
+#[test]
+fn rejects_an_unreleased_pack_in_the_simulator_and_installs_it_once_released() {
+    let keys = keys();
+    let dir = tempfile::tempdir().unwrap();
+    let pack = pack(1);
+    let fake = deploy(&keys, &pack, MODEL, VERSION, None, vec![]);
+    let (ok, out) = simulator(&fake.url, dir.path(), &keys);
+    assert!(!ok, "{out}");
+    assert!(
+        out.contains("this model needs 1 release signature(s) and the deployment carries none"),
+        "{out}"
+    );
+    assert_eq!(fake.pack_requests(), 0, "{out}");
+    assert!(fake.failed_reason().contains("carries none"));
+
+    fake.served.lock().unwrap().release =
+        Some(bundle(&[release(&keys.release[0], &pack, MODEL, VERSION)]));
+    let (ok, out) = simulator(&fake.url, dir.path(), &keys);
+    assert!(ok, "{out}");
+    assert!(fake.pack_requests() > 0, "{out}");
+}

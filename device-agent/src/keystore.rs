@@ -1,5 +1,6 @@
 //! The keyring in flash: the signing keys the device trusts and the sequence of the last keyring
-//! update it applied, kept so that a key revoked once stays revoked across power cycles.
+//! update it applied, kept so that a key revoked once stays revoked across power cycles; and
+//! beside it, in the same commit, the release trust (release keys and policies, issue 34).
 //!
 //! ## Area, banks, copies
 //!
@@ -33,7 +34,8 @@
 //! |      4 |      4 | `generation`      | above the generation of every record the area held at the commit |
 //! |      8 |      8 | `update_sequence` | sequence of the last keyring update applied (0: none)    |
 //! |     16 |      1 | `count`           | entries in use, at most [`KEYRING_CAPACITY`]             |
-//! |     17 |      3 | reserved          | 0                                                        |
+//! |     17 |      1 | `release`         | 1: a release record of this generation is in the bank (below); else 0 |
+//! |     18 |      2 | reserved          | 0                                                        |
 //! |     20 | 36 × 12 | entries          | `public_key` (32), `revoked` (1: 0 or 1), reserved (3)   |
 //! |    452 |     56 | reserved          | 0                                                        |
 //! |    508 |      4 | `crc`             | CRC-32 (IEEE) of bytes 0..508                            |

@@ -1,5 +1,5 @@
-//! How the agent talks to the fleet server: three calls, and two for keyring updates, blocking,
-//! no allocation. None has a default: a transport that forgot the keyring calls would compile and
+//! How the agent talks to the fleet server: three calls, two for keyring updates and one for
+//! release signatures, blocking, no allocation. None has a default: a transport that forgot the keyring calls would compile and
 //! silently never rotate a key, so each says what it does about them (a test double that carries
 //! no keyring updates answers `None` / `Ok(0)`).
 //!

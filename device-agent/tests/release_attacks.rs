@@ -195,6 +195,22 @@ fn rejects_a_signature_over_another_packs_hash() {
 }
 
 #[test]
+fn rejects_a_bundle_longer_than_the_largest_and_one_that_is_garbage() {
+    let keys = keys();
+    let pack = pack(1);
+    let fake = deploy(&keys, &pack, MODEL, VERSION, Some(vec![0x4E; 2000]), vec![]);
+    let mut agent = blank_agent(device(&keys, &[&keys.release[0]]));
+    let e = release_error(poll(&mut agent, &fake.url));
+    assert_eq!(e, ReleaseError::BundleTooLong { len: 2000 });
+    assert_refused(&agent, &fake, "above the limit");
+
+    fake.served.lock().unwrap().release = Some(b"not a bundle, but short".to_vec());
+    let e = release_error(poll(&mut agent, &fake.url));
+    assert!(matches!(e, ReleaseError::BundleBadMagic { .. }), "{e:?}");
+    assert_refused(&agent, &fake, "magic");
+}
+
+#[test]
 fn rejects_a_signature_by_a_revoked_release_key() {
     let keys = keys();
     let pack = pack(1);

@@ -211,6 +211,35 @@ fn rejects_a_bundle_longer_than_the_largest_and_one_that_is_garbage() {
 }
 
 #[test]
+fn a_server_error_for_the_release_is_no_refusal_and_downloads_nothing() {
+    let keys = keys();
+    let pack = pack(1);
+    let signed = bundle(&[release(&keys.release[0], &pack, MODEL, VERSION)]);
+    let fake = deploy(&keys, &pack, MODEL, VERSION, Some(signed), vec![]);
+    fake.served.lock().unwrap().release_status = Some(403);
+    let mut agent = blank_agent(device(&keys, &[&keys.release[0]]));
+    let polled = poll(&mut agent, &fake.url);
+    assert!(matches!(polled, Err(Error::Transport(_))), "{polled:?}");
+    assert_eq!(fake.pack_requests(), 0);
+    assert!(
+        !fake
+            .served
+            .lock()
+            .unwrap()
+            .reports
+            .iter()
+            .any(|r| r.contains("\"failed\"")),
+        "a transport failure is not reported as a refusal"
+    );
+    // The server answers again: the same deployment installs.
+    fake.served.lock().unwrap().release_status = None;
+    assert!(matches!(
+        poll(&mut agent, &fake.url),
+        Ok(Poll::Installed(_))
+    ));
+}
+
+#[test]
 fn rejects_a_signature_by_a_revoked_release_key() {
     let keys = keys();
     let pack = pack(1);

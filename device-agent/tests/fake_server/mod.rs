@@ -122,6 +122,8 @@ pub struct Served {
     pub sequence: u64,
     pub pack: Vec<u8>,
     pub release: Option<Vec<u8>>,
+    /// Answer the release request with this status instead (a server error).
+    pub release_status: Option<u16>,
     pub records: Vec<[u8; ROTATION_BYTES]>,
     /// Paths asked, in order.
     pub asked: Vec<String>,
@@ -248,6 +250,10 @@ pub fn serve(mut stream: TcpStream, served: &Mutex<Served>) {
             reply("200 OK", "", &records)
         } else if path.ends_with("/release") {
             match &s.release {
+                _ if s.release_status.is_some() => {
+                    let status = format!("{} Oops", s.release_status.unwrap_or(500));
+                    reply(&status, "", &[])
+                }
                 Some(bundle) => reply("200 OK", "", bundle),
                 None => reply("404 Not Found", "", b"no release signatures for this pack"),
             }

@@ -707,7 +707,7 @@ async fn deployment_devices(
     Query(q): Query<DeviceListQuery>,
 ) -> Result<JsonResponse<Page<DeploymentDevice>>, ApiError> {
     let limit = page::limit(q.limit)?;
-    let after = page::decode(q.cursor.as_deref())?;
+    let after = page::decode_int(q.cursor.as_deref())?;
     if let Some(s) = &q.state
         && s != "skipped"
         && s != "cancelled"
@@ -783,29 +783,21 @@ async fn deployment_devices(
             }
         });
     }
-    // The rollout's order (batch by batch), which a device keeps while it is a target: a page
-    // starts after the device its cursor names.
-    let start = match after {
-        None => 0,
-        Some(id) => {
-            list.iter().position(|d| d.device_id == id).ok_or_else(|| {
-                ApiError::invalid(format!(
-                    "cursor: device {id:?} is no longer among this list's devices; start from \
-                         the first page"
-                ))
-            })? + 1
-        }
-    };
-    let rows: Vec<DeploymentDevice> = list
+    // The rollout's order (batch by batch, by SHA-256 of the device id): a cursor is the
+    // position after the page's last device. A device that joins or leaves the group between two
+    // pages moves the devices after it by one.
+    let start = usize::try_from(after.unwrap_or(0)).unwrap_or(usize::MAX);
+    let rows: Vec<(usize, DeploymentDevice)> = list
         .into_iter()
+        .enumerate()
         .skip(start)
         .take(limit as usize + 1)
         .collect();
-    Ok(JsonResponse(Page::from_rows(
-        rows,
-        limit,
-        |d: &DeploymentDevice| d.device_id.clone(),
-    )))
+    let page = Page::from_rows(rows, limit, |(i, _)| (i + 1).to_string());
+    Ok(JsonResponse(Page {
+        items: page.items.into_iter().map(|(_, d)| d).collect(),
+        next_cursor: page.next_cursor,
+    }))
 }
 
 /// Pauses a deployment: it holds. No new batch opens, and it is offered only to the devices that

@@ -143,7 +143,17 @@ fn parameter_rules() -> Vec<(&'static str, &'static str, Rule)> {
                 max: i64::from(crate::fleet::history::MAX_PAGE),
             },
         ),
-        ("/api/v1/", "cursor", text("^([0-9a-f]{2}){1,256}$", 512)),
+        // A cursor is the hex of a key: a listing by integer keys takes only digits' (`3[0-9]`),
+        // the device listing (after this rule, so it wins) any bytes of an id's length.
+        ("/api/v1/", "cursor", text("^(3[0-9]){1,18}$", 36)),
+        (
+            "/api/v1/devices",
+            "cursor",
+            text(
+                format!("^([0-9a-f]{{2}}){{1,{MAX_FIELD_BYTES}}}$"),
+                2 * MAX_FIELD_BYTES,
+            ),
+        ),
         (
             "/api/v1/devices",
             "status",

@@ -93,6 +93,16 @@ async fn list_audit(
     Query(q): Query<AuditQuery>,
 ) -> Result<Json<Page<AuditEntry>>, ApiError> {
     let limit = page::limit(q.limit)?;
+    // An empty filter is no filter (a form's empty field).
+    let given = |v: Option<String>| v.filter(|v| !v.is_empty());
+    let q = AuditQuery {
+        action: given(q.action),
+        actor: given(q.actor),
+        object: given(q.object),
+        since: given(q.since),
+        until: given(q.until),
+        ..q
+    };
     let (sql, binds) = audit_sql(&q, limit)?;
     let query = crate::db::bind::query_as::<AuditRow>(sql, binds);
     let rows: Vec<AuditRow> = query.fetch_all(&state.db).await?;

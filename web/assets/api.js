@@ -189,6 +189,44 @@ export function upload(model, version, file, io, onProgress, idempotencyKey) {
   return { promise, abort: () => xhr.abort() };
 }
 
+/**
+ * Attaches release signatures (the NPRB bundle `npub release sign` writes, a File or Blob) to a
+ * version: merged with the ones stored. Resolves to the stored bundle's JSON view.
+ */
+export async function attachRelease(model, version, bundle) {
+  let response;
+  try {
+    response = await fetch(API + path('models', model, 'versions', version, 'release-signatures'), {
+      method: 'POST',
+      headers: {
+        Accept: 'application/json',
+        Authorization: `Bearer ${token()}`,
+        'Content-Type': 'application/octet-stream',
+      },
+      body: bundle,
+      cache: 'no-store',
+    });
+  } catch (e) {
+    throw new ApiError(0, 'network', `the server did not answer (${e.message})`);
+  }
+  if (!response.ok) {
+    const err = await errorOf(response);
+    if (response.status === 401) onUnauthorized(err);
+    throw err;
+  }
+  return response.json();
+}
+
+/** A version's release signatures as JSON (key ids, k of the model's rule), or null: none. */
+export async function releaseInfo(model, version) {
+  try {
+    return await get(path('models', model, 'versions', version, 'release-signatures'));
+  } catch (e) {
+    if (e instanceof ApiError && e.status === 404) return null;
+    throw e;
+  }
+}
+
 /** Fetches `apiPath` (under /api/v1) with the token and hands it to the browser as `filename`. */
 export async function downloadAs(apiPath, filename) {
   saveBlob(await get(apiPath), filename);

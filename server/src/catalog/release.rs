@@ -118,8 +118,11 @@ struct Target {
     stored: Option<Vec<u8>>,
 }
 
+/// `versions` as [`target`] reads it: id, sha256, accel, io_digest, release_bundle.
+type TargetRow = (i64, String, i64, Option<String>, Option<Vec<u8>>);
+
 async fn target(conn: &mut Conn, model: &str, version: &str) -> Result<Target, ApiError> {
-    let row: Option<(i64, String, i64, Option<String>, Option<Vec<u8>>)> = sqlx::query_as(
+    let row: Option<TargetRow> = sqlx::query_as(
         "SELECT v.id, v.sha256, v.accel, v.io_digest, v.release_bundle FROM versions v \
          JOIN models m ON m.id = v.model_id WHERE m.name = $1 AND v.version = $2",
     )

@@ -22,8 +22,14 @@ const ROUTES: &[(&str, &str)] = &[
     ("post", "/api/v1/models"),
     ("get", "/api/v1/models/{name}"),
     ("patch", "/api/v1/models/{name}"),
-    ("get", "/api/v1/models/{name}/versions/{version}/release-signatures"),
-    ("post", "/api/v1/models/{name}/versions/{version}/release-signatures"),
+    (
+        "get",
+        "/api/v1/models/{name}/versions/{version}/release-signatures",
+    ),
+    (
+        "post",
+        "/api/v1/models/{name}/versions/{version}/release-signatures",
+    ),
     ("get", "/api/v1/models/{name}/versions"),
     ("post", "/api/v1/models/{name}/versions/{version}"),
     ("get", "/api/v1/models/{name}/versions/{version}"),

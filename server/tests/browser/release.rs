@@ -49,7 +49,8 @@ async fn attaches_release_signatures_and_turns_the_release_policy_on() {
                 .unwrap();
             ui.click("form.attach-release button[type=submit]").await;
             let who = ui.wait_text(".release .release-keys", &key_id).await;
-            assert!(who.contains("signed"), "{who}");
+            assert!(who.contains("signed") && who.contains("2026"), "{who}");
+            assert!(!who.contains("[object"), "{who}");
             ui.wait_text(".release", "the rule needs 1").await;
             ui.click("input[name=release_required]").await;
             ui.wait_text("#toast", "now requires released versions")

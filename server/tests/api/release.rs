@@ -804,3 +804,60 @@ async fn serves_a_deployments_release_signatures_to_its_devices_only() {
     assert_eq!(r.status(), 404);
     s.stop().await;
 }
+
+#[tokio::test]
+async fn rejects_a_model_patch_that_is_not_a_release_policy() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = TestServer::start(dir.path()).await;
+    one_version(&s).await;
+    for body in [
+        json!({}),
+        json!({"release_required": "yes"}),
+        json!({"release_required": true, "name": "x"}),
+    ] {
+        let r = s
+            .req(Method::PATCH, "/api/v1/models/kws")
+            .json(&body)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 422, "{body}: {}", r.text().await.unwrap());
+    }
+    let r = s
+        .req(Method::PATCH, "/api/v1/models/nope")
+        .json(&json!({"release_required": true}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 404);
+    assert_eq!(audit_count(&s, "model.release_policy").await, 0);
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn rejects_release_signatures_for_a_version_that_does_not_exist() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = TestServer::start(dir.path()).await;
+    one_version(&s).await;
+    let bundle = release(&s, &alice(), "kws", "1.0.0").await;
+    expect(
+        attach(&s, "kws", "9.9.9", bundle.clone()).await,
+        404,
+        "version",
+    )
+    .await;
+    expect(attach(&s, "vww", "1.0.0", bundle).await, 404, "model").await;
+    // Without a token: 401, before the body is read.
+    let r = s
+        .http
+        .post(format!(
+            "{}/api/v1/models/kws/versions/1.0.0/release-signatures",
+            s.url
+        ))
+        .body(vec![0u8; 16])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 401);
+    s.stop().await;
+}

@@ -56,6 +56,14 @@ async fn attaches_release_signatures_and_turns_the_release_policy_on() {
             ui.wait_text("#toast", "now requires released versions")
                 .await;
             ui.screenshot("release").await;
+            // The model page lists who released each version and says the policy.
+            ui.open("models/kws").await;
+            ui.wait_text(".versions tbody tr", &key_id).await;
+            ui.wait_text(
+                ".model-facts",
+                "yes: versions without enough release signatures",
+            )
+            .await;
         }
     })
     .await;

@@ -226,7 +226,12 @@ function releaseSection(v, release, m, ctx) {
             ),
           ),
         ],
-        ['Signatures', `${release.signatures.length} (the rule needs ${release.threshold}: ${release.rule})`],
+        [
+          'Signatures',
+          release.policy_keys.length
+            ? `${release.signatures.length}; the model's policy needs ${release.threshold} of its ${plural(release.policy_keys.length, 'key')} (${release.policy_keys.join(', ')})`
+            : `${release.signatures.length} (the rule needs ${release.threshold}: ${release.rule})`,
+        ],
         ['Meets the rule', release.meets_rule ? 'yes' : `no — ${release.problem}`],
       ])
     : h('p', { class: 'empty unreleased' }, 'Nobody has released this version: no release signatures are stored.');

@@ -86,6 +86,9 @@ pub struct ReleaseInfo {
     /// *k*: valid signatures the model's rule needs, as the stored release records set it (1
     /// when no record names a policy).
     pub threshold: u8,
+    /// *n*: the release keys the model's policy names (its own or the default one), whose
+    /// signatures count; empty when no stored record sets a policy (any trusted key counts).
+    pub policy_keys: Vec<String>,
     /// The rule in words: "2 of the release keys …", "1 by any trusted release key".
     pub rule: String,
     /// Whether the bundle meets that rule now (devices that applied every stored record would
@@ -359,6 +362,11 @@ pub fn info_of(
         io_digest: (io != [0; 32]).then(|| to_hex(&io)),
         signatures,
         threshold: known.threshold_for(name),
+        policy_keys: known
+            .policy_keys_for(name)
+            .iter()
+            .map(ToString::to_string)
+            .collect(),
         rule: known.rule_for(name),
         meets_rule: problem.is_none(),
         problem,

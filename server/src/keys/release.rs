@@ -120,6 +120,15 @@ impl KnownRelease {
         self.trust.applies_to(name).threshold().max(1)
     }
 
+    /// The *n* keys of the policy model `name` is held to (its own or the default one); empty
+    /// when no policy applies (any trusted release key counts).
+    pub fn policy_keys_for(&self, name: &str) -> Vec<KeyId> {
+        match self.trust.applies_to(name) {
+            release::Applies::Policy(p) => p.keys().to_vec(),
+            _ => Vec::new(),
+        }
+    }
+
     /// Whether `bundle` (empty: none) meets the rule devices that applied the stored records hold
     /// `facts.model_name` to (npub-core's `release::check`, the device's own); with no record
     /// stored, the server knows no key and asks for one signature at least. `Err` says why not.

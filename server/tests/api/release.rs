@@ -674,6 +674,22 @@ async fn rejects_deploying_an_unreleased_version_of_a_release_required_model() {
         assert_eq!(upload_record(&s, record(seq, change)).await.status(), 201);
     }
     expect(try_deploy(&s, "1.0.0").await, 409, "needs 2").await;
+    let info: Value = s
+        .req(
+            Method::GET,
+            "/api/v1/models/kws/versions/1.0.0/release-signatures",
+        )
+        .header("Accept", "application/json")
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(info["threshold"], 2);
+    assert_eq!(info["policy_keys"].as_array().unwrap().len(), 2);
+    assert_eq!(info["meets_rule"], false);
+    assert!(info["problem"].as_str().unwrap().contains("needs 2"));
     attach(
         &s,
         "kws",

@@ -877,3 +877,49 @@ async fn rejects_release_signatures_for_a_version_that_does_not_exist() {
     assert_eq!(r.status(), 401);
     s.stop().await;
 }
+
+#[tokio::test]
+async fn rejects_a_release_record_from_an_operator_token() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = TestServer::start(dir.path()).await;
+    let r = s
+        .req(Method::POST, "/api/v1/tokens")
+        .json(&json!({"name": "ci releaser"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 201);
+    let operator = r.json::<Value>().await.unwrap()["token"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let add = record(
+        1,
+        ReleaseChange::AddKey {
+            public_key: alice().public_key(),
+        },
+    );
+    let r = s
+        .req_as(&operator, Method::POST, "/api/v1/keys/updates")
+        .body(add)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 403);
+    assert_eq!(s.rows("keyring_updates").await, 0);
+    // An operator may attach release signatures (a CI job that releases) and set the policy.
+    one_version(&s).await;
+    let bundle = release(&s, &alice(), "kws", "1.0.0").await;
+    let r = s
+        .req_as(
+            &operator,
+            Method::POST,
+            "/api/v1/models/kws/versions/1.0.0/release-signatures",
+        )
+        .body(bundle)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 201);
+    s.stop().await;
+}

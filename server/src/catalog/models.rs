@@ -72,8 +72,8 @@ pub struct PatchedModel {
     /// The model after the change.
     #[serde(flatten)]
     pub model: Model,
-    /// Versions of this model that deployments still offer devices (not aborted) and that do
-    /// not meet the release rule. Turning the policy on does not stop them: it refuses new
+    /// Versions of this model that a deployment not aborted names, or that a device reports
+    /// running, and that do not meet the release rule. Turning the policy on does not stop them: it refuses new
     /// deployments and rollbacks; devices with release keys refuse these versions on their own.
     pub unreleased_deployed: Vec<String>,
     /// What to do about them, when there are any.
@@ -330,8 +330,9 @@ async fn patch_model(
         .await?;
     let warning = (!unreleased.is_empty()).then(|| {
         format!(
-            "deployments still offer unreleased version(s) {} of {name:?}: they keep running \
-             where installed (devices with release keys refuse them); deploy a released version",
+            "unreleased version(s) {} of {name:?} are deployed (named by a deployment that was \
+             not aborted, or running on a device): nothing is stopped, devices that run them keep \
+             them (devices with release keys refuse to install them); deploy a released version",
             unreleased.join(", ")
         )
     });
@@ -342,8 +343,8 @@ async fn patch_model(
     }))
 }
 
-/// Versions of model `model_id` that a deployment still offers and that do not meet the release
-/// rule, oldest first.
+/// Versions of model `model_id` that a deployment not aborted names, or a device runs, and that
+/// do not meet the release rule, oldest first.
 async fn unreleased_deployed(
     conn: &mut Conn,
     name: &str,
@@ -352,8 +353,9 @@ async fn unreleased_deployed(
     type Row = (String, String, i64, Option<String>, Option<Vec<u8>>);
     let rows: Vec<Row> = sqlx::query_as(
         "SELECT v.version, v.sha256, v.accel, v.io_digest, v.release_bundle FROM versions v \
-         WHERE v.model_id = $1 AND EXISTS (SELECT 1 FROM deployments d \
-         WHERE d.version_id = v.id AND d.state <> 'aborted') ORDER BY v.id",
+         WHERE v.model_id = $1 AND (EXISTS (SELECT 1 FROM deployments d \
+         WHERE d.version_id = v.id AND d.state <> 'aborted') \
+         OR EXISTS (SELECT 1 FROM devices dv WHERE dv.current_version_id = v.id)) ORDER BY v.id",
     )
     .bind(model_id)
     .fetch_all(&mut *conn)

@@ -137,12 +137,13 @@ export function query(params) {
 
 /**
  * Uploads `file` as version `version` of `model`, reporting progress as `onProgress(loaded,
- * total)`. The raw file is the body, or, when `io` (an IO-bindings JSON file) is given, a
- * multipart form with parts `pack` and `io`. XMLHttpRequest because fetch cannot report upload
+ * total)`. The raw file is the body, or, when `io` (an IO-bindings JSON file) or `release` (the
+ * release bundle `npub release sign` writes) is given, a multipart form with parts `pack`, `io`
+ * and `release`. XMLHttpRequest because fetch cannot report upload
  * progress. `idempotencyKey` is sent as `Idempotency-Key` (see `submission`). Returns
  * `{ promise, abort }`.
  */
-export function upload(model, version, file, io, onProgress, idempotencyKey) {
+export function upload(model, version, file, io, onProgress, idempotencyKey, release = null) {
   const xhr = new XMLHttpRequest();
   const promise = new Promise((resolve, reject) => {
     xhr.open('POST', API + path('models', model, 'versions', version));
@@ -176,10 +177,11 @@ export function upload(model, version, file, io, onProgress, idempotencyKey) {
       reject(new ApiError(0, 'network', 'the upload was interrupted (the connection failed)')),
     );
     xhr.addEventListener('abort', () => reject(new ApiError(0, 'aborted', 'the upload was cancelled')));
-    if (io) {
+    if (io || release) {
       const form = new FormData();
       form.append('pack', file, file.name);
-      form.append('io', io, io.name);
+      if (io) form.append('io', io, io.name);
+      if (release) form.append('release', release, release.name);
       xhr.send(form);
     } else {
       xhr.setRequestHeader('Content-Type', 'application/octet-stream');

@@ -33,6 +33,19 @@ async fn attaches_release_signatures_and_turns_the_release_policy_on() {
     let bundle = encode_bundle(&[sign_release(&fields, &alice).unwrap()]).unwrap();
     let file = dir.path().join("kws-1.0.0.npub.release");
     std::fs::write(&file, &bundle).unwrap();
+    // 1.0.1, the same pack released again, goes up through the upload form with its release.
+    let pack_file = dir.path().join("kws-1.0.1.npub");
+    std::fs::write(&pack_file, &pack).unwrap();
+    let fields_101 = ReleaseFields {
+        model_version: "1.0.1",
+        ..fields
+    };
+    let release_101 = dir.path().join("kws-1.0.1.npub.release");
+    std::fs::write(
+        &release_101,
+        encode_bundle(&[sign_release(&fields_101, &alice).unwrap()]).unwrap(),
+    )
+    .unwrap();
     let key_id = alice.key_id().to_string();
 
     run("release", &s.url, ADMIN, Screen::Desktop, |ui| {
@@ -64,6 +77,19 @@ async fn attaches_release_signatures_and_turns_the_release_policy_on() {
                 "yes: versions without enough release signatures",
             )
             .await;
+            ui.fill("input[name=version]", "1.0.1").await;
+            ui.find("input[type=file][name=pack]")
+                .await
+                .send_keys(pack_file.to_str().unwrap())
+                .await
+                .unwrap();
+            ui.find("input[type=file][name=release]")
+                .await
+                .send_keys(release_101.to_str().unwrap())
+                .await
+                .unwrap();
+            ui.click("form.upload button[type=submit]").await;
+            ui.wait_text(".upload-status .ok", "Stored kws 1.0.1").await;
         }
     })
     .await;
@@ -88,5 +114,14 @@ async fn attaches_release_signatures_and_turns_the_release_policy_on() {
         .await
         .unwrap();
     assert_eq!(stored.to_vec(), bundle);
+    let v: Value = s
+        .req(Method::GET, "/api/v1/models/kws/versions/1.0.1")
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(v["release_key_ids"][0], alice.key_id().to_string());
     s.stop().await;
 }

@@ -25,6 +25,7 @@ use crate::fleet::change::{Effect, FleetChange, Record};
 use crate::http::error::{ApiError, ErrorBody};
 use crate::http::extract::{Json, Path, Query};
 use crate::http::page::{self, Page};
+use crate::keys::release::{KnownRelease, VersionFacts as ReleaseFacts};
 use crate::ops::audit;
 use crate::state::AppState;
 use crate::time::{now_ms, rfc3339};
@@ -212,6 +213,7 @@ pub fn router() -> OpenApiRouter<AppState> {
         (status = 201, body = Deployment),
         (status = 200, body = Preview, description = "dry_run=true: what it would do; nothing is made"),
         (status = 401, body = ErrorBody), (status = 404, body = ErrorBody),
+        (status = 409, body = ErrorBody, description = "the model is marked release required and the version is not released"),
         (status = 422, body = ErrorBody),
     )
 )]
@@ -281,6 +283,40 @@ async fn version_facts(
     .ok_or_else(|| ApiError::NotFound(format!("model {model:?} version {version:?}")))
 }
 
+/// 409 when `model` is marked release required and the release signatures of `version` do not
+/// meet the rule devices will hold it to (`keys/release.rs`): a deployment and a rollback alike.
+async fn release_gate(
+    conn: &mut Conn,
+    model: &str,
+    version: &str,
+    v: &VersionFacts,
+) -> Result<(), ApiError> {
+    let row: Option<(i64, Option<Vec<u8>>)> = sqlx::query_as(
+        "SELECT m.release_required, v.release_bundle FROM versions v \
+         JOIN models m ON m.id = v.model_id WHERE v.id = $1",
+    )
+    .bind(v.id)
+    .fetch_optional(&mut *conn)
+    .await?;
+    let Some((_, bundle)) = row.filter(|(required, _)| *required != 0) else {
+        return Ok(());
+    };
+    let known = KnownRelease::load(conn).await?;
+    let facts = ReleaseFacts::of_row(model, version, &v.sha256, v.accel, v.io_digest.as_deref())
+        .ok_or_else(|| ApiError::internal("versions: a digest is not 64 hex digits"))?;
+    known
+        .meets(bundle.as_deref().unwrap_or_default(), &facts.facts())
+        .map_err(|why| {
+            ApiError::Conflict(format!(
+                "model {model:?} is marked release required: version {version:?} is not \
+                 released ({why}); its rule is {}. Attach release signatures \
+                 (POST /api/v1/models/{model}/versions/{version}/release-signatures) or turn the \
+                 policy off (PATCH /api/v1/models/{model})",
+                known.rule_for(model)
+            ))
+        })
+}
+
 /// The plan of a deployment of `v` to `target`, refused when it reaches nobody.
 async fn plan_for(
     conn: &mut Conn,
@@ -306,6 +342,7 @@ pub(crate) async fn preview(
     rollout.check()?;
     let mut conn = state.db.acquire().await?;
     let v = version_facts(&mut conn, model, version).await?;
+    release_gate(&mut conn, model, version, &v).await?;
     let plan = plan_for(&mut conn, &v, &target, rollout).await?;
     let running: Vec<(String,)> = sqlx::query_as(
         "SELECT d.id FROM devices d JOIN versions v ON v.id = d.current_version_id \
@@ -380,6 +417,7 @@ pub(crate) async fn create(
     }
     let mut tx = FleetChange::begin(state).await?;
     let v = version_facts(&mut tx, model, version).await?;
+    release_gate(&mut tx, model, version, &v).await?;
     plan_for(&mut tx, &v, &target, &rollout).await?;
     let mut classes: Vec<(i64,)> = sqlx::query_as(
         "SELECT DISTINCT hw_class FROM devices WHERE revoked_at IS NULL \

@@ -20,6 +20,10 @@ const OPERATOR_ROUTES: &[(&str, &str)] = &[
     ("GET", "/api/v1/audit"),
     ("GET", "/api/v1/keys"),
     ("POST", "/api/v1/keys"),
+    ("POST", "/api/v1/keys/updates"),
+    ("PATCH", "/api/v1/models/m"),
+    ("GET", "/api/v1/models/m/versions/1/release-signatures"),
+    ("POST", "/api/v1/models/m/versions/1/release-signatures"),
 ];
 
 async fn assert_401(s: &TestServer, auth: Option<&str>, why: &str) {

@@ -110,6 +110,7 @@ async fn rejects_a_parameter_documented_anywhere_but_where_the_route_takes_it() 
         "GET /api/v1/devices/{id} ?limit",
         "POST /api/v1/deployments ?dry_run",
         "POST /api/v1/groups/{group}/rollback ?dry_run",
+        "POST /api/v1/models/{name}/versions/{version}/release-signatures ?replace",
     ]
     .into_iter()
     .map(str::to_owned)

@@ -279,17 +279,18 @@ async fn list_devices(
     Query(q): Query<DeviceQuery>,
 ) -> Result<JsonResponse<Page<DeviceInfo>>, ApiError> {
     let limit = page::limit(q.limit)?;
-    // An empty filter is no filter (a form's empty field).
+    // An empty text filter is no filter (a form's empty field); a group, status or accelerator
+    // must be one.
     let given = |v: Option<String>| v.filter(|v| !v.is_empty());
     let q = DeviceQuery {
-        group: given(q.group),
-        status: given(q.status),
         model: given(q.model),
         version: given(q.version),
-        accelerator: given(q.accelerator),
         q: given(q.q),
         ..q
     };
+    if let Some(g) = &q.group {
+        check_field("group", g)?;
+    }
     let versions = match (&q.model, &q.version) {
         (None, None) => None,
         (model, version) => Some(version_ids(&state, model.as_deref(), version.as_deref()).await?),

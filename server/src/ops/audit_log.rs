@@ -64,8 +64,10 @@ pub struct AuditQuery {
     /// Only entries about this object, e.g. `deployments/2` or `devices/cam-1`.
     pub object: Option<String>,
     /// Only entries at or after this instant (RFC 3339).
+    #[param(format = DateTime)]
     pub since: Option<String>,
     /// Only entries before this instant (RFC 3339).
+    #[param(format = DateTime)]
     pub until: Option<String>,
 }
 
@@ -93,14 +95,12 @@ async fn list_audit(
     Query(q): Query<AuditQuery>,
 ) -> Result<Json<Page<AuditEntry>>, ApiError> {
     let limit = page::limit(q.limit)?;
-    // An empty filter is no filter (a form's empty field).
+    // An empty text filter is no filter (a form's empty field); an instant must be one.
     let given = |v: Option<String>| v.filter(|v| !v.is_empty());
     let q = AuditQuery {
         action: given(q.action),
         actor: given(q.actor),
         object: given(q.object),
-        since: given(q.since),
-        until: given(q.until),
         ..q
     };
     let (sql, binds) = audit_sql(&q, limit)?;

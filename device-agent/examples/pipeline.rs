@@ -77,6 +77,14 @@ impl Transport for Server<'_> {
         buf[..n].copy_from_slice(&rest[..n]);
         Ok(n)
     }
+    /// No release trust in the example: never asked.
+    fn fetch_release(
+        &mut self,
+        _: &[u8; 32],
+        _: &mut [u8],
+    ) -> Result<Option<usize>, TransportError> {
+        Ok(None)
+    }
     fn report(&mut self, _: &Report) -> Result<(), TransportError> {
         Ok(())
     }

@@ -3,11 +3,12 @@
 # networking, so that it pulls its packs from a real npub server on this machine:
 #
 #   device-agent/fw/run-qemu.sh --server http://127.0.0.1:8080 --token TOKEN \
-#       --trust signing.key.pub [--root root.key.pub] --flash dev1.nor [--once] [--window-kib N] [--slot-kib N]
+#       --trust signing.key.pub [--root root.key.pub] --flash dev1.nor [--once] [--window-kib N] [--slot-kib N] \
+#       [--release-trust alice.key.pub ...] [--release-root release-root.key.pub]
 #
 # The firmware prints what it does (boot, DHCP, poll, download, verify, bind, report). The
 # server's address is rewritten for the guest: in QEMU's user network 10.0.2.2 is the host's
-# loopback. --trust and --flash are host files, opened by the firmware through semihosting; the
+# loopback. --trust, --root, --release-trust, --release-root and --flash are host files, opened by the firmware through semihosting; the
 # flash file is created blank and keeps the slots and the journal across runs: killing QEMU is a
 # power cut, running this again on the same file is a reboot. Flags are those of fw/src/args.rs.
 # NPUB_FW_ELF=path skips the build and boots that image. Ctrl-A X quits QEMU.
@@ -24,7 +25,7 @@ while [ $# -gt 0 ]; do
       args+=(--server "$url")
       shift 2
       ;;
-    --trust | --root | --flash)
+    --trust | --root | --flash | --release-trust | --release-root)
       [ $# -ge 2 ] || { echo "run-qemu.sh: $1 needs a file" >&2; exit 2; }
       args+=("$1" "$(realpath -m -- "$2")")
       shift 2

@@ -11,6 +11,7 @@
 use embedded_storage::nor_flash::NorFlash;
 use npub_core::Accel;
 use npub_core::io_bindings::IoBindings;
+use npub_core::release::{DeviceReleaseTrust, MAX_BUNDLE_BYTES};
 
 use crate::counter::{JournalOnly, MAX_SEQUENCE_STEP, MonotonicCounter};
 use crate::error::{CounterError, Error};
@@ -34,7 +35,8 @@ pub struct Device {
     /// application takes any IO (the manifest's digest is not checked).
     pub io_bindings: Option<&'static [u8]>,
     /// The keys built into the firmware: the factory signing keys (the keyring until the first
-    /// keyring update is stored in flash) and the root keys that sign keyring updates.
+    /// keyring update is stored in flash), the root keys that sign keyring updates, and the
+    /// factory release keys and release roots ([`Trust::with_release`]).
     pub trust: Trust,
 }
 
@@ -50,6 +52,12 @@ pub struct Agent<F, C = JournalOnly> {
     pub(crate) keystore: KeyStore,
     /// The signing keys manifests are verified with: from flash, or the factory keyring.
     pub(crate) keyring: DeviceKeyring,
+    /// The release keys and policies packs are checked against (inactive: none required), kept
+    /// and committed with the keyring.
+    pub(crate) release: DeviceReleaseTrust,
+    /// Where a pack's release bundle is received: here rather than on the poll's stack, whose
+    /// deepest path (keyring updates, then a signature check) it would otherwise deepen.
+    pub(crate) bundle: [u8; MAX_BUNDLE_BYTES],
     /// Whether boot ran in this power cycle (an agent from [`Agent::open`] boots lazily).
     pub(crate) booted: bool,
 }
@@ -102,9 +110,14 @@ impl<F: NorFlash + Mapped, C: MonotonicCounter> Agent<F, C> {
                 max_step: MAX_SEQUENCE_STEP,
             }));
         }
-        let keyring = match stored {
-            Some(keyring) => keyring,
-            None => device.trust.factory_keyring()?,
+        let (keyring, release) = match stored {
+            Some(stored) => (stored.keyring, stored.release),
+            None => (device.trust.factory_keyring()?, None),
+        };
+        // A record written while the release trust was inactive holds none: the factory one.
+        let release = match release {
+            Some(release) => release,
+            None => device.trust.factory_release()?,
         };
         // Best effort, and again before the first commit if it fails.
         let _ = journal.erase_discarded(&mut flash, &layout);
@@ -120,7 +133,7 @@ impl<F: NorFlash + Mapped, C: MonotonicCounter> Agent<F, C> {
         journal.assume(state);
         if keystore.needs_refresh() {
             // Best effort, as for the journal: the record is in one copy only.
-            let _ = keystore.commit(&mut flash, &layout, &keyring);
+            let _ = keystore.commit(&mut flash, &layout, &keyring, &release);
         }
         Ok(Self {
             flash,
@@ -130,6 +143,8 @@ impl<F: NorFlash + Mapped, C: MonotonicCounter> Agent<F, C> {
             journal,
             keystore,
             keyring,
+            release,
+            bundle: [0; MAX_BUNDLE_BYTES],
             booted: false,
         })
     }
@@ -145,9 +160,17 @@ impl<F: NorFlash + Mapped, C: MonotonicCounter> Agent<F, C> {
         &self.keyring
     }
 
-    /// Makes `next` the durable keyring, then the one in use.
+    /// The release trust packs are checked against: stored in flash with the keyring, or the
+    /// factory release keys; inactive (nothing required) while it holds no key and no policy.
+    pub fn release_trust(&self) -> &DeviceReleaseTrust {
+        &self.release
+    }
+
+    /// Makes `next` and the release trust in use the durable keyring and release trust, then
+    /// `next` the keyring in use.
     pub(crate) fn commit_keyring(&mut self, next: DeviceKeyring) -> Result<(), Error> {
-        self.keystore.commit(&mut self.flash, &self.layout, &next)?;
+        self.keystore
+            .commit(&mut self.flash, &self.layout, &next, &self.release)?;
         self.keyring = next;
         Ok(())
     }

@@ -162,6 +162,14 @@ pub enum Error {
     KeyringReadBack,
     /// The keyring record generation would wrap (after 2³² commits).
     KeyringExhausted,
+    /// The release trust is active but the layout's keyring banks cannot hold its record beside
+    /// the keyring's (keystore.rs): a release key change would not survive a power cycle.
+    ReleaseTrustNoRoom {
+        /// `keyring_bank_bytes` of the layout.
+        bank_bytes: u32,
+        /// Bytes a bank needs for both records, two copies each.
+        needed: u32,
+    },
     /// More keys than the agent carries.
     TooManyKeys {
         /// "factory signing keys" or "root keys".
@@ -455,6 +463,11 @@ impl fmt::Display for Error {
             Error::KeyringExhausted => {
                 f.write_str("keyring: the record generation would wrap after 2^32 commits")
             }
+            Error::ReleaseTrustNoRoom { bank_bytes, needed } => write!(
+                f,
+                "keyring: a bank of {bank_bytes} bytes cannot hold the release trust beside the \
+                 keyring, it needs {needed}"
+            ),
             Error::TooManyKeys { what, count, max } => {
                 write!(f, "trust: {count} {what}, the agent takes at most {max}")
             }

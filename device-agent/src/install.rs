@@ -3,6 +3,7 @@
 //! | step | what                                                                                         | journal after it |
 //! |------|----------------------------------------------------------------------------------------------|------------------|
 //! | 1    | ([`Agent::poll`]) fetch the manifest newer than the last sequence; npub-core verifies it (keyring, sequence, hardware, NPU, slot size, expiry); [`Agent::install`] takes it from here | — |
+//! | 1¼   | only while the release trust is active: fetch the pack's release bundle and npub-core's `release::check` it against the policy for the manifest's model (pack SHA-256, model name, version, accelerator, IO digest; nothing required while the trust is inactive). A refusal is reported `failed` with the check that failed, and nothing is erased or fetched | — |
 //! | 1½   | the active slot already holds the pack (same length and SHA-256) and verifies in flash against this manifest: the sequence is consumed and the install is done, nothing erased or fetched (a rollback to the running pack, a byte-identical version) | sequence consumed, the active slot journalled under it |
 //! | 2    | the inactive slot becomes the target, the sequence is consumed (at most [`MAX_SEQUENCE_STEP`] above the floor), then the monotonic counter is raised to it and the target's descriptor erased | target *receiving*, `written` 0 |
 //! | 3    | fetch pack pieces (never past the manifest's length); npub-core's `StreamValidator` checks each piece before it is programmed (header and region table, checks 1–8: a bad one is abandoned at once) and the header checksum is cross-checked against the manifest; erase each sector as it is entered, program | every `progress_bytes`: `written` |
@@ -32,10 +33,12 @@
 //! new validator (no network, no hashing).
 use embedded_storage::nor_flash::NorFlash;
 use npub_core::ManifestError;
+use npub_core::ReleaseError;
 use npub_core::StreamValidator;
 use npub_core::manifest::{
-    self, KeyringUpdate, MANIFEST_BYTES, ManifestView, Policy, ROTATION_BYTES, VerifiedManifest,
+    self, MANIFEST_BYTES, ManifestView, Policy, ROTATION_BYTES, VerifiedManifest,
 };
+use npub_core::release::{self, ReleaseFacts};
 
 use crate::agent::Agent;
 use crate::counter::{MAX_SEQUENCE_STEP, MonotonicCounter};
@@ -209,7 +212,7 @@ impl<F: NorFlash + Mapped, C: MonotonicCounter> Agent<F, C> {
                 len: len as u64,
             }))
         };
-        verified.map(Some).map_err(|e| {
+        let verified = verified.map_err(|e| {
             let claimed = ManifestView::new(&bytes).map_or(0, |v| v.sequence());
             report(
                 transport,
@@ -219,6 +222,45 @@ impl<F: NorFlash + Mapped, C: MonotonicCounter> Agent<F, C> {
                 Some(Error::Rejected(e)),
             );
             Error::Rejected(e)
+        })?;
+        if self.release.is_active() {
+            self.check_release(transport, &verified)?;
+        }
+        Ok(Some(verified))
+    }
+
+    /// Step 1¼: the release signatures served beside `manifest`'s pack meet the release policy
+    /// for its model (npub-core's `release::check`), or the install is refused and reported
+    /// `failed` with the check that failed. A transport failure is returned as it is (the next
+    /// poll asks again). Out of line, and the bundle is received into the agent's own buffer:
+    /// neither is on the stack while the manifest's signature is checked.
+    #[inline(never)]
+    fn check_release<T: Transport>(
+        &mut self,
+        transport: &mut T,
+        manifest: &VerifiedManifest,
+    ) -> Result<(), Error> {
+        let bundle = &mut self.bundle;
+        let sha256 = manifest.pack_sha256();
+        let checked = match transport.fetch_release(&sha256, bundle)? {
+            None => release::check(&self.release, &[], &facts(manifest)),
+            Some(n) if n > bundle.len() => {
+                Err(npub_core::Error::Release(ReleaseError::BundleTooLong {
+                    len: n as u64,
+                }))
+            }
+            Some(n) => release::check(&self.release, &bundle[..n], &facts(manifest)),
+        };
+        checked.map(|_| ()).map_err(|e| {
+            let e = Error::Rejected(e);
+            report(
+                transport,
+                manifest.sequence(),
+                ReportState::Failed,
+                None,
+                Some(e),
+            );
+            e
         })
     }
 
@@ -248,8 +290,19 @@ impl<F: NorFlash + Mapped, C: MonotonicCounter> Agent<F, C> {
             let mut next = self.keyring.clone();
             let mut refused = None;
             for record in buf[..n].chunks_exact(ROTATION_BYTES) {
-                if let Err(error) = next.apply_update(record, self.device.trust.roots()) {
-                    let sequence = KeyringUpdate::decode(record).map_or(0, |(_, u)| u.sequence);
+                // Actions 4 to 8 (release keys and policies) only from a release root; 1 to 3
+                // from a root, as before. The release trust changes in place, not in a copy (680
+                // bytes more on the poll's deepest stack path): if the commit below fails, it is
+                // ahead of the flash only by changes that a root signed, and the next poll
+                // fetches the same records again, whose release changes then apply as no-ops.
+                if let Err(error) = release::apply_update(
+                    &mut next,
+                    &mut self.release,
+                    record,
+                    self.device.trust.roots(),
+                    self.device.trust.release_roots(),
+                ) {
+                    let sequence = record_sequence(record);
                     refused = Some(Error::KeyringUpdate { sequence, error });
                     break;
                 }
@@ -892,4 +945,23 @@ fn report<T: Transport>(
         progress,
         reason,
     });
+}
+
+/// What the release signatures must name: the verified manifest's facts. Packs carry no
+/// self-test the device receives, so its digest is all zeros (what `npub release sign` signs
+/// without `--selftest`).
+fn facts(manifest: &VerifiedManifest) -> ReleaseFacts<'_> {
+    ReleaseFacts::of_manifest(manifest, &NO_SELFTEST)
+}
+
+const NO_SELFTEST: [u8; 32] = [0; 32];
+
+/// A keyring update's claimed sequence (bytes 16..24 of every action's layout), for the error
+/// that names it; 0 when the record is too short. Read, not decoded: decoding every action
+/// again would link a second decoder into the firmware for an error message.
+fn record_sequence(record: &[u8]) -> u64 {
+    record
+        .get(16..24)
+        .and_then(|b| b.try_into().ok())
+        .map_or(0, u64::from_le_bytes)
 }

@@ -1,5 +1,6 @@
 //! The keyring in flash: the signing keys the device trusts and the sequence of the last keyring
-//! update it applied, kept so that a key revoked once stays revoked across power cycles.
+//! update it applied, kept so that a key revoked once stays revoked across power cycles; and
+//! beside it, in the same commit, the release trust (release keys and policies, issue 34).
 //!
 //! ## Area, banks, copies
 //!
@@ -33,7 +34,8 @@
 //! |      4 |      4 | `generation`      | above the generation of every record the area held at the commit |
 //! |      8 |      8 | `update_sequence` | sequence of the last keyring update applied (0: none)    |
 //! |     16 |      1 | `count`           | entries in use, at most [`KEYRING_CAPACITY`]             |
-//! |     17 |      3 | reserved          | 0                                                        |
+//! |     17 |      1 | `release`         | 1: a release record of this generation is in the bank (below); else 0 |
+//! |     18 |      2 | reserved          | 0                                                        |
 //! |     20 | 36 × 12 | entries          | `public_key` (32), `revoked` (1: 0 or 1), reserved (3)   |
 //! |    452 |     56 | reserved          | 0                                                        |
 //! |    508 |      4 | `crc`             | CRC-32 (IEEE) of bytes 0..508                            |
@@ -41,8 +43,37 @@
 //! Key ids are not stored: they are derived from the public keys. Stability: version 1 of this
 //! layout (the magic's last byte); a firmware that changes it must change the magic. An unknown
 //! magic reads as "nothing stored": the factory keyring, then the updates again from the server.
+//! Byte 17 (`release`, 0 or 1) was reserved before release signatures and is 0 while the
+//! release trust is inactive, so such a device writes exactly the records it wrote before.
+//!
+//! ## The release trust (issue 34)
+//!
+//! While the device's release trust is active (a release key or policy: factory, or from a
+//! root-signed record), each commit also writes a release record into the same bank, two copies
+//! right after the keyring's, **before** the keyring's copies, and sets the keyring record's
+//! `release` byte. The keyring record stays the commit point: a bank whose keyring record says
+//! `release` 1 counts only if one copy of its release record decodes with the same
+//! `generation` (else it is skipped like a torn copy, and the other bank's durable record
+//! stands). So the keyring, its update sequence and the release trust change together, old or
+//! new, never a mix. A bank then needs [`RELEASE_BANK_BYTES`] (a layout with smaller banks and
+//! an active release trust fails the commit with `Error::ReleaseTrustNoRoom`).
+//!
+//! | Offset | Size   | Field             | Meaning                                                  |
+//! |-------:|-------:|-------------------|----------------------------------------------------------|
+//! |      0 |      4 | `magic`           | [`RELEASE_MAGIC`], bytes `4e 50 52 54` ("NPRT")           |
+//! |      4 |      4 | `generation`      | the keyring record's, in the same bank                   |
+//! |      8 |      1 | `key_count`       | release keys, at most `DEVICE_RELEASE_KEYS` (8)          |
+//! |      9 |      1 | `policy_count`    | policies, at most `DEVICE_RELEASE_POLICIES` (8)          |
+//! |     10 |      2 | reserved          | 0                                                        |
+//! |     12 | 33 × 8 | keys              | `public_key` (32), `revoked` (1: 0 or 1)                  |
+//! |    276 | 44 × 8 | policies          | npub-core's `ReleasePolicy::encode` (44 bytes each)       |
+//! |    628 |    136 | reserved          | 0                                                        |
+//! |    764 |      4 | `crc`             | CRC-32 (IEEE) of bytes 0..764                            |
 use embedded_storage::nor_flash::NorFlash;
 use npub_core::manifest::Keyring;
+use npub_core::release::{
+    DEVICE_RELEASE_KEYS, DEVICE_RELEASE_POLICIES, DeviceReleaseTrust, POLICY_BYTES, ReleasePolicy,
+};
 
 use crate::error::Error;
 use crate::layout::Layout;
@@ -63,6 +94,23 @@ pub const COMMIT_ATTEMPTS: usize = 3;
 /// The keyring type the agent keeps.
 pub type DeviceKeyring = Keyring<KEYRING_CAPACITY>;
 
+/// `"NPRT"` little-endian: a release-trust record of version 1 of its layout.
+pub const RELEASE_MAGIC: u32 = 0x5452_504E;
+/// A release-trust record's size: a multiple of 256, so any `WRITE_SIZE` up to 256 divides it.
+pub const RELEASE_RECORD_BYTES: usize = 768;
+/// The bank size a layout needs to keep an active release trust: the keyring record and the
+/// release record, two copies each.
+pub const RELEASE_BANK_BYTES: usize = 2 * KEYRING_RECORD_BYTES + 2 * RELEASE_RECORD_BYTES;
+/// Release keys the factory trust may hold (the rest of the capacity is for rotations).
+pub const MAX_FACTORY_RELEASE_KEYS: usize = 4;
+
+const RELEASE_KEYS_AT: usize = 12;
+const RELEASE_KEY_BYTES: usize = 33;
+const RELEASE_POLICIES_AT: usize = RELEASE_KEYS_AT + DEVICE_RELEASE_KEYS * RELEASE_KEY_BYTES;
+const _: () = assert!(
+    RELEASE_POLICIES_AT + DEVICE_RELEASE_POLICIES * POLICY_BYTES <= RELEASE_RECORD_BYTES - 4
+);
+
 const ENTRIES_AT: usize = 20;
 const ENTRY_BYTES: usize = 36;
 const CRC_AT: usize = KEYRING_RECORD_BYTES - 4;
@@ -77,6 +125,10 @@ pub struct Trust {
     factory_count: usize,
     roots: [[u8; 32]; MAX_ROOTS],
     root_count: usize,
+    release: [[u8; 32]; MAX_FACTORY_RELEASE_KEYS],
+    release_count: usize,
+    release_roots: [[u8; 32]; MAX_ROOTS],
+    release_root_count: usize,
 }
 
 impl Trust {
@@ -86,6 +138,10 @@ impl Trust {
         factory_count: 0,
         roots: [[0; 32]; MAX_ROOTS],
         root_count: 0,
+        release: [[0; 32]; MAX_FACTORY_RELEASE_KEYS],
+        release_count: 0,
+        release_roots: [[0; 32]; MAX_ROOTS],
+        release_root_count: 0,
     };
 
     /// `factory` signing keys and `roots`. Refuses more than [`KEYRING_CAPACITY`] factory keys or
@@ -134,6 +190,61 @@ impl Trust {
         }
         Ok(keyring)
     }
+
+    /// This trust with factory release keys (the release trust files) and the release roots
+    /// (which alone may sign keyring updates of actions 4 to 8: release keys and policies).
+    /// With no release key the release trust stays inactive until a root-signed record adds
+    /// one, and the device installs as it did before release signatures. Refuses more than
+    /// [`MAX_FACTORY_RELEASE_KEYS`] keys or [`MAX_ROOTS`] release roots, and keys npub-core
+    /// refuses (invalid, weak, twice).
+    #[inline(never)]
+    pub fn with_release(
+        mut self,
+        keys: &[[u8; 32]],
+        release_roots: &[[u8; 32]],
+    ) -> Result<Self, Error> {
+        if keys.len() > MAX_FACTORY_RELEASE_KEYS {
+            return Err(Error::TooManyKeys {
+                what: "factory release keys",
+                count: keys.len(),
+                max: MAX_FACTORY_RELEASE_KEYS,
+            });
+        }
+        if release_roots.len() > MAX_ROOTS {
+            return Err(Error::TooManyKeys {
+                what: "release roots",
+                count: release_roots.len(),
+                max: MAX_ROOTS,
+            });
+        }
+        self.release[..keys.len()].copy_from_slice(keys);
+        self.release_count = keys.len();
+        self.release_roots[..release_roots.len()].copy_from_slice(release_roots);
+        self.release_root_count = release_roots.len();
+        self.factory_release()?;
+        Ok(self)
+    }
+
+    /// The release roots.
+    pub fn release_roots(&self) -> &[[u8; 32]] {
+        &self.release_roots[..self.release_root_count]
+    }
+
+    /// The factory release keys.
+    pub fn release_keys(&self) -> &[[u8; 32]] {
+        &self.release[..self.release_count]
+    }
+
+    /// The release trust a device starts with when its keyring area holds none: the factory
+    /// release keys, no policy (one signature by any of them, `docs/release.md`).
+    #[inline(never)]
+    pub fn factory_release(&self) -> Result<DeviceReleaseTrust, Error> {
+        let mut trust = DeviceReleaseTrust::new();
+        for key in self.release_keys() {
+            trust.add_key(key).map_err(Error::Rejected)?;
+        }
+        Ok(trust)
+    }
 }
 
 /// Where the newest record is.
@@ -158,7 +269,7 @@ impl KeyStore {
     pub(crate) fn mount<F: NorFlash>(
         flash: &mut F,
         layout: &Layout,
-    ) -> Result<(Self, Option<DeviceKeyring>), Error> {
+    ) -> Result<(Self, Option<Stored>), Error> {
         const {
             assert!(
                 KEYRING_RECORD_BYTES % F::WRITE_SIZE == 0,
@@ -174,6 +285,7 @@ impl KeyStore {
         let mut newest: Option<Newest> = None;
         let mut copies = [[0u8; KEYRING_RECORD_BYTES]; 2];
         let mut best = [0u8; KEYRING_RECORD_BYTES];
+        let mut best_release = None;
         if layout.has_keyring() {
             for bank in 0..2 {
                 let mut found = [None; 2];
@@ -188,6 +300,16 @@ impl KeyStore {
                     [None, None] => continue,
                 };
                 let generation = record::word(&copies[pick], 4);
+                let release = if copies[pick][17] == 1 {
+                    match read_release(flash, layout, bank, generation)? {
+                        Some(release) => Some(release),
+                        // Its release record never became whole: the commit did not reach its
+                        // keyring copies, this bank is skipped like a torn copy.
+                        None => continue,
+                    }
+                } else {
+                    None
+                };
                 if newest.is_none_or(|n| generation > n.generation) {
                     newest = Some(Newest {
                         bank,
@@ -195,12 +317,17 @@ impl KeyStore {
                         durable,
                     });
                     best = copies[pick];
+                    best_release = release;
                 }
             }
         }
         let keyring = newest.and_then(|_| decode(&best)).map(|(_, k)| k);
         let newest = newest.filter(|_| keyring.is_some());
-        Ok((KeyStore { newest }, keyring))
+        let stored = keyring.map(|keyring| Stored {
+            keyring,
+            release: best_release,
+        });
+        Ok((KeyStore { newest }, stored))
     }
 
     /// Whether the newest record is in one copy only, and should be committed again.
@@ -215,9 +342,23 @@ impl KeyStore {
         flash: &mut F,
         layout: &Layout,
         keyring: &DeviceKeyring,
+        release: &DeviceReleaseTrust,
     ) -> Result<(), Error> {
         if !layout.has_keyring() {
             return Ok(());
+        }
+        const {
+            assert!(
+                RELEASE_RECORD_BYTES % F::WRITE_SIZE == 0,
+                "WRITE_SIZE must divide a release record"
+            );
+        }
+        let active = release.is_active();
+        if active && (layout.keyring_bank_bytes as usize) < RELEASE_BANK_BYTES {
+            return Err(Error::ReleaseTrustNoRoom {
+                bank_bytes: layout.keyring_bank_bytes,
+                needed: RELEASE_BANK_BYTES as u32,
+            });
         }
         let (bank, generation) = match self.newest {
             None => (0, 1),
@@ -226,7 +367,11 @@ impl KeyStore {
                 n.generation.checked_add(1).ok_or(Error::KeyringExhausted)?,
             ),
         };
-        let record = encode(generation, keyring);
+        let mut record = encode(generation, keyring);
+        if active {
+            record[17] = 1;
+            record::frame(&mut record, KEYRING_MAGIC);
+        }
         for _ in 0..COMMIT_ATTEMPTS {
             let start = layout.keyring_bank(bank);
             if self.newest.is_some_and(|n| n.bank == bank) {
@@ -235,6 +380,10 @@ impl KeyStore {
                 self.newest = None;
             }
             flash.erase(start, start + layout.keyring_bank_bytes)?;
+            // The release record first: the keyring record, written next, is the commit point.
+            if active && !program_release(flash, layout, bank, generation, release)? {
+                continue;
+            }
             let copies = [0, 1].map(|copy| record_offset(layout, bank, copy));
             if record::program(flash, &copies, &record, &mut [0u8; KEYRING_RECORD_BYTES])? {
                 self.newest = Some(Newest {
@@ -269,6 +418,112 @@ fn read_copy<F: NorFlash>(
     })
 }
 
+/// What the keyring area holds: the keyring, and the release trust when its record says one was
+/// written beside it (`None`: the release trust was inactive at that commit; the factory release
+/// trust stands in).
+#[derive(Debug, Clone)]
+pub(crate) struct Stored {
+    pub(crate) keyring: DeviceKeyring,
+    pub(crate) release: Option<DeviceReleaseTrust>,
+}
+
+fn release_offset(layout: &Layout, bank: usize, copy: usize) -> u32 {
+    layout.keyring_bank(bank) + (2 * KEYRING_RECORD_BYTES + copy * RELEASE_RECORD_BYTES) as u32
+}
+
+/// The release trust in `bank` with `generation`, from either copy; `None` when neither holds
+/// it (or the bank is too small to hold one).
+#[inline(never)]
+fn read_release<F: NorFlash>(
+    flash: &mut F,
+    layout: &Layout,
+    bank: usize,
+    generation: u32,
+) -> Result<Option<DeviceReleaseTrust>, Error> {
+    if (layout.keyring_bank_bytes as usize) < RELEASE_BANK_BYTES {
+        return Ok(None);
+    }
+    let mut buf = [0u8; RELEASE_RECORD_BYTES];
+    for copy in 0..2 {
+        let at = release_offset(layout, bank, copy);
+        if record::read(flash, at, &mut buf, RELEASE_MAGIC)? == record::Read::Framed
+            && record::word(&buf, 4) == generation
+            && let Some(trust) = decode_release(&buf)
+        {
+            return Ok(Some(trust));
+        }
+    }
+    Ok(None)
+}
+
+/// Programs both copies of the release record and reads them back.
+#[inline(never)]
+fn program_release<F: NorFlash>(
+    flash: &mut F,
+    layout: &Layout,
+    bank: usize,
+    generation: u32,
+    release: &DeviceReleaseTrust,
+) -> Result<bool, Error> {
+    let record = encode_release(generation, release);
+    let copies = [0, 1].map(|copy| release_offset(layout, bank, copy));
+    record::program(flash, &copies, &record, &mut [0u8; RELEASE_RECORD_BYTES])
+}
+
+/// The release record for `trust` at `generation` (the module's second table).
+pub(crate) fn encode_release(
+    generation: u32,
+    trust: &DeviceReleaseTrust,
+) -> [u8; RELEASE_RECORD_BYTES] {
+    let mut r = [0u8; RELEASE_RECORD_BYTES];
+    r[4..8].copy_from_slice(&generation.to_le_bytes());
+    let mut keys = 0;
+    for (i, entry) in trust.keys().enumerate() {
+        let at = RELEASE_KEYS_AT + i * RELEASE_KEY_BYTES;
+        r[at..at + 32].copy_from_slice(entry.public_key());
+        r[at + 32] = u8::from(entry.is_revoked());
+        keys += 1;
+    }
+    let mut policies = 0;
+    for (i, policy) in trust.policies().enumerate() {
+        let at = RELEASE_POLICIES_AT + i * POLICY_BYTES;
+        r[at..at + POLICY_BYTES].copy_from_slice(&policy.encode());
+        policies += 1;
+    }
+    r[8] = keys;
+    r[9] = policies;
+    record::frame(&mut r, RELEASE_MAGIC);
+    r
+}
+
+/// The release trust a framed release record holds, or `None` when it is not a valid one.
+fn decode_release(r: &[u8; RELEASE_RECORD_BYTES]) -> Option<DeviceReleaseTrust> {
+    let keys = usize::from(r[8]);
+    let policies = usize::from(r[9]);
+    if keys > DEVICE_RELEASE_KEYS || policies > DEVICE_RELEASE_POLICIES || r[10..12] != [0; 2] {
+        return None;
+    }
+    let mut trust = DeviceReleaseTrust::new();
+    for i in 0..keys {
+        let at = RELEASE_KEYS_AT + i * RELEASE_KEY_BYTES;
+        let mut key = [0u8; 32];
+        key.copy_from_slice(&r[at..at + 32]);
+        let id = trust.add_key(&key).ok()?;
+        match r[at + 32] {
+            0 => {}
+            1 => trust.revoke_key(id).ok()?,
+            _ => return None,
+        }
+    }
+    for i in 0..policies {
+        let at = RELEASE_POLICIES_AT + i * POLICY_BYTES;
+        let mut bytes = [0u8; POLICY_BYTES];
+        bytes.copy_from_slice(&r[at..at + POLICY_BYTES]);
+        trust.set_policy(ReleasePolicy::decode(&bytes).ok()?).ok()?;
+    }
+    Some(trust)
+}
+
 fn record_offset(layout: &Layout, bank: usize, copy: usize) -> u32 {
     layout.keyring_bank(bank) + (copy * KEYRING_RECORD_BYTES) as u32
 }
@@ -296,7 +551,7 @@ fn decode(r: &[u8; KEYRING_RECORD_BYTES]) -> Option<(u32, DeviceKeyring)> {
         return None;
     }
     let count = usize::from(r[16]);
-    if count > KEYRING_CAPACITY || r[17..20] != [0; 3] {
+    if count > KEYRING_CAPACITY || r[17] > 1 || r[18..20] != [0; 2] {
         return None;
     }
     let mut keyring = DeviceKeyring::new();

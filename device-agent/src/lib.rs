@@ -17,7 +17,8 @@
 //! | `install.rs`  | manifest → download → verify → pending → bind → self-test → confirmed       |
 //! | `boot.rs`     | choose, re-validate, bind; trial boots and revert                           |
 //! | `npu.rs`      | the Ethos-U55 register model: QBASE/QSIZE, BASEP0..7                         |
-//! | `transport.rs`| the fleet server as three calls                                             |
+//! | `keystore.rs` | the keyring and the release trust in flash, committed together; the firmware's [`Trust`] |
+//! | `transport.rs`| the fleet server as three calls, plus keyring updates and release bundles     |
 //! | `nor_emu.rs`  | (std) NOR emulation with power cuts, torn writes and bit flips              |
 //! | `http_io/`    | (`http-io`) the device API over HTTP/1.1 on any `embedded-io` stream, no_std: the firmware's, the C ABI's and the simulator's (over a `TcpStream`) |
 //!

@@ -1,10 +1,11 @@
-//! How the agent talks to the fleet server: three calls, and two for keyring updates, blocking,
-//! no allocation. None has a default: a transport that forgot the keyring calls would compile and
+//! How the agent talks to the fleet server: three calls, two for keyring updates and one for
+//! release signatures, blocking, no allocation. None has a default: a transport that forgot the keyring calls would compile and
 //! silently never rotate a key, so each says what it does about them (a test double that carries
 //! no keyring updates answers `None` / `Ok(0)`).
 //!
 //! The device API (`GET /api/v1/device/manifest?seq=N`, `GET /api/v1/device/packs/{sha256}` with
-//! `Range`, `POST /api/v1/device/status`) maps onto them one to one; the implementation is
+//! `Range`, `GET /api/v1/device/packs/{sha256}/release`, `POST /api/v1/device/status`) maps onto
+//! them one to one; the implementation is
 //! `crate::http_io`, over any byte stream (smoltcp on the firmware, a `TcpStream` on the host). Nothing the transport returns is
 //! trusted: the manifest is verified by npub-core, the pack by its length, NPU1 structure and, in
 //! flash, its SHA-256.
@@ -82,6 +83,18 @@ pub trait Transport {
     /// keyring update the server has. `None`: the answer had none (or this transport does not
     /// read it), and the agent keeps its keyring as it is.
     fn keyring_sequence(&self) -> Option<u64>;
+
+    /// Fetches the release bundle served beside the pack `sha256` (`GET
+    /// /api/v1/device/packs/{sha256}/release`) into `buf` (the agent's is
+    /// `npub_core::release::MAX_BUNDLE_BYTES`). `Ok(None)`: the server has none (404).
+    /// `Ok(Some(n))`: the bundle is `n` bytes; if `n > buf.len()` only `buf.len()` were written
+    /// and the agent refuses it. The agent asks only while its release trust is active; a test
+    /// double for a device without one answers `Ok(None)`.
+    fn fetch_release(
+        &mut self,
+        sha256: &[u8; 32],
+        buf: &mut [u8],
+    ) -> Result<Option<usize>, TransportError>;
 
     /// Fetches the keyring updates with a sequence above `after` (`GET
     /// /api/v1/device/keys?after=N`) into `buf`: whole 144-byte records, in sequence order, as

@@ -222,6 +222,14 @@ impl Transport for Replay {
         panic!("a replayed manifest must be refused before any download");
     }
 
+    fn fetch_release(
+        &mut self,
+        _: &[u8; 32],
+        _: &mut [u8],
+    ) -> Result<Option<usize>, TransportError> {
+        panic!("a replayed manifest must be refused before its release is asked for");
+    }
+
     fn report(&mut self, _report: &Report) -> Result<(), TransportError> {
         Ok(())
     }

@@ -102,6 +102,15 @@ impl Transport for Net {
         Ok(n)
     }
 
+    /// No release trust in the harness: never asked.
+    fn fetch_release(
+        &mut self,
+        _: &[u8; 32],
+        _: &mut [u8],
+    ) -> Result<Option<usize>, TransportError> {
+        Ok(None)
+    }
+
     fn report(&mut self, _: &Report) -> Result<(), TransportError> {
         Ok(())
     }

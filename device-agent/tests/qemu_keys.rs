@@ -75,6 +75,7 @@ fn rejects_a_revoked_key_after_the_firmware_followed_a_rotation_and_rebooted() {
         "{log}"
     );
     // The poll that applied the keyring updates and then installed.
+    println!("{log}");
     net::qemu::assert_poll_stack_within_budget(&log);
 
     // Reboot on the same flash file: key 1's manifest, replayed, is refused for its key before a

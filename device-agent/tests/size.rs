@@ -7,12 +7,25 @@
 //! bytes, `#[inline(never)]` where inlining copied code) brought it to 50,748 B, and verifying
 //! signatures with salty's curve arithmetic instead of ed25519-dalek to about 44.4 KB (rustc 1.95).
 //! `device-agent/README.md` gives the figure and how it is measured.
+//!
+//! **Raised to 58 KiB by issue 34 (release signatures), measured.** With the release check the
+//! probe (which now provisions a release key and a release root, so the whole path is linked)
+//! measured 58,156 B against 47,880 B on main (rustc 1.95): npub-core's `release::check` with its
+//! bundle parser, per-signature checks and model id (about 2.9 KB, as `docs/release.md`'s figures
+//! say), the release half of keyring updates (`apply_update`'s decoder of actions 4-8, key
+//! changes, policy decoding: about 3.4 KB), the release record in flash (read, program, decode:
+//! about 1.6 KB), the trust's provisioning and the agent's own glue (about 2.3 KB). Tried first:
+//! `opt-level = "z"` (59,188 B against 59,200 B with `"s"`: nothing), reading a refused update's
+//! sequence from its bytes instead of decoding it again, and one read of the release record at
+//! mount instead of two (-1,044 B together). What is left is npub-core's, and the check the
+//! issue asks for; the target keeps 1,236 B of room over the measured figure, as before.
 mod net;
 
 use std::path::Path;
 
-/// The agent core's `.text` may not exceed this (issue #12: ≤ 48 KiB).
-const TEXT_TARGET: u64 = 48 * 1024;
+/// The agent core's `.text` may not exceed this (issue #12: ≤ 48 KiB; 58 KiB since the release
+/// check of issue 34, measured at 58,156 B: see above).
+const TEXT_TARGET: u64 = 58 * 1024;
 
 /// The size of section `name` in a 32-bit little-endian ELF file.
 fn section_size(elf: &[u8], name: &str) -> Option<u64> {

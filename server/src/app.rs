@@ -53,6 +53,7 @@ pub(crate) fn routes() -> OpenApiRouter<AppState> {
         .merge(ops::audit_log::router())
         .merge(catalog::models::router())
         .merge(catalog::versions::router())
+        .merge(catalog::release::router())
         .merge(keys::routes::router())
         .merge(fleet::router())
         .merge(device::router())

@@ -126,6 +126,21 @@ export function path(...parts) {
 }
 
 /** `?k=v&…` from the defined, non-empty entries of `params`. */
+/**
+ * Every item of a paged listing (`{items, next_cursor}`), following its cursors: for listings
+ * that stay short (a model's versions), not for the fleet.
+ */
+export async function all(path, params = {}) {
+  const items = [];
+  let cursor;
+  do {
+    const page = await get(`${path}${query({ ...params, limit: 1000, cursor })}`);
+    items.push(...page.items);
+    cursor = page.next_cursor;
+  } while (cursor);
+  return items;
+}
+
 export function query(params) {
   const q = new URLSearchParams();
   for (const [k, v] of Object.entries(params)) {
@@ -137,12 +152,13 @@ export function query(params) {
 
 /**
  * Uploads `file` as version `version` of `model`, reporting progress as `onProgress(loaded,
- * total)`. The raw file is the body, or, when `io` (an IO-bindings JSON file) is given, a
- * multipart form with parts `pack` and `io`. XMLHttpRequest because fetch cannot report upload
+ * total)`. The raw file is the body, or, when `io` (an IO-bindings JSON file) or `release` (the
+ * release bundle `npub release sign` writes) is given, a multipart form with parts `pack`, `io`
+ * and `release`. XMLHttpRequest because fetch cannot report upload
  * progress. `idempotencyKey` is sent as `Idempotency-Key` (see `submission`). Returns
  * `{ promise, abort }`.
  */
-export function upload(model, version, file, io, onProgress, idempotencyKey) {
+export function upload(model, version, file, io, onProgress, idempotencyKey, release = null) {
   const xhr = new XMLHttpRequest();
   const promise = new Promise((resolve, reject) => {
     xhr.open('POST', API + path('models', model, 'versions', version));
@@ -176,10 +192,11 @@ export function upload(model, version, file, io, onProgress, idempotencyKey) {
       reject(new ApiError(0, 'network', 'the upload was interrupted (the connection failed)')),
     );
     xhr.addEventListener('abort', () => reject(new ApiError(0, 'aborted', 'the upload was cancelled')));
-    if (io) {
+    if (io || release) {
       const form = new FormData();
       form.append('pack', file, file.name);
-      form.append('io', io, io.name);
+      if (io) form.append('io', io, io.name);
+      if (release) form.append('release', release, release.name);
       xhr.send(form);
     } else {
       xhr.setRequestHeader('Content-Type', 'application/octet-stream');
@@ -187,6 +204,44 @@ export function upload(model, version, file, io, onProgress, idempotencyKey) {
     }
   });
   return { promise, abort: () => xhr.abort() };
+}
+
+/**
+ * Attaches release signatures (the NPRB bundle `npub release sign` writes, a File or Blob) to a
+ * version: merged with the ones stored. Resolves to the stored bundle's JSON view.
+ */
+export async function attachRelease(model, version, bundle) {
+  let response;
+  try {
+    response = await fetch(API + path('models', model, 'versions', version, 'release-signatures'), {
+      method: 'POST',
+      headers: {
+        Accept: 'application/json',
+        Authorization: `Bearer ${token()}`,
+        'Content-Type': 'application/octet-stream',
+      },
+      body: bundle,
+      cache: 'no-store',
+    });
+  } catch (e) {
+    throw new ApiError(0, 'network', `the server did not answer (${e.message})`);
+  }
+  if (!response.ok) {
+    const err = await errorOf(response);
+    if (response.status === 401) onUnauthorized(err);
+    throw err;
+  }
+  return response.json();
+}
+
+/** A version's release signatures as JSON (key ids, k of the model's rule), or null: none. */
+export async function releaseInfo(model, version) {
+  try {
+    return await get(path('models', model, 'versions', version, 'release-signatures'));
+  } catch (e) {
+    if (e instanceof ApiError && e.status === 404) return null;
+    throw e;
+  }
 }
 
 /** Fetches `apiPath` (under /api/v1) with the token and hands it to the browser as `filename`. */

@@ -10,12 +10,16 @@ const DEFAULT_BATCHES = '5, 25, 100';
 const DEFAULT_SUCCESS = 90;
 const DEFAULT_FAILURE = 20;
 
-/** Known groups (with their device counts) and unrevoked devices, for the target pickers. */
+/**
+ * Known groups (with their device counts) and unrevoked devices, for the target pickers: the
+ * first 1,000 devices in id order (a larger fleet deploys to groups; `more` says so).
+ */
 async function fleetNames() {
-  const [groups, devices] = await Promise.all([api.get('/groups'), api.get('/devices')]);
+  const [groups, page] = await Promise.all([api.get('/groups'), api.get(`/devices${api.query({ limit: 1000 })}`)]);
   return {
     groups: groups.filter((g) => g.devices > 0),
-    devices: devices.filter((d) => !d.revoked_at),
+    devices: page.items.filter((d) => !d.revoked_at),
+    more: Boolean(page.next_cursor),
   };
 }
 
@@ -68,7 +72,7 @@ export async function renderDeploy(main, _args, ctx) {
   const loadVersions = async () => {
     replace(version);
     if (!model.value) return;
-    const list = await api.get(api.path('models', model.value, 'versions'));
+    const list = await api.all(api.path('models', model.value, 'versions'));
     for (const v of [...list].reverse()) {
       version.append(h('option', { value: v.version, selected: v.version === wantVersion }, `${v.version} (${v.accelerator})`));
     }
@@ -88,7 +92,7 @@ export async function renderDeploy(main, _args, ctx) {
     );
     targetField.querySelector('label').textContent = isGroup ? 'Group' : 'Device';
   };
-  const targetField = field('Group', target, names.devices.length ? 'Only groups with devices are listed; the preview says who is reached' : 'No devices are registered yet; register them under Fleet.');
+  const targetField = field('Group', target, names.devices.length ? `Only groups with devices are listed${names.more ? '; the first 1,000 devices are listed' : ''}; the preview says who is reached` : 'No devices are registered yet; register them under Fleet.');
   targetKind.addEventListener('change', fillTargets);
   fillTargets();
 

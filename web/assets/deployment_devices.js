@@ -6,6 +6,9 @@ import * as api from './api.js';
 import { h, replace, field, table, link, errorBox } from './dom.js';
 import { time, plural } from './format.js';
 
+/** Devices per page. */
+const PAGE = 100;
+
 const SKIPS = {
   other_accelerator: 'other accelerator',
   batch_not_open: 'batch not open yet',
@@ -25,11 +28,16 @@ export function deploymentDevices(id, initialState, { states, stateBadge }) {
   );
   const list = h('div', { id: `devices-of-${id}`, class: 'deployment-devices' });
   const status = h('div', { 'aria-live': 'polite' });
+  const pager = h('nav', { class: 'pager', 'aria-label': 'Pages of devices' });
+  // The cursors of the pages before this one; the first page has none.
+  const before = [];
+  let cursor;
   let last = '';
   const refresh = async () => {
     try {
-      const rows = await api.get(`${api.path('deployments', id, 'devices')}${api.query({ state: filter.value })}`);
-      const json = JSON.stringify([filter.value, rows]);
+      const page = await api.get(`${api.path('deployments', id, 'devices')}${api.query({ state: filter.value, limit: PAGE, cursor })}`);
+      const rows = page.items;
+      const json = JSON.stringify([filter.value, cursor, page]);
       if (json === last) return;
       last = json;
       replace(
@@ -44,18 +52,36 @@ export function deploymentDevices(id, initialState, { states, stateBadge }) {
           ],
           rows,
           {
-            caption: filter.value ? `${plural(rows.length, 'device')} ${filter.value.replace('_', ' ')}` : plural(rows.length, 'device'),
+            caption: `${plural(rows.length, 'device')}${filter.value ? ` ${filter.value.replace('_', ' ')}` : ''}${before.length || page.next_cursor ? `, page ${before.length + 1}` : ''}`,
             empty: filter.value ? `No device is ${filter.value.replace('_', ' ')}.` : 'No devices.',
             className: 'device-list',
           },
         ),
       );
+      const back = h('button', { type: 'button', disabled: before.length === 0 }, '← Previous page');
+      back.addEventListener('click', () => {
+        cursor = before.pop();
+        refresh();
+      });
+      const next = h('button', { type: 'button', disabled: !page.next_cursor }, 'Next page →');
+      next.addEventListener('click', () => {
+        before.push(cursor);
+        cursor = page.next_cursor;
+        refresh();
+      });
+      replace(pager, before.length || page.next_cursor ? [back, next] : []);
       replace(status);
     } catch (err) {
       replace(status, errorBox(err));
     }
   };
-  filter.addEventListener('change', refresh);
+  // Another state starts again from the first page.
+  const restart = () => {
+    before.length = 0;
+    cursor = undefined;
+    return refresh();
+  };
+  filter.addEventListener('change', restart);
   const node = h(
     'section',
     { id: 'devices', 'aria-labelledby': 'devices-title' },
@@ -63,10 +89,11 @@ export function deploymentDevices(id, initialState, { states, stateBadge }) {
     h('form', { class: 'filters', onsubmit: (e) => e.preventDefault(), 'aria-label': 'Filter devices' }, field('Show', filter)),
     status,
     list,
+    pager,
   );
   const pick = (state) => {
     filter.value = state;
-    refresh();
+    restart();
     node.scrollIntoView({ block: 'start' });
     filter.focus();
   };

@@ -57,21 +57,42 @@ function lastContact(d) {
   return ago(d.last_seen);
 }
 
+/** "Not seen for more than …": the choices, in minutes. */
+const NOT_SEEN = [
+  ['', 'any time'],
+  ['15', 'over 15 minutes'],
+  ['60', 'over an hour'],
+  ['1440', 'over a day'],
+  ['10080', 'over a week'],
+];
+
+/** Devices per page of the table. */
+const PAGE = 100;
+
 export async function renderFleet(main, _args, ctx) {
   const params = ctx.params;
+  const select = (name, first, options) =>
+    h(
+      'select',
+      { name },
+      h('option', { value: '' }, first),
+      options.map(([value, label]) => h('option', { value, selected: params.get(name) === value }, label)),
+    );
   const group = h('select', { name: 'group' }, h('option', { value: '' }, 'all groups'));
-  const state = h(
-    'select',
-    { name: 'status' },
-    h('option', { value: '' }, 'any status'),
-    STATUSES.map((s) => h('option', { value: s }, s)),
-  );
-  const search = h('input', { type: 'search', name: 'q', autocomplete: 'off', placeholder: 'id, name, version, tag…' });
+  const state = select('status', 'any status', STATUSES.map((s) => [s, s]));
+  const accel = select('accelerator', 'any NPU', ACCELERATORS.map((a) => [a, a]));
+  const notSeen = select('not_seen_minutes', 'any time', NOT_SEEN.slice(1));
+  const version = h('input', { name: 'version', autocomplete: 'off', placeholder: 'e.g. 1.2.0', size: 10, value: params.get('version') ?? '' });
+  const search = h('input', { type: 'search', name: 'q', autocomplete: 'off', placeholder: 'id or name', value: params.get('q') ?? '' });
   const list = h('div', {});
+  const pager = h('nav', { class: 'pager', 'aria-label': 'Device pages' });
   const status = h('div', { 'aria-live': 'polite' });
   const rollbackBox = h('section', { 'aria-labelledby': 'rollback-title' });
-  let all = [];
+  let page = { items: [] };
   let groups = [];
+  // The cursors of the pages before this one (the first page has none): Back pops one.
+  const before = [];
+  let cursor = params.get('cursor') || '';
   // Batch edit: the ids ticked in the table survive its periodic rebuilds.
   const selected = new Set();
   const batch = batchEditForm(selected, () => load(), status);
@@ -86,16 +107,27 @@ export async function renderFleet(main, _args, ctx) {
     return box;
   };
 
+  /** The filters as the API's query (and the view's URL): only those that are set. */
+  const filters = () => ({
+    group: group.value,
+    status: state.value,
+    accelerator: accel.value,
+    not_seen_minutes: notSeen.value,
+    version: version.value.trim(),
+    q: search.value.trim(),
+  });
+  const filtered = () => Object.values(filters()).some(Boolean);
+
   const show = () => {
-    const q = search.value.trim().toLowerCase();
-    const rows = all.filter((d) => {
-      if (!q) return true;
-      return [d.id, d.name, d.group, d.current_model, d.current_version, d.accelerator, ...(d.tags ?? [])]
-        .filter(Boolean)
-        .join(' ')
-        .toLowerCase()
-        .includes(q);
-    });
+    const rows = page.items;
+    const first = before.length * PAGE + 1;
+    const last = first + rows.length - 1;
+    const matching = filtered() ? ' matching the filters' : '';
+    // One page: how many; several: which ones, and the total once the last page is reached.
+    const caption =
+      before.length === 0 && !page.next_cursor
+        ? `${plural(rows.length, 'device')}${matching}`
+        : `devices ${first}–${last}${page.next_cursor ? '' : ` of ${last}`}${matching}`;
     replace(
       list,
       table(
@@ -111,9 +143,21 @@ export async function renderFleet(main, _args, ctx) {
           { label: 'Actions', cell: (d) => revokeButton(d) },
         ],
         rows,
-        { caption: `${rows.length} of ${plural(all.length, 'device')}`, empty: all.length || group.value || state.value ? 'No device matches.' : 'No devices registered yet.', className: 'devices' },
+        { caption, empty: filtered() || before.length ? 'No device matches.' : 'No devices registered yet.', className: 'devices' },
       ),
     );
+    const back = h('button', { type: 'button', disabled: before.length === 0 }, '← Previous page');
+    back.addEventListener('click', () => {
+      cursor = before.pop() ?? '';
+      reload();
+    });
+    const next = h('button', { type: 'button', disabled: !page.next_cursor }, 'Next page →');
+    next.addEventListener('click', () => {
+      before.push(cursor);
+      cursor = page.next_cursor;
+      reload();
+    });
+    replace(pager, back, next);
   };
 
   function revokeButton(d) {
@@ -140,15 +184,29 @@ export async function renderFleet(main, _args, ctx) {
 
   let lastJson = '';
   async function load() {
-    const data = await api.get(`/devices${api.query({ group: group.value, status: state.value })}`);
+    const query = { ...filters(), limit: PAGE, cursor };
+    const data = await api.get(`/devices${api.query(query)}`);
     const json = JSON.stringify(data);
     if (!ctx.current()) return;
+    // The view's URL carries its filters and page, so that it can be shared or reloaded.
+    const shown = api.query({ ...filters(), cursor });
+    history.replaceState(null, '', `#/fleet${shown}`);
     refreshAgo(list);
     if (json === lastJson) return;
     lastJson = json;
-    all = data;
+    page = data;
     show();
   }
+  const reload = () => {
+    lastJson = '';
+    load().catch((e) => replace(status, errorBox(e)));
+  };
+  // A change of filter starts again from the first page.
+  const refilter = () => {
+    before.length = 0;
+    cursor = '';
+    reload();
+  };
 
   async function loadGroups() {
     groups = (await api.get('/groups')).map((g) => g.group);
@@ -156,13 +214,19 @@ export async function renderFleet(main, _args, ctx) {
     replace(group, h('option', { value: '' }, 'all groups'), groups.map((g) => h('option', { value: g, selected: g === selected }, g)));
   }
 
-  group.addEventListener('change', () => load().catch((e) => replace(status, errorBox(e))));
-  state.addEventListener('change', () => load().catch((e) => replace(status, errorBox(e))));
-  search.addEventListener('input', show);
+  for (const control of [group, state, accel, notSeen]) control.addEventListener('change', refilter);
+  // Typing asks the server once the typing pauses.
+  let typing;
+  for (const control of [search, version]) {
+    control.addEventListener('input', () => {
+      clearTimeout(typing);
+      typing = setTimeout(refilter, 300);
+    });
+  }
 
   await loadGroups();
   if (!ctx.current()) return;
-  const reload = async () => {
+  const reloadAll = async () => {
     await loadGroups();
     await load();
     await renderRollback(rollbackBox, groups, group.value, false);
@@ -175,13 +239,17 @@ export async function renderFleet(main, _args, ctx) {
       { class: 'filters', role: 'search', 'aria-label': 'Filter devices', onsubmit: (e) => e.preventDefault() },
       field('Group', group),
       field('Status', state),
+      field('NPU', accel),
+      field('Not seen', notSeen),
+      field('Version', version),
       field('Search', search),
     ),
     status,
     list,
+    pager,
     batch.form,
     rollbackBox,
-    registerForm(reload),
+    registerForm(reloadAll),
   );
   await renderRollback(rollbackBox, groups, params.get('group'), params.get('rollback') === '1');
   await poll(ctx, REFRESH_MS, load);
@@ -261,7 +329,7 @@ async function renderRollback(section, groups, wantGroup, focus) {
   const batches = h('input', { name: 'rollback-batches', value: '100', autocomplete: 'off', inputmode: 'numeric' });
   const status = h('div', { 'aria-live': 'polite' });
   const loadVersions = async () => {
-    const list = model.value ? await api.get(api.path('models', model.value, 'versions')) : [];
+    const list = model.value ? await api.all(api.path('models', model.value, 'versions')) : [];
     replace(
       version,
       h('option', { value: 'previous' }, 'the version deployed before the last one'),

@@ -85,7 +85,7 @@ function newModelForm() {
 export async function renderModel(main, [name], ctx) {
   const [model, versions] = await Promise.all([
     api.get(api.path('models', name)),
-    api.get(api.path('models', name, 'versions')),
+    api.all(api.path('models', name, 'versions')),
   ]);
   if (!ctx.current()) return;
   const about = h('div', { class: 'model-facts' });
@@ -99,7 +99,7 @@ export async function renderModel(main, [name], ctx) {
   const refresh = async () => {
     const [m, list] = await Promise.all([
       api.get(api.path('models', name)),
-      api.get(api.path('models', name, 'versions')),
+      api.all(api.path('models', name, 'versions')),
     ]);
     if (ctx.current()) show(m, list);
   };
@@ -119,6 +119,12 @@ function modelFacts(model) {
     ['Accelerator', model.accelerator ?? 'any'],
     ['Versions', h('span', { class: 'version-count' }, String(model.versions))],
     ['Created', [time(model.created_at), ` by ${model.created_by}`]],
+    [
+      'Release required',
+      model.release_required
+        ? 'yes: versions without enough release signatures cannot be deployed or rolled back to'
+        : 'no (it is switched on a version page)',
+    ],
   ]);
 }
 
@@ -131,6 +137,13 @@ export function versionsTable(model, versions) {
       { label: 'Arena', cell: (v) => size(v.arena_bytes), class: 'num' },
       { label: 'Accelerator', cell: (v) => v.accelerator },
       { label: 'Source', cell: (v) => v.source },
+      {
+        label: 'Released by',
+        cell: (v) =>
+          v.release_key_ids?.length
+            ? v.release_key_ids.map((id, i) => [i ? ', ' : '', h('code', { class: 'key-id' }, id)])
+            : '—',
+      },
       { label: 'Uploaded by', cell: (v) => v.uploaded_by },
       { label: 'Uploaded', cell: (v) => time(v.created_at) },
     ],

@@ -17,6 +17,7 @@ function nextVersion(latest) {
 export function uploadPanel(model, onUploaded) {
   let file = null;
   let io = null;
+  let release = null;
   const titleId = 'upload-title';
   const version = h('input', {
     name: 'version',
@@ -38,6 +39,12 @@ export function uploadPanel(model, onUploaded) {
   const ioPicker = h('input', { type: 'file', name: 'io', accept: '.json,application/json' });
   const ioField = field('IO bindings (optional, .npub only)', ioPicker, 'The OUT.io.json that npub pack writes beside a pack; a Vela model carries its own.');
   ioField.hidden = true;
+  const releasePicker = h('input', { type: 'file', name: 'release', accept: '.release,application/octet-stream' });
+  const releaseField = field(
+    'Release signatures (optional)',
+    releasePicker,
+    'The PACK.release that npub release sign writes for this pack and version; stored with it.',
+  );
   const progress = h('progress', { max: '100', value: '0', 'aria-label': 'Upload progress' });
   const progressText = h('span', { class: 'progress-text' }, '');
   const progressRow = h('div', { class: 'progress-row', hidden: true }, progress, progressText);
@@ -50,8 +57,10 @@ export function uploadPanel(model, onUploaded) {
   function clearChoice() {
     file = null;
     io = null;
+    release = null;
     picker.value = '';
     ioPicker.value = '';
+    releasePicker.value = '';
     chosen.textContent = 'No file chosen';
     ioField.hidden = true;
   }
@@ -72,6 +81,9 @@ export function uploadPanel(model, onUploaded) {
   picker.addEventListener('change', () => choose(picker.files[0]));
   ioPicker.addEventListener('change', () => {
     io = ioPicker.files[0] ?? null;
+  });
+  releasePicker.addEventListener('change', () => {
+    release = releasePicker.files[0] ?? null;
   });
   for (const type of ['dragenter', 'dragover']) {
     zone.addEventListener(type, (e) => {
@@ -103,6 +115,7 @@ export function uploadPanel(model, onUploaded) {
     field('Version', version, 'e.g. 1.2.0 — letters, digits, . _ - +'),
     zone,
     ioField,
+    releaseField,
     progressRow,
     h('div', { class: 'actions' }, cancel, submit),
     status,
@@ -125,7 +138,7 @@ export function uploadPanel(model, onUploaded) {
     progressText.textContent = '0%';
     replace(status, h('p', {}, `Uploading ${file.name}…`));
     const ioFile = ioField.hidden ? null : io;
-    const what = [model.name, v, file.name, file.size, file.lastModified, ioFile?.name, ioFile?.size];
+    const what = [model.name, v, file.name, file.size, file.lastModified, ioFile?.name, ioFile?.size, release?.name, release?.size];
     inFlight = api.upload(
       model.name,
       v,
@@ -137,6 +150,7 @@ export function uploadPanel(model, onUploaded) {
         progressText.textContent = `${pct}%`;
       },
       uploading.key(what),
+      release,
     );
     try {
       const detail = await inFlight.promise;

@@ -2,14 +2,16 @@
 // IO bindings, the command-stream verifier's summary, digests and the signing key.
 
 import * as api from './api.js';
-import { h, replace, link, facts, wideTable, errorBox, toast, route } from './dom.js';
+import { h, replace, link, facts, field, wideTable, errorBox, toast, route } from './dom.js';
 import { bytes, time, digest, hex32, plural } from './format.js';
 import { confirmAction } from './dialog.js';
 
 export async function renderVersion(main, [model, version], ctx) {
-  const [v, keys] = await Promise.all([
+  const [v, keys, release, m] = await Promise.all([
     api.get(api.path('models', model, 'versions', version)),
     api.get('/keys').catch(() => null),
+    api.releaseInfo(model, version),
+    api.get(api.path('models', model)),
   ]);
   if (!ctx.current()) return;
   const report = v.report ?? {};
@@ -60,6 +62,7 @@ export async function renderVersion(main, [model, version], ctx) {
       ? h('p', { class: 'notice identical' }, `Byte-identical to ${v.identical_to.map((x) => `${v.model} ${x}`).join(', ')} (same SHA-256).`)
       : null,
     h('section', { 'aria-labelledby': 'summary-title' }, h('h2', { id: 'summary-title' }, 'Summary'), summary(v, keys)),
+    h('section', { 'aria-labelledby': 'release-title', class: 'release' }, h('h2', { id: 'release-title' }, 'Release'), releaseSection(v, release, m, ctx)),
     h('section', { 'aria-labelledby': 'header-title' }, h('h2', { id: 'header-title' }, 'Header'), headerTable(report)),
     h('section', { 'aria-labelledby': 'regions-title' }, h('h2', { id: 'regions-title' }, 'Regions'), regionTable(report), inspectFooter(report)),
     h('section', { 'aria-labelledby': 'io-title' }, h('h2', { id: 'io-title' }, 'IO bindings'), ioTable(v)),
@@ -193,4 +196,84 @@ function streamSummary(stream, regions) {
       ? wideTable(['Region', 'Accessed span', 'Bytes'], spans, { caption: 'Bytes the stream reads or writes, per region' })
       : null,
   );
+}
+
+/**
+ * Who released the version (the key ids of its release signatures, k of the model's rule), a
+ * form to attach a bundle (`npub release sign`'s PACK.release), and the model's policy.
+ */
+function releaseSection(v, release, m, ctx) {
+  const status = h('div', { 'aria-live': 'polite', class: 'release-status' });
+  const rerender = () => {
+    if (ctx.current()) location.hash = route('models', v.model, 'versions', v.version) + `?t=${Date.now()}`;
+  };
+  const who = release
+    ? facts([
+        [
+          'Released by',
+          h(
+            'ul',
+            { class: 'release-keys' },
+            release.signatures.map((s) =>
+              h(
+                'li',
+                {},
+                h('code', { class: 'key-id' }, s.key_id),
+                ' signed ',
+                time(s.signed_at),
+                s.revoked ? ' — revoked: devices refuse it' : s.known ? '' : ' — key unknown to this server (verified by devices)',
+              ),
+            ),
+          ),
+        ],
+        [
+          'Signatures',
+          release.policy_keys.length
+            ? `${release.signatures.length}; the model's policy needs ${release.threshold} of its ${plural(release.policy_keys.length, 'key')} (${release.policy_keys.join(', ')})`
+            : `${release.signatures.length} (the rule needs ${release.threshold}: ${release.rule})`,
+        ],
+        ['Meets the rule', release.meets_rule ? 'yes' : `no — ${release.problem}`],
+      ])
+    : h('p', { class: 'empty unreleased' }, 'Nobody has released this version: no release signatures are stored.');
+
+  const file = h('input', { type: 'file', name: 'release', accept: '.release,application/octet-stream', required: true });
+  const attach = h(
+    'form',
+    { class: 'attach-release' },
+    field('Release signatures', file, 'The PACK.release file that npub release sign writes; merged with the ones stored.'),
+    h('div', { class: 'actions left' }, h('button', { type: 'submit' }, 'Attach signatures')),
+  );
+  attach.addEventListener('submit', async (e) => {
+    e.preventDefault();
+    const chosen = file.files?.[0];
+    if (!chosen) return;
+    try {
+      const info = await api.attachRelease(v.model, v.version, chosen);
+      toast(`Stored ${plural(info.signatures.length, 'release signature')} for ${v.model} ${v.version}.`);
+      rerender();
+    } catch (err) {
+      replace(status, errorBox(err));
+    }
+  });
+
+  const required = h('input', { type: 'checkbox', name: 'release_required', checked: m.release_required });
+  required.addEventListener('change', async () => {
+    try {
+      const r = await api.patch(api.path('models', v.model), { release_required: required.checked });
+      replace(
+        status,
+        r.warning ? h('p', { class: 'notice warnings', role: 'note' }, r.warning) : null,
+      );
+      toast(r.release_required ? `${v.model} now requires released versions.` : `${v.model} no longer requires released versions.`);
+    } catch (err) {
+      required.checked = !required.checked;
+      replace(status, errorBox(err));
+    }
+  });
+  const policy = h(
+    'div',
+    { class: 'field checkbox' },
+    h('label', {}, required, ` Release required for ${v.model}: a version without enough release signatures cannot be deployed or rolled back to`),
+  );
+  return h('div', {}, who, attach, policy, status);
 }

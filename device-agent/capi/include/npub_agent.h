@@ -49,6 +49,12 @@
 // Root keys an agent holds at most.
 #define NPUB_MAX_ROOT_KEYS 2
 
+// Factory release keys (`npub_config.release_keys`) at most.
+#define NPUB_MAX_RELEASE_KEYS 4
+
+// The largest release bundle (`fetch_release`'s buffer): 16 + 4 × 288 bytes.
+#define NPUB_MAX_RELEASE_BUNDLE_BYTES 1168
+
 // Bytes of one keyring update record (NPK1) as `fetch_keyring_updates` writes them.
 #define NPUB_KEYRING_UPDATE_BYTES 144
 
@@ -298,6 +304,13 @@ typedef struct {
   // applied until it reaches the announced sequence. Optional: NULL leaves the keyring as it
   // is (then a manifest signed by a rotated-in key is refused).
   int32_t (*fetch_keyring_updates)(void*, uint64_t, uint8_t*, size_t);
+  // `GET /api/v1/device/packs/{sha256}/release` (`sha256` 32 bytes): the release bundle into
+  // `buf` (`cap` is `NPUB_MAX_RELEASE_BUNDLE_BYTES`), returning its whole length (past `cap`:
+  // refused), 0 for a 404 (the server has none), `NPUB_IO_ERROR` or minus an HTTP status.
+  // Called only while the agent's release trust is active (`release_keys`, or a release key
+  // added by a release root's record). Optional: NULL answers "none", so that with a release
+  // trust every pack is refused as unreleased.
+  int32_t (*fetch_release)(void*, const uint8_t*, uint8_t*, size_t);
 } npub_requests;
 
 // A monotonic clock.
@@ -356,6 +369,18 @@ typedef struct {
   const uint8_t (*root_keys)[32];
   // How many (0..`NPUB_MAX_ROOT_KEYS`); non-zero needs a keyring area in the layout.
   size_t root_key_count;
+  // Factory release keys, 32 bytes each (the `.pub` files of `npub keygen`, decoded). With
+  // one, every pack needs release signatures that meet the release policy for its model
+  // before it is downloaded (docs/release.md). NULL with a count of 0: no release trust until
+  // a release root's record adds a key; packs install as before.
+  const uint8_t (*release_keys)[32];
+  // How many (0..`NPUB_MAX_RELEASE_KEYS`).
+  size_t release_key_count;
+  // Release roots, 32 bytes each: the only keys whose keyring updates may change release keys
+  // and policies (actions 4 to 8). NULL with a count of 0: every such update is refused.
+  const uint8_t (*release_root_keys)[32];
+  // How many (0..`NPUB_MAX_ROOT_KEYS`); non-zero needs a keyring area in the layout.
+  size_t release_root_key_count;
   // The board's hardware class (the manifest's `hw_class`).
   uint32_t hw_class;
   // The NPU configuration as an NPU1 accel word (`NPUB_ACCEL_U55_256`).

@@ -509,6 +509,25 @@ impl Transport for CRequests {
         }
     }
 
+    fn fetch_release(
+        &mut self,
+        sha256: &[u8; 32],
+        buf: &mut [u8],
+    ) -> Result<Option<usize>, TransportError> {
+        let Some(f) = self.ops.fetch_release else {
+            return Ok(None);
+        };
+        // SAFETY: `sha256` is 32 live bytes, `buf` live for its length; the callback writes at
+        // most that.
+        let rc = unsafe { f(self.ops.ctx, sha256.as_ptr(), buf.as_mut_ptr(), buf.len()) };
+        match rc {
+            0 => Ok(None),
+            // A longer length is the bundle's own: the agent refuses it by its length.
+            rc if rc > 0 => Ok(Some(rc as usize)),
+            rc => Err(self.error("requests.fetch_release", rc)),
+        }
+    }
+
     fn fetch_pack(
         &mut self,
         sha256: &[u8; 32],
@@ -624,6 +643,17 @@ impl Transport for CTransport {
         match self {
             CTransport::Stream(h) => h.report(report),
             CTransport::Requests(r, _) => r.report(report),
+        }
+    }
+
+    fn fetch_release(
+        &mut self,
+        sha256: &[u8; 32],
+        buf: &mut [u8],
+    ) -> Result<Option<usize>, TransportError> {
+        match self {
+            CTransport::Stream(h) => h.fetch_release(sha256, buf),
+            CTransport::Requests(r, _) => r.fetch_release(sha256, buf),
         }
     }
 

@@ -491,6 +491,53 @@ unsafe fn root_keys(c: &npub_config) -> Result<&'static [[u8; 32]], ConfigError>
     Ok(roots)
 }
 
+/// The factory release keys and the release roots, checked as [`root_keys`] checks the roots.
+///
+/// # Safety
+/// As [`npub_agent_open`].
+#[allow(clippy::type_complexity)]
+unsafe fn release_keys(
+    c: &npub_config,
+) -> Result<(&'static [[u8; 32]], &'static [[u8; 32]]), ConfigError> {
+    let keys: &'static [[u8; 32]] = match c.release_key_count {
+        0 => &[],
+        n if n > NPUB_MAX_RELEASE_KEYS => {
+            return Err(ConfigError::Invalid(
+                "release_key_count",
+                n as u64,
+                "must be 0 to NPUB_MAX_RELEASE_KEYS (4)",
+            ));
+        }
+        _ if c.release_keys.is_null() => return Err(ConfigError::Missing("release_keys")),
+        // SAFETY: non-NULL, `release_key_count` keys that live while the agent lives.
+        n => unsafe { core::slice::from_raw_parts(c.release_keys, n) },
+    };
+    let roots: &'static [[u8; 32]] = match c.release_root_key_count {
+        0 => &[],
+        n if n > NPUB_MAX_ROOT_KEYS => {
+            return Err(ConfigError::Invalid(
+                "release_root_key_count",
+                n as u64,
+                "must be 0 to NPUB_MAX_ROOT_KEYS (2)",
+            ));
+        }
+        _ if c.release_root_keys.is_null() => {
+            return Err(ConfigError::Missing("release_root_keys"));
+        }
+        _ if c.layout.keyring_bank_bytes == 0 => {
+            return Err(ConfigError::Invalid(
+                "layout.keyring_bank_bytes",
+                0,
+                "must be set when release_root_key_count is: a release trust in RAM would \
+                 forget a revocation at the next power cycle",
+            ));
+        }
+        // SAFETY: as above.
+        n => unsafe { core::slice::from_raw_parts(c.release_root_keys, n) },
+    };
+    Ok((keys, roots))
+}
+
 /// The config as the agent's parts.
 ///
 /// # Safety
@@ -626,6 +673,23 @@ unsafe fn build(c: &npub_config) -> Result<Live, (i32, &'static str, Detail)> {
             "must be 1 to NPUB_MAX_KEYS (4)",
         ))
     })?;
+    // SAFETY: as above.
+    let (release_keys, release_roots) = unsafe { release_keys(c) }.map_err(bad)?;
+    let mut check = npub_core::release::DeviceReleaseTrust::new();
+    for key in release_keys {
+        check
+            .add_key(key)
+            .map_err(|e| bad(ConfigError::Rejected("release_keys", e)))?;
+    }
+    let trust = trust
+        .with_release(release_keys, release_roots)
+        .map_err(|_| {
+            bad(ConfigError::Invalid(
+                "release_root_keys",
+                0,
+                "a release root is not a usable ed25519 public key",
+            ))
+        })?;
     let io_bindings: Option<&'static [u8]> = match NonNull::new(c.io_bindings.cast_mut()) {
         // SAFETY: `io_bindings_len` bytes that live while the agent lives, as documented.
         Some(p) => Some(unsafe { core::slice::from_raw_parts(p.as_ptr(), c.io_bindings_len) }),

@@ -18,6 +18,8 @@ const _: () = {
     assert!(NPUB_COP1_MAGIC == npu1::cop1::COP1_MAGIC);
     assert!(CHUNK_BYTES % NPUB_FLASH_WRITE_BYTES as usize == 0 && MAX_TRIAL_BOOTS > 0);
     assert!(NPUB_MAX_ROOT_KEYS == MAX_ROOTS);
+    assert!(NPUB_MAX_RELEASE_KEYS == device_agent::keystore::MAX_FACTORY_RELEASE_KEYS);
+    assert!(NPUB_MAX_RELEASE_BUNDLE_BYTES == npub_core::release::MAX_BUNDLE_BYTES);
     assert!(NPUB_KEYRING_UPDATE_BYTES == npub_core::manifest::ROTATION_BYTES);
 };
 
@@ -52,6 +54,10 @@ pub const NPUB_AGENT_STORAGE_BYTES: usize = 12288;
 pub const NPUB_MAX_KEYS: usize = 4;
 /// Root keys an agent holds at most.
 pub const NPUB_MAX_ROOT_KEYS: usize = 2;
+/// Factory release keys (`npub_config.release_keys`) at most.
+pub const NPUB_MAX_RELEASE_KEYS: usize = 4;
+/// The largest release bundle (`fetch_release`'s buffer): 16 + 4 × 288 bytes.
+pub const NPUB_MAX_RELEASE_BUNDLE_BYTES: usize = 1168;
 /// Bytes of one keyring update record (NPK1) as `fetch_keyring_updates` writes them.
 pub const NPUB_KEYRING_UPDATE_BYTES: usize = 144;
 /// The program unit the agent writes in: every program call is this aligned and a multiple of it
@@ -269,6 +275,13 @@ pub struct npub_requests {
     /// is (then a manifest signed by a rotated-in key is refused).
     pub fetch_keyring_updates:
         Option<unsafe extern "C" fn(*mut c_void, u64, *mut u8, usize) -> i32>,
+    /// `GET /api/v1/device/packs/{sha256}/release` (`sha256` 32 bytes): the release bundle into
+    /// `buf` (`cap` is `NPUB_MAX_RELEASE_BUNDLE_BYTES`), returning its whole length (past `cap`:
+    /// refused), 0 for a 404 (the server has none), `NPUB_IO_ERROR` or minus an HTTP status.
+    /// Called only while the agent's release trust is active (`release_keys`, or a release key
+    /// added by a release root's record). Optional: NULL answers "none", so that with a release
+    /// trust every pack is refused as unreleased.
+    pub fetch_release: Option<unsafe extern "C" fn(*mut c_void, *const u8, *mut u8, usize) -> i32>,
 }
 
 /// A monotonic clock.
@@ -333,6 +346,18 @@ pub struct npub_config {
     pub root_keys: *const [u8; 32],
     /// How many (0..`NPUB_MAX_ROOT_KEYS`); non-zero needs a keyring area in the layout.
     pub root_key_count: usize,
+    /// Factory release keys, 32 bytes each (the `.pub` files of `npub keygen`, decoded). With
+    /// one, every pack needs release signatures that meet the release policy for its model
+    /// before it is downloaded (docs/release.md). NULL with a count of 0: no release trust until
+    /// a release root's record adds a key; packs install as before.
+    pub release_keys: *const [u8; 32],
+    /// How many (0..`NPUB_MAX_RELEASE_KEYS`).
+    pub release_key_count: usize,
+    /// Release roots, 32 bytes each: the only keys whose keyring updates may change release keys
+    /// and policies (actions 4 to 8). NULL with a count of 0: every such update is refused.
+    pub release_root_keys: *const [u8; 32],
+    /// How many (0..`NPUB_MAX_ROOT_KEYS`); non-zero needs a keyring area in the layout.
+    pub release_root_key_count: usize,
     /// The board's hardware class (the manifest's `hw_class`).
     pub hw_class: u32,
     /// The NPU configuration as an NPU1 accel word (`NPUB_ACCEL_U55_256`).

@@ -6,6 +6,8 @@
 //! | `--token TOKEN`    | this device's token (`POST /api/v1/devices` shows it once)             | required |
 //! | `--trust FILE`     | a host file `npub-ed25519-public-v1 <hex>` (`GET /api/v1/keys/{id}/trust`); up to 4 | at least one |
 //! | `--root FILE`      | a root key file, the same format (`GET /api/v1/keys/root/trust`): it signs keyring updates (rotation, revocation); up to 2 | none: the `--trust` keys for good |
+//! | `--release-trust FILE` | a release key's file, the same format (the `.pub` of `npub keygen`); up to 4. With one, a pack is installed only if its release signatures (`GET /api/v1/device/packs/{sha256}/release`) meet the release policy for its model | none: packs install as before |
+//! | `--release-root FILE` | the release root's key file, the same format: it alone signs keyring updates that change release keys and policies (actions 4–8); up to 2 | none: such updates are refused |
 //! | `--flash FILE`     | the host file that is the OSPI NOR; created blank                     | required |
 //! | `--once`           | exit after the first poll that succeeds (installed or up to date); a refused manifest or pack exits 1 | poll forever |
 //! | `--window-kib N`   | KiB per range request; 0 = the rest of the pack in one response      | 64 |
@@ -22,6 +24,9 @@ pub const MAX_TRUST: usize = 4;
 /// Root key files at most (the agent's `MAX_ROOTS`).
 pub const MAX_ROOT: usize = 2;
 
+/// Release trust files at most (the agent's `MAX_FACTORY_RELEASE_KEYS`).
+pub const MAX_RELEASE: usize = 4;
+
 /// What the command line asked for.
 #[derive(Debug, Clone, Copy)]
 pub struct Args {
@@ -29,6 +34,8 @@ pub struct Args {
     pub token: &'static str,
     pub trust: [Option<&'static str>; MAX_TRUST],
     pub root: [Option<&'static str>; MAX_ROOT],
+    pub release_trust: [Option<&'static str>; MAX_RELEASE],
+    pub release_root: [Option<&'static str>; MAX_ROOT],
     pub flash: &'static str,
     pub once: bool,
     pub window_kib: u32,
@@ -48,6 +55,8 @@ pub fn parse(line: &'static str) -> Result<Args, &'static str> {
         token: "",
         trust: [None; MAX_TRUST],
         root: [None; MAX_ROOT],
+        release_trust: [None; MAX_RELEASE],
+        release_root: [None; MAX_ROOT],
         flash: "",
         once: false,
         window_kib: 64,
@@ -55,7 +64,7 @@ pub fn parse(line: &'static str) -> Result<Args, &'static str> {
         hw_class: 1,
         attempts: 100,
     };
-    let (mut trusts, mut roots) = (0, 0);
+    let (mut trusts, mut roots, mut releases, mut release_roots) = (0, 0, 0, 0);
     while let Some(flag) = words.next() {
         let mut value = |name: &'static str| words.next().ok_or(name);
         let number = |v: &str, name: &'static str| v.parse::<u32>().map_err(|_| name);
@@ -72,6 +81,22 @@ pub fn parse(line: &'static str) -> Result<Args, &'static str> {
                 let v = value("--root needs a file")?;
                 *args.root.get_mut(roots).ok_or("--root: at most 2")? = Some(v);
                 roots += 1;
+            }
+            "--release-trust" => {
+                let v = value("--release-trust needs a file")?;
+                *args
+                    .release_trust
+                    .get_mut(releases)
+                    .ok_or("--release-trust: at most 4")? = Some(v);
+                releases += 1;
+            }
+            "--release-root" => {
+                let v = value("--release-root needs a file")?;
+                *args
+                    .release_root
+                    .get_mut(release_roots)
+                    .ok_or("--release-root: at most 2")? = Some(v);
+                release_roots += 1;
             }
             "--once" => args.once = true,
             "--window-kib" => {

@@ -51,6 +51,19 @@ impl<L: Link> Transport for Logged<'_, L> {
         self.io.report(r)
     }
 
+    fn fetch_release(
+        &mut self,
+        sha256: &[u8; 32],
+        buf: &mut [u8],
+    ) -> Result<Option<usize>, TransportError> {
+        let got = self.io.fetch_release(sha256, buf)?;
+        match got {
+            Some(n) => hprintln!("release: {} bytes of release signatures", n),
+            None => hprintln!("release: the server has no release signatures for this pack"),
+        }
+        Ok(got)
+    }
+
     // Forwarded by hand: the trait's defaults (no sequence, no records) would silently keep the
     // firmware's keyring as it is.
     fn keyring_sequence(&self) -> Option<u64> {

@@ -215,8 +215,17 @@ fn trust(args: &Args) -> Result<Trust, Fail> {
     let count = read_keys("--trust", &args.trust, &mut keys)?;
     let mut roots = [[0u8; 32]; args::MAX_ROOT];
     let root_count = read_keys("--root", &args.root, &mut roots)?;
+    let mut release = [[0u8; 32]; args::MAX_RELEASE];
+    let release_count = read_keys("--release-trust", &args.release_trust, &mut release)?;
+    let mut release_roots = [[0u8; 32]; args::MAX_ROOT];
+    let release_root_count = read_keys("--release-root", &args.release_root, &mut release_roots)?;
     Trust::new(&keys[..count], &roots[..root_count])
-        .map_err(|_| Fail::Args("--trust/--root: unusable keys"))
+        .map_err(|_| Fail::Args("--trust/--root: unusable keys"))?
+        .with_release(
+            &release[..release_count],
+            &release_roots[..release_root_count],
+        )
+        .map_err(|_| Fail::Args("--release-trust/--release-root: unusable keys"))
 }
 
 /// The keys in `paths`, into `keys`; how many.

@@ -78,6 +78,19 @@ struct Args {
     /// file"); repeat for an offline root as well. Without it, every keyring update is refused.
     #[arg(long = "root")]
     root: Vec<PathBuf>,
+    /// A release trust file: a release key's public key file (the `KEYFILE.pub` of `npub
+    /// keygen`, `npub-ed25519-public-v1 <hex>`); repeat for several (up to 4). With one, every
+    /// pack needs release signatures (`GET /api/v1/device/packs/{sha256}/release`) that meet the
+    /// release policy for its model before it is downloaded (docs/release.md). Like `--trust`,
+    /// the factory release keys: used until a keyring record stored in the flash file holds a
+    /// release trust.
+    #[arg(long = "release-trust")]
+    release_trust: Vec<PathBuf>,
+    /// The release root's public key file: the only key whose keyring updates may add, revoke
+    /// or replace release keys and set policies (actions 4 to 8); repeat for a second (up to 2).
+    /// Without it, every such update is refused.
+    #[arg(long = "release-root")]
+    release_root: Vec<PathBuf>,
     /// The board's hardware class id, as in the manifests.
     #[arg(long, env = "NPUB_HW_CLASS", default_value_t = 1)]
     hw_class: u32,
@@ -136,7 +149,12 @@ fn run(args: &Args) -> Result<ExitCode, String> {
             .collect::<Result<Vec<_>, _>>()
     };
     let trust = Trust::new(&read("--trust", &args.trust)?, &read("--root", &args.root)?)
-        .map_err(|e| format!("--trust/--root: {e}"))?;
+        .map_err(|e| format!("--trust/--root: {e}"))?
+        .with_release(
+            &read("--release-trust", &args.release_trust)?,
+            &read("--release-root", &args.release_root)?,
+        )
+        .map_err(|e| format!("--release-trust/--release-root: {e}"))?;
     let slot_bytes = args
         .slot_kib
         .checked_mul(1024)

@@ -21,6 +21,8 @@ pub enum Call {
     Report,
     /// `GET /api/v1/device/keys`.
     Keys,
+    /// `GET /api/v1/device/packs/{sha256}/release`.
+    Release,
 }
 
 impl Call {
@@ -31,6 +33,7 @@ impl Call {
             Call::Pack => "GET /api/v1/device/packs",
             Call::Report => "POST /api/v1/device/status",
             Call::Keys => "GET /api/v1/device/keys",
+            Call::Release => "GET /api/v1/device/packs/{sha256}/release",
         }
     }
 }

@@ -6,6 +6,8 @@
 //! | `fetch_manifest` | `GET /api/v1/device/manifest?seq=N`, `If-None-Match` with the cached manifest's `ETag` while that manifest is newer than `N` | 200 body = manifest (kept with its `ETag`); 304 = the cached one; 204 nothing newer |
 //! | `fetch_pack`     | `GET /api/v1/device/packs/{sha256 hex}`, `Range: bytes=O-E` for a whole window (default [`DEFAULT_WINDOW_BYTES`], or the rest of the pack) | 206 whose `Content-Range` is exactly `O-E/pack_len`; the window is then handed to the agent piece by piece from the open body |
 //! | `report`         | `POST /api/v1/device/status` `{"sequence","state","progress"?,"reason"?}`      | any 2xx |
+//! | `fetch_release`  | `GET /api/v1/device/packs/{sha256 hex}/release` (only while the device's release trust is active) | 200 body = the release bundle; 404 = none |
+//! | `fetch_keyring_updates` | `GET /api/v1/device/keys?after=N`                                      | 200 body = whole 144-byte records; 204 none |
 //!
 //! **One request per window, not per piece.** The agent asks for at most
 //! [`crate::CHUNK_BYTES`] at a time (the piece it validates and then programs); the first ask
@@ -162,6 +164,8 @@ pub struct Stats {
     pub report_requests: u32,
     /// Keyring-update requests sent.
     pub keys_requests: u32,
+    /// Release-bundle requests sent.
+    pub release_requests: u32,
     /// TCP connections opened.
     pub connects: u32,
     /// Manifest polls answered 304 (the kept manifest handed out again).
@@ -441,6 +445,7 @@ impl<'a, L: Link, C: Clock> HttpIo<'a, L, C> {
             Call::Pack => self.stats.pack_requests += 1,
             Call::Report => self.stats.report_requests += 1,
             Call::Keys => self.stats.keys_requests += 1,
+            Call::Release => self.stats.release_requests += 1,
         }
         self.link
             .write_all(&self.tx[..len])
@@ -715,6 +720,52 @@ impl<'a, L: Link, C: Clock> HttpIo<'a, L, C> {
                 self.skip_body(Call::Keys, &head, deadline)?;
                 Err(HttpError::Status {
                     call: Call::Keys,
+                    status,
+                })
+            }
+        }
+    }
+
+    /// `GET /api/v1/device/packs/{sha256}/release`: the bundle into `buf` (a longer body is cut
+    /// and its length returned, for the agent to refuse; the rest goes with the connection);
+    /// `None` on a 404.
+    fn release(&mut self, sha256: &[u8; 32], buf: &mut [u8]) -> Result<Option<usize>, HttpError> {
+        self.abandon_window();
+        self.flush_pending();
+        let mut c = Cursor::new(&mut self.tx);
+        let len = Self::request_line(&mut c, "GET", &self.config.server, "/api/v1/device/packs/")
+            .and_then(|()| c.hex(sha256))
+            .and_then(|()| c.put(b"/release"))
+            .and_then(|()| Self::common_headers(&mut c, &self.config))
+            .and_then(|()| c.put(b"\r\n"))
+            .map(|()| c.len())
+            .map_err(|_| HttpError::RequestTooLong {
+                call: Call::Release,
+            })?;
+        let deadline = self.deadline(self.config.timeouts.request_ms);
+        let head = self.exchange(Call::Release, len, deadline)?;
+        match head.status {
+            200 => {
+                let n = self.body_length(Call::Release, &head)?;
+                self.begin_body(Call::Release, &head, n);
+                let take = (n.min(buf.len() as u64)) as usize;
+                let mut got = 0;
+                while got < take {
+                    got += self.read_body(&mut buf[got..take], deadline)?;
+                }
+                if (got as u64) < n {
+                    self.close();
+                }
+                Ok(Some(usize::try_from(n).unwrap_or(usize::MAX)))
+            }
+            404 => {
+                self.skip_body(Call::Release, &head, deadline)?;
+                Ok(None)
+            }
+            status => {
+                self.skip_body(Call::Release, &head, deadline)?;
+                Err(HttpError::Status {
+                    call: Call::Release,
                     status,
                 })
             }
@@ -1100,6 +1151,14 @@ impl<L: Link, C: Clock> Transport for HttpIo<'_, L, C> {
         buf: &mut [u8],
     ) -> Result<usize, TransportError> {
         self.keys(after, buf).map_err(|e| self.fail(e))
+    }
+
+    fn fetch_release(
+        &mut self,
+        sha256: &[u8; 32],
+        buf: &mut [u8],
+    ) -> Result<Option<usize>, TransportError> {
+        self.release(sha256, buf).map_err(|e| self.fail(e))
     }
 
     fn report(&mut self, report: &Report) -> Result<(), TransportError> {

@@ -294,8 +294,9 @@ pub fn keyring_update(sequence: u64, change: KeyringChange) -> [u8; ROTATION_BYT
     sign_keyring_update(&update, &root_key())
 }
 
+/// A keyring update's sequence, signing-key and release actions alike.
 fn update_sequence(record: &[u8]) -> u64 {
-    KeyringUpdate::decode(record).map_or(0, |(_, u)| u.sequence)
+    npub_core::release::TrustUpdate::decode(record).map_or(0, |(_, u)| u.sequence)
 }
 
 impl Transport for Server {
@@ -334,6 +335,15 @@ impl Transport for Server {
         self.served += n;
         self.requests.push(offset);
         Ok(n)
+    }
+
+    /// The test double carries no release bundles: a device with a release trust finds none.
+    fn fetch_release(
+        &mut self,
+        _: &[u8; 32],
+        _: &mut [u8],
+    ) -> Result<Option<usize>, TransportError> {
+        Ok(None)
     }
 
     fn report(&mut self, report: &Report) -> Result<(), TransportError> {

@@ -10,8 +10,10 @@ use utoipa_axum::routes;
 
 use crate::auth::Operator;
 use crate::db::Conn;
+use crate::fleet::change::{Effect, FleetChange, Record};
 use crate::http::error::{ApiError, ErrorBody};
 use crate::http::extract::{Json, Path};
+use crate::keys::release::{KnownRelease, VersionFacts};
 use crate::names;
 use crate::ops::audit;
 use crate::state::AppState;
@@ -51,6 +53,31 @@ pub struct Model {
     pub created_at: String,
     /// Name of the token that created it.
     pub created_by: String,
+    /// Whether a version needs release signatures that meet the model's rule to be deployed or
+    /// rolled back to (`PATCH` sets it; `docs/release.md`).
+    pub release_required: bool,
+}
+
+/// `PATCH /api/v1/models/{name}` body.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ModelPatch {
+    /// Require release signatures for deployments and rollbacks of this model's versions.
+    pub release_required: bool,
+}
+
+/// `PATCH /api/v1/models/{name}` answer: the model, and what the policy finds deployed.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct PatchedModel {
+    /// The model after the change.
+    #[serde(flatten)]
+    pub model: Model,
+    /// Versions of this model that a deployment not aborted names, or that a device reports
+    /// running, and that do not meet the release rule. Turning the policy on does not stop them: it refuses new
+    /// deployments and rollbacks; devices with release keys refuse these versions on their own.
+    pub unreleased_deployed: Vec<String>,
+    /// What to do about them, when there are any.
+    pub warning: Option<String>,
 }
 
 /// A model row, as handlers need it.
@@ -80,7 +107,7 @@ pub async fn find(conn: &mut Conn, name: &str) -> Result<ModelRow, ApiError> {
 pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
         .routes(routes!(create_model, list_models))
-        .routes(routes!(get_model))
+        .routes(routes!(get_model, patch_model))
 }
 
 /// Creates a model (no versions yet).
@@ -159,6 +186,7 @@ async fn create_model(
             latest_version: None,
             created_at: rfc3339(now),
             created_by: op.name,
+            release_required: false,
         }),
     ))
 }
@@ -171,6 +199,7 @@ type ModelTuple = (
     Option<String>,
     i64,
     String,
+    i64,
 );
 
 /// The columns of [`ModelTuple`]; a macro so that `concat!` can finish the (static) query.
@@ -179,13 +208,14 @@ macro_rules! select_models {
         "SELECT m.name, m.description, m.accelerator, \
      (SELECT COUNT(*) FROM versions v WHERE v.model_id = m.id), \
      (SELECT v.version FROM versions v WHERE v.model_id = m.id ORDER BY v.id DESC LIMIT 1), \
-     m.created_at, t.name \
+     m.created_at, t.name, m.release_required \
      FROM models m JOIN tokens t ON t.id = m.created_by"
     };
 }
 
 fn model_of(row: ModelTuple) -> Model {
-    let (name, description, accel, versions, latest_version, created_at, created_by) = row;
+    let (name, description, accel, versions, latest_version, created_at, created_by, required) =
+        row;
     Model {
         name,
         description,
@@ -194,6 +224,7 @@ fn model_of(row: ModelTuple) -> Model {
         latest_version,
         created_at: rfc3339(created_at),
         created_by,
+        release_required: required != 0,
     }
 }
 
@@ -235,4 +266,111 @@ async fn get_model(
         .await?;
     row.map(|r| JsonResponse(model_of(r)))
         .ok_or_else(|| ApiError::NotFound(format!("model {name:?}")))
+}
+
+/// Sets a model's release policy: with `release_required`, a version can still be uploaded, but a
+/// deployment or rollback to one whose release signatures do not meet the model's rule is refused
+/// (409 naming the policy). Turning it on while unreleased versions are deployed is allowed: the
+/// answer lists them (`unreleased_deployed`) and they keep running; redeploy a released version.
+#[utoipa::path(
+    patch,
+    path = "/api/v1/models/{name}",
+    tag = "models",
+    params(("name" = String, Path, description = "model name")),
+    request_body = ModelPatch,
+    security(("token" = [])),
+    responses(
+        (status = 200, body = PatchedModel),
+        (status = 400, body = ErrorBody),
+        (status = 401, body = ErrorBody),
+        (status = 404, body = ErrorBody),
+        (status = 415, body = ErrorBody),
+        (status = 422, body = ErrorBody),
+    )
+)]
+async fn patch_model(
+    State(state): State<AppState>,
+    op: Operator,
+    Path(name): Path<String>,
+    Json(patch): Json<ModelPatch>,
+) -> Result<JsonResponse<PatchedModel>, ApiError> {
+    let mut tx = FleetChange::begin(&state).await?;
+    let model = find(&mut tx, &name).await?;
+    let (before,): (i64,) = sqlx::query_as("SELECT release_required FROM models WHERE id = $1")
+        .bind(model.id)
+        .fetch_one(&mut *tx)
+        .await?;
+    let unreleased = if patch.release_required {
+        unreleased_deployed(&mut tx, &name, model.id).await?
+    } else {
+        Vec::new()
+    };
+    if (before != 0) == patch.release_required {
+        tx.abandon().await?;
+    } else {
+        sqlx::query("UPDATE models SET release_required = $1 WHERE id = $2")
+            .bind(i64::from(patch.release_required))
+            .bind(model.id)
+            .execute(&mut *tx)
+            .await?;
+        let record = Record::Audit {
+            op: &op,
+            action: "model.release_policy",
+            object: format!("models/{name}"),
+            detail: serde_json::json!({
+                "release_required": patch.release_required,
+                "unreleased_deployed": unreleased,
+            }),
+        };
+        tx.commit(record, Effect::Nothing).await?.finish().await;
+    }
+    let row: ModelTuple = sqlx::query_as(concat!(select_models!(), " WHERE m.name = $1"))
+        .bind(&name)
+        .fetch_one(&state.db)
+        .await?;
+    let warning = (!unreleased.is_empty()).then(|| {
+        format!(
+            "unreleased version(s) {} of {name:?} are deployed (named by a deployment that was \
+             not aborted, or running on a device): nothing is stopped, devices that run them keep \
+             them (devices with release keys refuse to install them); deploy a released version",
+            unreleased.join(", ")
+        )
+    });
+    Ok(JsonResponse(PatchedModel {
+        model: model_of(row),
+        unreleased_deployed: unreleased,
+        warning,
+    }))
+}
+
+/// Versions of model `model_id` that a deployment not aborted names, or a device runs, and that
+/// do not meet the release rule, oldest first.
+async fn unreleased_deployed(
+    conn: &mut Conn,
+    name: &str,
+    model_id: i64,
+) -> Result<Vec<String>, ApiError> {
+    type Row = (String, String, i64, Option<String>, Option<Vec<u8>>);
+    let rows: Vec<Row> = sqlx::query_as(
+        "SELECT v.version, v.sha256, v.accel, v.io_digest, v.release_bundle FROM versions v \
+         WHERE v.model_id = $1 AND (EXISTS (SELECT 1 FROM deployments d \
+         WHERE d.version_id = v.id AND d.state <> 'aborted') \
+         OR EXISTS (SELECT 1 FROM devices dv WHERE dv.current_version_id = v.id)) ORDER BY v.id",
+    )
+    .bind(model_id)
+    .fetch_all(&mut *conn)
+    .await?;
+    let known = KnownRelease::load(conn).await?;
+    let mut out = Vec::new();
+    for (version, sha, accel, io, bundle) in rows {
+        let facts = VersionFacts::of_row(name, &version, &sha, accel, io.as_deref())
+            .ok_or_else(|| ApiError::internal("versions: a digest is not 64 hex digits"))?;
+        if known
+            .meets(bundle.as_deref().unwrap_or_default(), &facts.facts())
+            .is_err()
+        {
+            out.push(version);
+        }
+    }
+    Ok(out)
 }

@@ -5,7 +5,7 @@
 //!
 //! | `Content-Type`          | Body                                                             |
 //! |-------------------------|------------------------------------------------------------------|
-//! | `multipart/form-data`   | part `pack` (required): the file; part `io` (optional): IO-bindings JSON, `.npub` only |
+//! | `multipart/form-data`   | part `pack` (required): the file; part `io` (optional): IO-bindings JSON, `.npub` only; part `release` (optional): the release bundle (`PACK.release`, `docs/release.md`) |
 //! | anything else           | the file itself                                                  |
 use axum::body::Body;
 use axum::extract::Request;
@@ -19,6 +19,8 @@ use crate::store::{Sealed, StagedFile};
 
 /// Largest `io` part: 64 bindings of JSON are a few tens of KiB.
 pub const IO_JSON_MAX_BYTES: u64 = 256 * 1024;
+/// Largest `release` part: a bundle of four signatures (`npub_core::release::MAX_BUNDLE_BYTES`).
+pub const RELEASE_PART_MAX_BYTES: u64 = npub_core::release::MAX_BUNDLE_BYTES as u64;
 /// Allowance for multipart framing (boundaries, part headers) on top of the pack and `io` parts.
 const MULTIPART_OVERHEAD_BYTES: u64 = 64 * 1024;
 
@@ -27,11 +29,13 @@ const RAW: &str = "the upload";
 const FORM: &str = "the multipart form";
 const PACK_PART: &str = "multipart part `pack`";
 const IO_PART: &str = "multipart part `io`";
+const RELEASE_PART: &str = "multipart part `release`";
 
 /// The whole multipart form's limit: the pack, the `io` part and the framing.
 fn form_limit(pack_limit: u64) -> u64 {
     pack_limit
         .saturating_add(IO_JSON_MAX_BYTES)
+        .saturating_add(RELEASE_PART_MAX_BYTES)
         .saturating_add(MULTIPART_OVERHEAD_BYTES)
 }
 
@@ -42,6 +46,8 @@ pub struct Received {
     pub staged: Sealed,
     /// The `io` part, if one was sent.
     pub io_json: Option<String>,
+    /// The `release` part (a release bundle, checked later), if one was sent.
+    pub release: Option<Vec<u8>>,
 }
 
 /// Streams the request body into staging. `what` names the upload in the log.
@@ -83,11 +89,11 @@ pub async fn receive(state: &AppState, request: Request, what: &str) -> Result<R
         disk: &state.disk,
         limit,
     };
-    let io_json = if multipart {
+    let (io_json, release) = if multipart {
         receive_multipart(body, &content_type, sink).await?
     } else {
         receive_raw(body, sink).await?;
-        None
+        (None, None)
     };
     if staged.is_empty() {
         return Err(ApiError::bad_request("the upload is empty"));
@@ -95,6 +101,7 @@ pub async fn receive(state: &AppState, request: Request, what: &str) -> Result<R
     Ok(Received {
         staged: staged.finish().await?,
         io_json,
+        release,
     })
 }
 
@@ -144,21 +151,23 @@ async fn receive_multipart(
     body: Body,
     content_type: &str,
     sink: &mut Sink<'_>,
-) -> Result<Option<String>, ApiError> {
+) -> Result<(Option<String>, Option<Vec<u8>>), ApiError> {
     let limit = sink.limit;
     let boundary = multer::parse_boundary(content_type)
         .map_err(|e| ApiError::bad_request(format!("multipart: {e}")))?;
     let constraints = multer::Constraints::new()
-        .allowed_fields(vec!["pack", "io"])
+        .allowed_fields(vec!["pack", "io", "release"])
         .size_limit(
             multer::SizeLimit::new()
                 .whole_stream(form_limit(limit))
                 .for_field("pack", limit)
-                .for_field("io", IO_JSON_MAX_BYTES),
+                .for_field("io", IO_JSON_MAX_BYTES)
+                .for_field("release", RELEASE_PART_MAX_BYTES),
         );
     let mut form =
         multer::Multipart::with_constraints(body.into_data_stream(), boundary, constraints);
     let mut io_json = None;
+    let mut release = None;
     let mut seen_pack = false;
     while let Some(mut field) = form.next_field().await.map_err(multipart_error)? {
         match field.name() {
@@ -171,10 +180,13 @@ async fn receive_multipart(
             Some("io") if io_json.is_none() => {
                 io_json = Some(field.text().await.map_err(multipart_error)?);
             }
+            Some("release") if release.is_none() => {
+                release = Some(field.bytes().await.map_err(multipart_error)?.to_vec());
+            }
             name => {
                 return Err(ApiError::bad_request(format!(
                     "multipart: unexpected or repeated part {name:?}; expected one `pack` and at \
-                     most one `io`"
+                     most one `io` and one `release`"
                 )));
             }
         }
@@ -182,7 +194,7 @@ async fn receive_multipart(
     if !seen_pack {
         return Err(ApiError::bad_request("multipart: no `pack` part"));
     }
-    Ok(io_json)
+    Ok((io_json, release))
 }
 
 /// multer's error as an [`ApiError`]; a 413 names the part (or the form) and its own limit.
@@ -194,6 +206,7 @@ fn multipart_error(e: multer::Error) -> ApiError {
         multer::Error::FieldSizeExceeded { limit, field_name } => ApiError::PayloadTooLarge {
             what: match field_name.as_deref() {
                 Some("io") => IO_PART,
+                Some("release") => RELEASE_PART,
                 _ => PACK_PART,
             },
             limit,

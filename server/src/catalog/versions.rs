@@ -23,19 +23,22 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::Response;
 use futures_util::StreamExt;
 use npub_core::Accel;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use tokio::io::AsyncReadExt as _;
-use utoipa::ToSchema;
+use utoipa::{IntoParams, ToSchema};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use crate::auth::Operator;
 use crate::catalog::models;
+use crate::catalog::release;
 use crate::catalog::upload;
 use crate::catalog::validate::{self, Accepted, SourceKind};
 use crate::http::error::{ApiError, ErrorBody};
-use crate::http::extract::Path;
+use crate::http::extract::{Path, Query};
+use crate::http::page::{self, Page};
 use crate::http::ranges;
+use crate::keys::release::{KnownRelease, VersionFacts};
 use crate::names;
 use crate::ops::audit;
 use crate::ops::cpu::CpuPool;
@@ -76,6 +79,9 @@ pub struct Version {
     pub created_at: String,
     /// Name of the token that uploaded it.
     pub uploaded_by: String,
+    /// Who released it: the key ids of its stored release signatures, in bundle order (empty:
+    /// nobody yet). `GET …/release-signatures` has the rest.
+    pub release_key_ids: Vec<String>,
 }
 
 /// A version with everything known about its pack.
@@ -121,7 +127,7 @@ pub fn router() -> OpenApiRouter<AppState> {
         ("version" = String, Path, description = "version, e.g. 1.2.0"),
     ),
     request_body(
-        description = "the file, or a multipart form with parts `pack` and optional `io`",
+        description = "the file, or a multipart form with parts `pack`, optional `io` and optional `release`",
         content(
             (PackFile = "application/octet-stream"),
             (UploadForm = "multipart/form-data"),
@@ -211,6 +217,10 @@ struct PackFile(Vec<u8>);
 #[derive(ToSchema)]
 #[allow(dead_code)]
 struct UploadForm {
+    /// The release bundle (`npub release sign`'s `PACK.release`): stored as the version's
+    /// release signatures, after the checks of `POST …/release-signatures`.
+    #[schema(format = Binary, value_type = Option<String>)]
+    release: Option<Vec<u8>>,
     /// The `.npub`, `*_vela.tflite` or `.npz`.
     #[schema(format = Binary, value_type = String)]
     pack: Vec<u8>,
@@ -244,6 +254,7 @@ async fn upload_inner(
             ))
         })?;
     let received = upload::receive(state, request, &object).await?;
+    let release_part = received.release;
     let source_digest = received.staged.digest();
     let source_size = received.staged.len();
     let (kind, judged) = judge(
@@ -267,6 +278,23 @@ async fn upload_inner(
     state.disk.admit(0)?;
     let digest = pack_file.digest();
     let now = now_ms();
+    // A `release` part is checked before the pack is stored: a bundle that does not release
+    // this very upload refuses the whole of it.
+    let release_bundle = match &release_part {
+        None => None,
+        Some(bundle) => {
+            let facts = VersionFacts::of_row(
+                name,
+                version,
+                &digest.hex(),
+                i64::from(accepted.accel.word()),
+                accepted.io.as_ref().map(|(_, d)| d.as_str()),
+            )
+            .ok_or_else(|| ApiError::internal("an IO digest is not 64 hex digits"))?;
+            let known = KnownRelease::load(&mut *state.db.acquire().await?).await?;
+            Some(release::accept(bundle, None, true, &facts, &known)?)
+        }
+    };
 
     // Outside every lock: a store that hangs holds nothing but this request.
     let mut put = state.store.put(&pack_file).await.map_err(ApiError::store)?;
@@ -296,8 +324,8 @@ async fn upload_inner(
     sqlx::query(
         "INSERT INTO versions (model_id, version, sha256, size, checksum, accel, region_count, \
          arena_bytes, source, source_sha256, source_size, io_bindings, io_digest, report, stream, \
-         created_at, created_by) \
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)",
+         created_at, created_by, release_bundle) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18)",
     )
     .bind(model.id)
     .bind(version)
@@ -316,6 +344,7 @@ async fn upload_inner(
     .bind(accepted.stream.to_string())
     .bind(now)
     .bind(op.token_id)
+    .bind(release_bundle.as_deref())
     .execute(&mut *tx)
     .await
     .map_err(|e| {
@@ -333,6 +362,7 @@ async fn upload_inner(
             "size": accepted.size,
             "source": accepted.kind.as_str(),
             "source_sha256": source_digest.hex(),
+            "release_key_ids": release_bundle.as_deref().map(release_key_ids),
         }),
     )
     .await?;
@@ -340,9 +370,8 @@ async fn upload_inner(
     orphan.disarm();
     drop(pack_file);
     tracing::info!(object, %digest, source = accepted.kind.as_str(), "version stored");
-    Ok((
-        StatusCode::CREATED,
-        detail_of(
+    Ok((StatusCode::CREATED, {
+        let mut detail = detail_of(
             name,
             version,
             digest,
@@ -351,8 +380,13 @@ async fn upload_inner(
             now,
             op,
             accepted,
-        ),
-    ))
+        );
+        detail.version.release_key_ids = release_bundle
+            .as_deref()
+            .map(release_key_ids)
+            .unwrap_or_default();
+        detail
+    }))
 }
 
 /// A pack this upload put into the store, until its version commits: dropped armed (an error
@@ -386,6 +420,13 @@ impl Drop for OrphanGuard<'_> {
             }
         });
     }
+}
+
+/// The key ids of a stored bundle's signatures, in order.
+fn release_key_ids(bundle: &[u8]) -> Vec<String> {
+    npub_core::release::Bundle::parse(bundle)
+        .map(|b| b.signatures().map(|s| s.key_id().to_string()).collect())
+        .unwrap_or_default()
 }
 
 fn conflict(name: &str, version: &str) -> ApiError {
@@ -451,6 +492,7 @@ fn detail_of(
             io_digest: accepted.io.as_ref().map(|(_, d)| d.clone()),
             created_at: rfc3339(now),
             uploaded_by: op.name.clone(),
+            release_key_ids: Vec::new(),
         },
         io_bindings: accepted
             .io
@@ -480,15 +522,17 @@ async fn version_id(
 /// The columns of [`VersionRow`], by name; a macro so that `concat!` can finish the query.
 macro_rules! select_version {
     () => {
-        "SELECT m.name AS model, v.version, v.sha256, v.size, v.checksum, \
+        "SELECT v.id, m.name AS model, v.version, v.sha256, v.size, v.checksum, \
      v.accel, v.region_count, v.arena_bytes, v.source, v.source_sha256, v.source_size, \
-     v.io_digest, v.created_at, t.name AS uploaded_by, v.io_bindings, v.report, v.stream \
+     v.io_digest, v.created_at, t.name AS uploaded_by, v.io_bindings, v.report, v.stream, \
+     v.release_bundle \
      FROM versions v JOIN models m ON m.id = v.model_id JOIN tokens t ON t.id = v.created_by"
     };
 }
 
 #[derive(sqlx::FromRow)]
 struct VersionRow {
+    id: i64,
     model: String,
     version: String,
     sha256: String,
@@ -506,6 +550,7 @@ struct VersionRow {
     io_bindings: Option<String>,
     report: String,
     stream: String,
+    release_bundle: Option<Vec<u8>>,
 }
 
 impl VersionRow {
@@ -526,6 +571,11 @@ impl VersionRow {
             io_digest: self.io_digest.clone(),
             created_at: rfc3339(self.created_at),
             uploaded_by: self.uploaded_by.clone(),
+            release_key_ids: self
+                .release_bundle
+                .as_deref()
+                .map(release_key_ids)
+                .unwrap_or_default(),
         }
     }
 
@@ -555,29 +605,54 @@ async fn find_version(state: &AppState, name: &str, version: &str) -> Result<Ver
     .ok_or_else(|| ApiError::NotFound(format!("model {name:?} version {version:?}")))
 }
 
-/// Every version of a model, oldest first.
+/// `GET /api/v1/models/{name}/versions` query.
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+#[serde(deny_unknown_fields)]
+pub struct VersionListQuery {
+    /// Versions per page (default 100, at most 1000).
+    pub limit: Option<u32>,
+    /// The `next_cursor` of the page before.
+    pub cursor: Option<String>,
+}
+
+/// A model's versions, oldest first, a page at a time.
 #[utoipa::path(
     get,
     path = "/api/v1/models/{name}/versions",
     tag = "versions",
-    params(("name" = String, Path, description = "model name")),
+    params(("name" = String, Path, description = "model name"), VersionListQuery),
     security(("token" = [])),
-    responses((status = 200, body = [Version]), (status = 401, body = ErrorBody), (status = 404, body = ErrorBody))
+    responses(
+        (status = 200, body = Page<Version>),
+        (status = 401, body = ErrorBody), (status = 404, body = ErrorBody),
+        (status = 422, body = ErrorBody, description = "a bad `limit` or `cursor`"),
+    )
 )]
 async fn list_versions(
     State(state): State<AppState>,
     _op: Operator,
     Path(name): Path<String>,
-) -> Result<JsonResponse<Vec<Version>>, ApiError> {
+    Query(q): Query<VersionListQuery>,
+) -> Result<JsonResponse<Page<Version>>, ApiError> {
+    let limit = page::limit(q.limit)?;
+    let after = page::decode_int(q.cursor.as_deref())?.unwrap_or(0);
     let model = models::find(&mut *state.db.acquire().await?, &name).await?;
     let rows = sqlx::query_as::<_, VersionRow>(concat!(
         select_version!(),
-        " WHERE v.model_id = $1 ORDER BY v.id"
+        " WHERE v.model_id = $1 AND v.id > $2 ORDER BY v.id LIMIT $3"
     ))
     .bind(model.id)
+    .bind(after)
+    .bind(i64::from(limit) + 1)
     .fetch_all(&state.db)
     .await?;
-    Ok(JsonResponse(rows.iter().map(VersionRow::summary).collect()))
+    let rows: Vec<(i64, Version)> = rows.iter().map(|r| (r.id, r.summary())).collect();
+    let page = Page::from_rows(rows, limit, |(id, _)| id.to_string());
+    Ok(JsonResponse(Page {
+        items: page.items.into_iter().map(|(_, v)| v).collect(),
+        next_cursor: page.next_cursor,
+    }))
 }
 
 /// A version's metadata and everything `npub inspect --json` shows about its pack.

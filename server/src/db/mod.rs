@@ -47,11 +47,13 @@
 //! unique constraints (`deployments.sequence`, `versions (model_id,
 //! version)`, `keyring_updates.sequence`, one active signing key) stay as the backstop.
 mod begin;
+pub mod bind;
 mod location;
 mod pool;
 mod tx;
 
 pub use begin::{begin_read, begin_write};
+pub use bind::Bind;
 pub use location::{Location, redact};
 pub use pool::{Backend, Conn, Db, POSTGRES_MIGRATOR, SQLITE_MIGRATOR, WRITE_LOCK_KEY, open};
 pub use tx::Tx;

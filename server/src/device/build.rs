@@ -14,7 +14,7 @@ use npub_core::manifest::ROTATION_BYTES;
 use crate::db::Db;
 use crate::device::snapshot::{
     Added, Assignment, DeviceEntry, Enrolled, KeyringRecords, LoadError, OfferRow, Offers,
-    PackEntry, Snapshot,
+    PackEntry, ReleaseEntry, Snapshot,
 };
 use crate::device::targets::targets;
 use crate::device::token_index::{self, TokenIndex};
@@ -89,7 +89,7 @@ pub(super) async fn build(
     }
     let offers: Vec<OfferRow> = sqlx::query_as(
         "SELECT d.id, d.sequence, d.target_group, d.target_device, d.batches, d.open_batches, \
-         d.state, v.sha256, v.size, v.accel, v.io_bindings \
+         d.state, v.sha256, v.size, v.accel, v.io_bindings, v.release_bundle \
          FROM deployments d JOIN versions v ON v.id = d.version_id \
          WHERE d.state <> 'aborted' ORDER BY d.sequence DESC",
     )
@@ -257,6 +257,7 @@ async fn assemble(
                         sha256: offer.sha256.clone(),
                         manifest: manifest.clone(),
                         etag,
+                        release: offer.release_bundle.clone().map(ReleaseEntry::of),
                     });
                     shared.insert(key, Arc::clone(&a));
                     wanted

@@ -7,6 +7,7 @@
 //! |---------------------------------------|----------------------------------------------------|--------|
 //! | `GET /api/v1/device/manifest?seq=N`   | the device's assignment in the snapshot, `If-None-Match` | [`Poll::Nothing`] (204: nothing newer than N), [`Poll::NotModified`] (304: the `ETag` it names), [`Poll::Offer`] (200: the signed manifest) |
 //! | `GET /api/v1/device/packs/{sha256}`   | the assignment, `If-None-Match`, `If-Range`, `Range` | [`Pack::NotAssigned`] (404), or [`Pack::Send`] with the pack and what of it: 200, 206, 304 or 416 ([`ranges::Answer`], RFC 9110) |
+//! | `GET /api/v1/device/packs/{sha256}/release` | the assignment (the same rule as the pack's), `If-None-Match` | [`Release::NotAssigned`] (404), [`Release::None`] (404: nobody released the deployed version), [`Release::NotModified`] (304), [`Release::Send`] (200: the stored bundle) |
 //!
 //! Who the device is (its token, looked up in the same snapshot) is each front end's: the router's
 //! extractor counts and throttles a failure, and the lane hands such a request to the router.
@@ -17,7 +18,7 @@ use std::sync::Arc;
 use axum::http::HeaderValue;
 
 use crate::device::last_seen::LastSeen;
-use crate::device::snapshot::{Assignment, DeviceEntry, PackEntry, Snapshot};
+use crate::device::snapshot::{Assignment, DeviceEntry, PackEntry, ReleaseEntry, Snapshot};
 use crate::http::ranges;
 
 /// What a manifest poll is answered, besides the headers every manifest answer carries
@@ -112,6 +113,44 @@ pub fn assigned_pack<'s>(
         .flatten()
 }
 
+/// What a request for the release signatures of a pack is answered.
+#[derive(Debug, Clone, Copy)]
+pub enum Release<'s> {
+    /// 404: not the pack this device is assigned.
+    NotAssigned,
+    /// 404: the deployed version has no release signatures.
+    None,
+    /// 304: the `If-None-Match` names the bundle's `ETag`.
+    NotModified(&'s ReleaseEntry),
+    /// 200: the bundle.
+    Send(&'s ReleaseEntry),
+}
+
+/// The decision of a request for the release signatures of `sha256` by `device` in `snapshot`:
+/// the same assignment rule as a download ([`assigned_pack`]), and the bundle of the version the
+/// device's assignment deploys (several versions may share a pack; each has its own release).
+/// `none_match` says whether the request's `If-None-Match` names an `ETag`.
+pub fn release<'s>(
+    snapshot: &'s Snapshot,
+    device: &DeviceEntry,
+    sha256: &str,
+    none_match: impl FnOnce(&HeaderValue) -> bool,
+) -> Release<'s> {
+    if assigned_pack(snapshot, device, sha256).is_none() {
+        return Release::NotAssigned;
+    }
+    let Some(entry) = snapshot
+        .assignment(&device.id)
+        .and_then(|a| a.release.as_ref())
+    else {
+        return Release::None;
+    };
+    if none_match(&entry.etag) {
+        return Release::NotModified(entry);
+    }
+    Release::Send(entry)
+}
+
 /// Where a pack's bytes come from.
 #[derive(Debug, Clone, Copy)]
 pub enum Source<'s> {
@@ -175,6 +214,27 @@ mod tests {
             ));
         }
         assert_eq!(seen.take_offers(&device.id).offers(), &[(1, 3_000)]);
+    }
+
+    #[test]
+    fn answers_release_signatures_of_the_assigned_pack_only() {
+        let sha = "ab".repeat(32);
+        let (snapshot, device) = snapshot_with(&sha, "\"e\"", 100);
+        let never = |_: &HeaderValue| false;
+        assert!(matches!(
+            release(&snapshot, &device, &"cd".repeat(32), never),
+            Release::NotAssigned
+        ));
+        let Release::Send(entry) = release(&snapshot, &device, &sha, never) else {
+            panic!("not sent");
+        };
+        assert_eq!(&entry.bundle[..], b"NPRB-for-tests");
+        assert!(entry.etag.to_str().unwrap().starts_with("\"r-"));
+        let etag = entry.etag.clone();
+        assert!(matches!(
+            release(&snapshot, &device, &sha, |e| *e == etag),
+            Release::NotModified(_)
+        ));
     }
 
     #[test]

@@ -7,6 +7,7 @@
 //! | `GET /api/v1/device/keys?after=N`       | 200 the keyring updates with sequence > N (144 bytes each, in order), `ETag`; 304 on a matching `If-None-Match`; 204 none |
 //! | `GET /api/v1/device/packs/{sha256}`     | the assigned pack; `Range` → 206, `If-Range`, 416 (RFC 9110, [`crate::http::ranges`]); `ETag` = `"sha256"`; 404 unless assigned; 307 to a presigned URL with `--presign-downloads` |
 //! | `GET /api/v1/device/packs/{sha256}/io`  | the pack's canonical IO bindings (404 when it declares none) |
+//! | `GET /api/v1/device/packs/{sha256}/release` | the deployed version's release signatures (the NPRB bundle), `ETag` = `"r-<its SHA-256>"`; 404 unless assigned, or when none are stored |
 //! | `POST /api/v1/device/status`            | `{sequence, state, progress?, reason?}` → 204                |
 //!
 //! Polls and downloads are answered from the poll cache's snapshot (no database access); the
@@ -94,6 +95,7 @@ pub fn router() -> OpenApiRouter<AppState> {
         .routes(routes!(keys))
         .routes(routes!(pack))
         .routes(routes!(pack_io))
+        .routes(routes!(pack_release))
         .routes(routes!(status))
 }
 
@@ -430,6 +432,61 @@ async fn pack_io(device: Device, Path(sha256): Path<String>) -> Result<Response,
         Body::from(io),
     )
         .into_response())
+}
+
+/// The release signatures of the version the device's assignment deploys, exactly as uploaded:
+/// the device checks them after the manifest and before it downloads (`docs/release.md`).
+#[utoipa::path(
+    get,
+    path = "/api/v1/device/packs/{sha256}/release",
+    tag = "device",
+    params(("sha256" = String, Path, description = "the pack's SHA-256, as the manifest names it")),
+    security(("device_token" = [])),
+    responses(
+        (status = 200, description = "the NPRB bundle (docs/release.md); `ETag: \"r-<SHA-256 of the bundle>\"`", content_type = "application/octet-stream"),
+        (status = 304, description = "If-None-Match matched"),
+        (status = 401, body = ErrorBody),
+        (status = 404, body = ErrorBody, description = "not the pack this device is assigned, or `no release signatures for this pack`"),
+    )
+)]
+async fn pack_release(
+    device: Device,
+    Path(sha256): Path<String>,
+    request: Request,
+) -> Result<Response, ApiError> {
+    let none_match = |etag: &HeaderValue| {
+        request
+            .headers()
+            .get_all(header::IF_NONE_MATCH)
+            .iter()
+            .any(|v| ranges::none_match_values([v.as_bytes()], etag))
+    };
+    match decide::release(&device.snapshot, &device.entry, &sha256, none_match) {
+        decide::Release::NotAssigned => Err(ApiError::NotFound(format!(
+            "pack {sha256:?} for this device"
+        ))),
+        // The contract's words exactly (not "… not found").
+        decide::Release::None => Err(ApiError::InvalidRequest {
+            status: StatusCode::NOT_FOUND,
+            detail: "no release signatures for this pack".into(),
+        }),
+        decide::Release::NotModified(entry) => Ok((
+            StatusCode::NOT_MODIFIED,
+            [(header::ETAG, entry.etag.clone())],
+        )
+            .into_response()),
+        decide::Release::Send(entry) => Ok((
+            [
+                (
+                    header::CONTENT_TYPE,
+                    HeaderValue::from_static("application/octet-stream"),
+                ),
+                (header::ETAG, entry.etag.clone()),
+            ],
+            Body::from(entry.bundle.clone()),
+        )
+            .into_response()),
+    }
 }
 
 /// The deployment a status report names.

@@ -55,6 +55,34 @@ pub struct Assignment {
     pub manifest: Bytes,
     /// `ETag` of the manifest response.
     pub etag: HeaderValue,
+    /// The deployed version's release signatures, if any were stored.
+    pub release: Option<ReleaseEntry>,
+}
+
+/// A deployed version's release signatures, as `GET /api/v1/device/packs/{sha256}/release`
+/// sends them.
+#[derive(Debug, Clone)]
+pub struct ReleaseEntry {
+    /// The stored NPRB bundle, byte for byte.
+    pub bundle: Bytes,
+    /// `"r-<SHA-256 of the bundle, hex>"`.
+    pub etag: HeaderValue,
+}
+
+impl ReleaseEntry {
+    /// The entry of `bundle`.
+    pub fn of(bundle: Vec<u8>) -> Self {
+        let digest = Sha256::digest(&bundle);
+        let mut hex = String::with_capacity(64);
+        for b in digest {
+            hex.push_str(&format!("{b:02x}"));
+        }
+        Self {
+            bundle: Bytes::from(bundle),
+            etag: HeaderValue::from_str(&format!("\"r-{hex}\""))
+                .expect("hex digits are a header value"),
+        }
+    }
 }
 
 /// An assigned pack: in memory, or (a remote store) its length only.
@@ -221,6 +249,7 @@ impl Snapshot {
             sha256: sha256.into(),
             manifest: Bytes::new(),
             etag: HeaderValue::from_static("\"m1-1\""),
+            release: Some(ReleaseEntry::of(b"NPRB-for-tests".to_vec())),
         });
         let mut snapshot = Self::default();
         snapshot
@@ -289,4 +318,6 @@ pub(super) struct OfferRow {
     pub(super) size: i64,
     pub(super) accel: i64,
     pub(super) io_bindings: Option<String>,
+    /// `versions.release_bundle`.
+    pub(super) release_bundle: Option<Vec<u8>>,
 }

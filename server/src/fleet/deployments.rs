@@ -24,6 +24,8 @@ use crate::device::targets::{TargetRow, targets};
 use crate::fleet::change::{Effect, FleetChange, Record};
 use crate::http::error::{ApiError, ErrorBody};
 use crate::http::extract::{Json, Path, Query};
+use crate::http::page::{self, Page};
+use crate::keys::release::{KnownRelease, VersionFacts as ReleaseFacts};
 use crate::ops::audit;
 use crate::state::AppState;
 use crate::time::{now_ms, rfc3339};
@@ -168,6 +170,10 @@ pub struct DeviceListQuery {
     /// Only devices in this state: `pending`, `downloading`, `verified`, `installed`, `bound`,
     /// `failed`, `rolled_back`, or `skipped` (every skipped device, whatever the reason).
     pub state: Option<String>,
+    /// Devices per page (default 100, at most 1000).
+    pub limit: Option<u32>,
+    /// The `next_cursor` of the page before.
+    pub cursor: Option<String>,
 }
 
 /// `GET /api/v1/deployments` query.
@@ -207,6 +213,7 @@ pub fn router() -> OpenApiRouter<AppState> {
         (status = 201, body = Deployment),
         (status = 200, body = Preview, description = "dry_run=true: what it would do; nothing is made"),
         (status = 401, body = ErrorBody), (status = 404, body = ErrorBody),
+        (status = 409, body = ErrorBody, description = "the model is marked release required and the version is not released"),
         (status = 422, body = ErrorBody),
     )
 )]
@@ -276,6 +283,40 @@ async fn version_facts(
     .ok_or_else(|| ApiError::NotFound(format!("model {model:?} version {version:?}")))
 }
 
+/// 409 when `model` is marked release required and the release signatures of `version` do not
+/// meet the rule devices will hold it to (`keys/release.rs`): a deployment and a rollback alike.
+async fn release_gate(
+    conn: &mut Conn,
+    model: &str,
+    version: &str,
+    v: &VersionFacts,
+) -> Result<(), ApiError> {
+    let row: Option<(i64, Option<Vec<u8>>)> = sqlx::query_as(
+        "SELECT m.release_required, v.release_bundle FROM versions v \
+         JOIN models m ON m.id = v.model_id WHERE v.id = $1",
+    )
+    .bind(v.id)
+    .fetch_optional(&mut *conn)
+    .await?;
+    let Some((_, bundle)) = row.filter(|(required, _)| *required != 0) else {
+        return Ok(());
+    };
+    let known = KnownRelease::load(conn).await?;
+    let facts = ReleaseFacts::of_row(model, version, &v.sha256, v.accel, v.io_digest.as_deref())
+        .ok_or_else(|| ApiError::internal("versions: a digest is not 64 hex digits"))?;
+    known
+        .meets(bundle.as_deref().unwrap_or_default(), &facts.facts())
+        .map_err(|why| {
+            ApiError::Conflict(format!(
+                "model {model:?} is marked release required: version {version:?} is not \
+                 released ({why}); its rule is {}. Attach release signatures \
+                 (POST /api/v1/models/{model}/versions/{version}/release-signatures) or turn the \
+                 policy off (PATCH /api/v1/models/{model})",
+                known.rule_for(model)
+            ))
+        })
+}
+
 /// The plan of a deployment of `v` to `target`, refused when it reaches nobody.
 async fn plan_for(
     conn: &mut Conn,
@@ -301,6 +342,7 @@ pub(crate) async fn preview(
     rollout.check()?;
     let mut conn = state.db.acquire().await?;
     let v = version_facts(&mut conn, model, version).await?;
+    release_gate(&mut conn, model, version, &v).await?;
     let plan = plan_for(&mut conn, &v, &target, rollout).await?;
     let running: Vec<(String,)> = sqlx::query_as(
         "SELECT d.id FROM devices d JOIN versions v ON v.id = d.current_version_id \
@@ -375,6 +417,7 @@ pub(crate) async fn create(
     }
     let mut tx = FleetChange::begin(state).await?;
     let v = version_facts(&mut tx, model, version).await?;
+    release_gate(&mut tx, model, version, &v).await?;
     plan_for(&mut tx, &v, &target, &rollout).await?;
     let mut classes: Vec<(i64,)> = sqlx::query_as(
         "SELECT DISTINCT hw_class FROM devices WHERE revoked_at IS NULL \
@@ -690,9 +733,9 @@ async fn get_deployment(
     params(("id" = i64, Path, description = "deployment id"), DeviceListQuery),
     security(("token" = [])),
     responses(
-        (status = 200, body = [DeploymentDevice]),
+        (status = 200, body = Page<DeploymentDevice>),
         (status = 401, body = ErrorBody), (status = 404, body = ErrorBody),
-        (status = 422, body = ErrorBody, description = "an unknown `state`"),
+        (status = 422, body = ErrorBody, description = "an unknown `state`, a bad `limit` or `cursor`"),
     )
 )]
 async fn deployment_devices(
@@ -700,7 +743,9 @@ async fn deployment_devices(
     _op: Operator,
     Path(id): Path<i64>,
     Query(q): Query<DeviceListQuery>,
-) -> Result<JsonResponse<Vec<DeploymentDevice>>, ApiError> {
+) -> Result<JsonResponse<Page<DeploymentDevice>>, ApiError> {
+    let limit = page::limit(q.limit)?;
+    let after = page::decode_int(q.cursor.as_deref())?;
     if let Some(s) = &q.state
         && s != "skipped"
         && s != "cancelled"
@@ -776,7 +821,21 @@ async fn deployment_devices(
             }
         });
     }
-    Ok(JsonResponse(list))
+    // The rollout's order (batch by batch, by SHA-256 of the device id): a cursor is the
+    // position after the page's last device. A device that joins or leaves the group between two
+    // pages moves the devices after it by one.
+    let start = usize::try_from(after.unwrap_or(0)).unwrap_or(usize::MAX);
+    let rows: Vec<(usize, DeploymentDevice)> = list
+        .into_iter()
+        .enumerate()
+        .skip(start)
+        .take(limit as usize + 1)
+        .collect();
+    let page = Page::from_rows(rows, limit, |(i, _)| (i + 1).to_string());
+    Ok(JsonResponse(Page {
+        items: page.items.into_iter().map(|(_, d)| d).collect(),
+        next_cursor: page.next_cursor,
+    }))
 }
 
 /// Pauses a deployment: it holds. No new batch opens, and it is offered only to the devices that

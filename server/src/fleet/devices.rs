@@ -11,14 +11,16 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use super::device_info::{
-    DeviceCreated, DeviceInfo, DeviceRow, MAX_FIELD_BYTES, check_field, load_info, select_device,
+    DeviceCreated, DeviceInfo, DeviceRow, MAX_FIELD_BYTES, check_field, load_info,
 };
 use super::history::{self, History, HistoryQuery};
+use super::listing::DeviceFilter;
 use crate::auth::{Operator, token};
 use crate::device::auth as device_auth;
 use crate::fleet::change::{Effect, FleetChange, Record};
 use crate::http::error::{ApiError, ErrorBody};
 use crate::http::extract::{Json, Path, Query};
+use crate::http::page::{self, Page};
 use crate::state::AppState;
 use crate::time::{now_ms, rfc3339};
 
@@ -107,6 +109,21 @@ pub struct DeviceQuery {
     pub group: Option<String>,
     /// Only this status (`revoked`, `new`, or a reported state such as `failed`).
     pub status: Option<String>,
+    /// Only devices that last reported installing a version of this model.
+    pub model: Option<String>,
+    /// Only devices that last reported installing this version (of `model` when given).
+    pub version: Option<String>,
+    /// Only this NPU configuration, e.g. `ethos-u55-256`.
+    pub accelerator: Option<String>,
+    /// Only devices not seen for more than this many minutes (a device that never polled counts
+    /// from when it was provisioned; revoked devices are left out).
+    pub not_seen_minutes: Option<u32>,
+    /// Only devices whose id or name contains this text (any case).
+    pub q: Option<String>,
+    /// Devices per page (default 100, at most 1000).
+    pub limit: Option<u32>,
+    /// The `next_cursor` of the page before.
+    pub cursor: Option<String>,
 }
 
 /// `/api/v1/devices…` routes.
@@ -242,33 +259,84 @@ async fn provision(
     Ok((StatusCode::CREATED, JsonResponse(out)))
 }
 
-/// Devices, by id, optionally filtered by group and status.
+/// Devices in id order, a page at a time, filtered on the server (each filter uses an index:
+/// `fleet/listing.rs`).
 #[utoipa::path(
     get,
     path = "/api/v1/devices",
     tag = "devices",
     params(DeviceQuery),
     security(("token" = [])),
-    responses((status = 200, body = [DeviceInfo]), (status = 401, body = ErrorBody))
+    responses(
+        (status = 200, body = Page<DeviceInfo>),
+        (status = 401, body = ErrorBody),
+        (status = 422, body = ErrorBody, description = "a filter, `limit` or `cursor` that is not valid"),
+    )
 )]
 async fn list_devices(
     State(state): State<AppState>,
     _op: Operator,
     Query(q): Query<DeviceQuery>,
-) -> Result<JsonResponse<Vec<DeviceInfo>>, ApiError> {
-    let rows: Vec<DeviceRow> = sqlx::query_as(concat!(
-        select_device!(),
-        " WHERE ($1 IS NULL OR d.grp = $1) ORDER BY d.id"
-    ))
-    .bind(q.group.as_deref())
-    .fetch_all(&state.db)
-    .await?;
-    Ok(JsonResponse(
-        rows.into_iter()
-            .map(DeviceRow::info)
-            .filter(|d| q.status.as_deref().is_none_or(|s| d.status == s))
-            .collect(),
-    ))
+) -> Result<JsonResponse<Page<DeviceInfo>>, ApiError> {
+    let limit = page::limit(q.limit)?;
+    // An empty text filter is no filter (a form's empty field); a group, status or accelerator
+    // must be one.
+    let given = |v: Option<String>| v.filter(|v| !v.is_empty());
+    let q = DeviceQuery {
+        model: given(q.model),
+        version: given(q.version),
+        q: given(q.q),
+        ..q
+    };
+    if let Some(g) = &q.group {
+        check_field("group", g)?;
+    }
+    let versions = match (&q.model, &q.version) {
+        (None, None) => None,
+        (model, version) => Some(version_ids(&state, model.as_deref(), version.as_deref()).await?),
+    };
+    let filter = DeviceFilter::new(
+        q.group,
+        q.status,
+        versions,
+        q.accelerator.as_deref(),
+        q.not_seen_minutes,
+        q.q,
+        page::decode(q.cursor.as_deref())?,
+        now_ms(),
+    )?;
+    let (sql, binds) = filter.sql(limit + 1);
+    let query = crate::db::bind::query_as::<DeviceRow>(sql, binds);
+    let rows = query.fetch_all(&state.db).await?;
+    let items = rows.into_iter().map(DeviceRow::info).collect();
+    Ok(JsonResponse(Page::from_rows(
+        items,
+        limit,
+        |d: &DeviceInfo| d.id.clone(),
+    )))
+}
+
+/// The row ids of the versions `model` and `version` name (either may be absent).
+async fn version_ids(
+    state: &AppState,
+    model: Option<&str>,
+    version: Option<&str>,
+) -> Result<Vec<i64>, ApiError> {
+    let mut sql =
+        String::from("SELECT v.id FROM versions v JOIN models m ON m.id = v.model_id WHERE 1 = 1");
+    let mut binds = Vec::new();
+    if let Some(m) = model {
+        binds.push(crate::db::Bind::Text(m.to_owned()));
+        sql.push_str(&format!(" AND m.name = ${}", binds.len()));
+    }
+    if let Some(v) = version {
+        binds.push(crate::db::Bind::Text(v.to_owned()));
+        sql.push_str(&format!(" AND v.version = ${}", binds.len()));
+    }
+    let rows: Vec<(i64,)> = crate::db::bind::query_as(sql, binds)
+        .fetch_all(&state.db)
+        .await?;
+    Ok(rows.into_iter().map(|(id,)| id).collect())
 }
 
 /// A device with a page of its history.

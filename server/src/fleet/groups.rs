@@ -125,6 +125,7 @@ async fn list_groups(
         (status = 201, body = RollbackMade),
         (status = 200, body = RollbackPreview, description = "dry_run=true: nothing is made"),
         (status = 401, body = ErrorBody), (status = 404, body = ErrorBody),
+        (status = 409, body = ErrorBody, description = "the model is marked release required and the version to roll back to is not released"),
         (status = 422, body = ErrorBody),
     )
 )]

@@ -26,6 +26,7 @@ pub mod device_info;
 pub mod devices;
 pub mod groups;
 pub mod history;
+pub mod listing;
 pub mod rollout;
 pub mod states;
 pub mod targeting;

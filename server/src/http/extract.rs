@@ -153,6 +153,32 @@ fn integral_of<T: TryFrom<i128>>(n: &serde_json::Number) -> Result<T, String> {
         .and_then(|v| T::try_from(v).map_err(|_| format!("{n} is out of range")))
 }
 
+/// A small binary body (a release bundle, a keyring record), read whole: 413 naming `what` past
+/// `limit` bytes, 408 when it arrives too slowly, 400 when it cannot be read.
+pub async fn small_body(
+    body: axum::body::Body,
+    limit: usize,
+    what: &'static str,
+) -> Result<Vec<u8>, ApiError> {
+    use futures_util::StreamExt as _;
+    let mut stream = body.into_data_stream();
+    let mut out = Vec::new();
+    while let Some(chunk) = stream.next().await {
+        let chunk = chunk.map_err(|e| match crate::http::body_rate::too_slow(&e) {
+            Some(slow) => ApiError::RequestTimeout(slow.to_string()),
+            None => ApiError::bad_request(format!("{what}: the body cannot be read: {e}")),
+        })?;
+        if out.len() + chunk.len() > limit {
+            return Err(ApiError::PayloadTooLarge {
+                what,
+                limit: limit as u64,
+            });
+        }
+        out.extend_from_slice(&chunk);
+    }
+    Ok(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

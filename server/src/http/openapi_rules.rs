@@ -124,7 +124,60 @@ fn parameter_rules() -> Vec<(&'static str, &'static str, Rule)> {
             "sha256",
             text("^[0-9a-f]{64}$", 64),
         ),
-        ("/api/v1/audit", "limit", Rule::Int { min: 1, max: 1000 }),
+        // Every listing's page size and cursor (`http/page.rs`; a device's history pages alike).
+        (
+            "/api/v1/",
+            "limit",
+            Rule::Int {
+                min: 1,
+                max: i64::from(crate::http::page::MAX_LIMIT),
+            },
+        ),
+        // A device's history pages by `before`, up to its own page size (after the rule above:
+        // the later rule wins).
+        (
+            "/api/v1/devices/",
+            "limit",
+            Rule::Int {
+                min: 1,
+                max: i64::from(crate::fleet::history::MAX_PAGE),
+            },
+        ),
+        // A cursor is the hex of a key: a listing by integer keys takes only digits' (`3[0-9]`),
+        // the device listing (after this rule, so it wins) any bytes of an id's length.
+        ("/api/v1/", "cursor", text("^(3[0-9]){1,18}$", 36)),
+        (
+            "/api/v1/devices",
+            "cursor",
+            text(
+                format!("^([0-9a-f]{{2}}){{1,{MAX_FIELD_BYTES}}}$"),
+                2 * MAX_FIELD_BYTES,
+            ),
+        ),
+        (
+            "/api/v1/devices",
+            "status",
+            Rule::OneOf(
+                ["new", "revoked"]
+                    .into_iter()
+                    .chain(DeviceState::ALL.iter().map(|s| s.as_str()))
+                    .collect(),
+            ),
+        ),
+        (
+            "/api/v1/devices",
+            "accelerator",
+            Rule::OneOf(accelerators()),
+        ),
+        ("/api/v1/devices", "group", field()),
+        (
+            "/api/v1/devices",
+            "not_seen_minutes",
+            Rule::Int {
+                min: 0,
+                max: i64::from(u32::MAX),
+            },
+        ),
         (
             "/api/v1/devices/",
             "before",
@@ -140,7 +193,7 @@ fn parameter_rules() -> Vec<(&'static str, &'static str, Rule)> {
                 DeviceState::ALL
                     .iter()
                     .map(|s| s.as_str())
-                    .chain(["skipped"])
+                    .chain(["skipped", "cancelled"])
                     .collect(),
             ),
         ),

@@ -5,7 +5,10 @@ use axum::extract::State;
 use axum::http::{StatusCode, header};
 use axum::response::IntoResponse;
 use npub_core::keys::{KeyPair, public_key_file_text};
-use npub_core::manifest::{KeyId, KeyringChange, KeyringUpdate, sign_keyring_update};
+use npub_core::manifest::{
+    KeyId, KeyringChange, KeyringUpdate, ROTATION_BYTES, sign_keyring_update,
+};
+use npub_core::release::{ModelId, ReleaseChange, TrustChange, TrustUpdate};
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 use utoipa_axum::router::OpenApiRouter;
@@ -14,7 +17,8 @@ use utoipa_axum::routes;
 use crate::auth::{Admin, Operator};
 use crate::fleet::change::{Effect, FleetChange, Record};
 use crate::http::error::{ApiError, ErrorBody};
-use crate::http::extract::{Json, Path as UrlPath};
+use crate::http::extract::{Json, Path as UrlPath, small_body};
+use crate::keys::release::KnownRelease;
 use crate::keys::secrets::generate_seed;
 use crate::keys::signing::{Keys, insert_key};
 use crate::state::AppState;
@@ -60,12 +64,17 @@ pub struct KeyringUpdateInfo {
     pub sequence: i64,
     /// The root key that signed it.
     pub root_key_id: String,
-    /// `add`, `revoke` or `replace`.
+    /// `add`, `revoke` or `replace` (signing keys, made by this server); `release-add`,
+    /// `release-revoke`, `release-replace`, `release-policy`, `release-policy-remove` (release
+    /// records, signed offline by a release root and uploaded with `POST /api/v1/keys/updates`).
     pub action: String,
     /// The key it revokes (revoke, replace).
     pub revokes: Option<String>,
     /// The key it adds (add, replace).
     pub adds: Option<String>,
+    /// A release policy record's rule: `2 of 1a2b…, 3c4d… for model 5e6f…` (`default` for the
+    /// default policy); the model a `release-policy-remove` names.
+    pub policy: Option<String>,
     /// The 144-byte NPK1 record, hex.
     pub record: String,
     /// RFC 3339.
@@ -130,6 +139,7 @@ pub fn router() -> OpenApiRouter<AppState> {
         .routes(routes!(root_trust_file))
         .routes(routes!(rotate_key))
         .routes(routes!(revoke_key))
+        .routes(routes!(upload_update))
 }
 
 /// The active signing key, every earlier one, and the imported keyring updates.
@@ -211,13 +221,48 @@ fn key_info((key_id, public_key, source, created_at, retired_at, revoked_at): Ke
 fn update_info((sequence, root_key_id, record, created_at): UpdateRow) -> KeyringUpdateInfo {
     // Every stored record was decoded before it was stored; one that no longer decodes is shown
     // with its bytes and no action rather than failing the whole listing.
-    let (action, revokes, adds) = match KeyringUpdate::decode(&record).map(|(_, u)| u.change) {
-        Ok(KeyringChange::Add { public_key }) => ("add", None, Some(KeyId::of(&public_key))),
-        Ok(KeyringChange::Revoke { key_id }) => ("revoke", Some(key_id), None),
-        Ok(KeyringChange::Replace { revoke, public_key }) => {
-            ("replace", Some(revoke), Some(KeyId::of(&public_key)))
+    let model = |m: ModelId| {
+        if m.is_default() {
+            "the default policy".to_owned()
+        } else {
+            format!("model {m}")
         }
-        Err(_) => ("unknown", None, None),
+    };
+    let (action, revokes, adds, policy) = match TrustUpdate::decode(&record).map(|(_, u)| u.change)
+    {
+        Ok(TrustChange::Keyring(change)) => match change {
+            KeyringChange::Add { public_key } => ("add", None, Some(KeyId::of(&public_key)), None),
+            KeyringChange::Revoke { key_id } => ("revoke", Some(key_id), None, None),
+            KeyringChange::Replace { revoke, public_key } => {
+                ("replace", Some(revoke), Some(KeyId::of(&public_key)), None)
+            }
+        },
+        Ok(TrustChange::Release(change)) => match change {
+            ReleaseChange::AddKey { public_key } => {
+                ("release-add", None, Some(KeyId::of(&public_key)), None)
+            }
+            ReleaseChange::RevokeKey { key_id } => ("release-revoke", Some(key_id), None, None),
+            ReleaseChange::ReplaceKey { revoke, public_key } => (
+                "release-replace",
+                Some(revoke),
+                Some(KeyId::of(&public_key)),
+                None,
+            ),
+            ReleaseChange::SetPolicy(p) => {
+                let keys: Vec<String> = p.keys().iter().map(KeyId::to_string).collect();
+                let rule = format!(
+                    "{} of {} for {}",
+                    p.threshold(),
+                    keys.join(", "),
+                    model(p.model())
+                );
+                ("release-policy", None, None, Some(rule))
+            }
+            ReleaseChange::RemovePolicy { model: m } => {
+                ("release-policy-remove", None, None, Some(model(m)))
+            }
+        },
+        Err(_) => ("unknown", None, None, None),
     };
     KeyringUpdateInfo {
         sequence,
@@ -225,9 +270,117 @@ fn update_info((sequence, root_key_id, record, created_at): UpdateRow) -> Keyrin
         action: action.to_owned(),
         revokes: revokes.map(|k| k.to_string()),
         adds: adds.map(|k| k.to_string()),
+        policy,
         record: to_hex(&record),
         created_at: rfc3339(created_at),
     }
+}
+
+/// Stores a release keyring record (admin only): one 144-byte NPK1 record of actions 4 to 8
+/// (release key add, revoke, replace; release policy set, remove), signed offline by a release
+/// root with `npub keyring release-*`, as the body. Its sequence must be exactly one above the
+/// newest stored (`GET /api/v1/keys`): release and signing-key records share the sequence
+/// devices follow. Stored verbatim and sent to devices by `GET /api/v1/device/keys` in order.
+///
+/// The server checks the record's format, its action, that this server's own root did not sign
+/// it (devices take release records only from a release root), the sequence, and that devices
+/// holding every stored record could apply it (capacity, a revoked key added again). It cannot
+/// check the signature: the release root's public key is in device firmware, not here.
+#[utoipa::path(
+    post,
+    path = "/api/v1/keys/updates",
+    tag = "keys",
+    request_body(content = String, content_type = "application/octet-stream",
+        description = "one 144-byte NPK1 record of actions 4 to 8"),
+    security(("token" = [])),
+    responses(
+        (status = 201, body = KeyringUpdateInfo),
+        (status = 400, body = ErrorBody),
+        (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
+        (status = 409, body = ErrorBody, description = "the sequence is not the next one: the detail names the expected sequence"),
+        (status = 413, body = ErrorBody),
+        (status = 422, body = ErrorBody, description = "not a release record devices could apply: the detail says why"),
+    )
+)]
+async fn upload_update(
+    State(state): State<AppState>,
+    Admin(op): Admin,
+    request: axum::extract::Request,
+) -> Result<(StatusCode, JsonResponse<KeyringUpdateInfo>), ApiError> {
+    let record = small_body(
+        request.into_body(),
+        ROTATION_BYTES + 1,
+        "the keyring record",
+    )
+    .await?;
+    let refuse = |why: String| ApiError::invalid(format!("keyring record: {why}"));
+    let (root_key_id, update) = TrustUpdate::decode(&record).map_err(|e| refuse(e.to_string()))?;
+    let TrustChange::Release(change) = update.change else {
+        return Err(refuse(
+            "actions 1 to 3 change signing keys, which this server's own root signs \
+             (POST /api/v1/keys/rotate, …/revoke); upload release records (actions 4 to 8) only"
+                .into(),
+        ));
+    };
+    if root_key_id == state.keys.root().key_id() {
+        return Err(refuse(format!(
+            "it is signed by this server's own root key {root_key_id}: devices take release \
+             records only from a release root kept offline (docs/keys.md), and would refuse it"
+        )));
+    }
+    let now = now_ms();
+    let mut tx = FleetChange::begin(&state).await?;
+    let (last,): (i64,) = sqlx::query_as("SELECT COALESCE(MAX(sequence), 0) FROM keyring_updates")
+        .fetch_one(&mut *tx)
+        .await?;
+    let expected = last as u64 + 1;
+    if update.sequence != expected {
+        return Err(ApiError::Conflict(format!(
+            "keyring record: its sequence is {}, but the next one is {expected} (the newest \
+             stored is {last}): sign it again with --seq {expected}",
+            update.sequence
+        )));
+    }
+    let mut known = KnownRelease::load(&mut tx).await?;
+    known.apply(change).map_err(|e| {
+        refuse(format!(
+            "devices holding every stored record would refuse it: {e}"
+        ))
+    })?;
+    let sequence =
+        i64::try_from(update.sequence).map_err(|_| refuse("sequence too large".into()))?;
+    sqlx::query(
+        "INSERT INTO keyring_updates (sequence, root_key_id, record, created_at, created_by) \
+         VALUES ($1, $2, $3, $4, $5)",
+    )
+    .bind(sequence)
+    .bind(root_key_id.to_string())
+    .bind(record.as_slice())
+    .bind(now)
+    .bind(op.token_id)
+    .execute(&mut *tx)
+    .await
+    .map_err(|e| {
+        ApiError::on_unique(e, || {
+            format!("keyring record: sequence {sequence} is taken; the next one is {expected}")
+        })
+    })?;
+    let info = update_info((sequence, root_key_id.to_string(), record.clone(), now));
+    let audit = Record::Audit {
+        op: &op,
+        action: "key.release_record",
+        object: format!("keys/updates/{sequence}"),
+        detail: serde_json::json!({
+            "action": info.action,
+            "root_key_id": info.root_key_id,
+            "revokes": info.revokes,
+            "adds": info.adds,
+            "policy": info.policy,
+        }),
+    };
+    tx.commit(audit, Effect::Fleet).await?.finish().await;
+    tracing::info!(sequence, action = %info.action, "release keyring record stored");
+    Ok((StatusCode::CREATED, JsonResponse(info)))
 }
 
 /// The public key file a device trusts this key with: exactly what `device-agent --trust FILE`

@@ -1,4 +1,6 @@
-//! `GET /api/v1/audit`: the audit log, newest first (what [`super::audit`] records).
+//! `GET /api/v1/audit`: the audit log, newest first (what [`super::audit`] records), a page at a
+//! time, filtered on the server by action, actor, object and time range, each filter on its index
+//! (`migrations/0009_listing_indexes.sql`).
 use axum::Json;
 use axum::extract::State;
 use serde::{Deserialize, Serialize};
@@ -7,20 +9,17 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use crate::auth::Operator;
+use crate::db::Bind;
 use crate::http::error::{ApiError, ErrorBody};
 use crate::http::extract::Query;
+use crate::http::page::{self, Page};
 use crate::state::AppState;
-use crate::time::rfc3339;
-
-/// Entries per page unless `limit` says otherwise.
-const DEFAULT_PAGE: i64 = 100;
-/// Most entries per page: bounds the response whatever the query.
-const MAX_PAGE: i64 = 1000;
+use crate::time::{parse_rfc3339, rfc3339};
 
 /// One audit entry.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct AuditEntry {
-    /// Increasing id; pass the smallest one seen as `before` for the next page.
+    /// Increasing id.
     pub id: i64,
     /// RFC 3339.
     pub at: String,
@@ -53,10 +52,23 @@ struct AuditRow {
 #[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 pub struct AuditQuery {
-    /// Entries to return, newest first (default 100, at most 1000).
-    pub limit: Option<i64>,
-    /// Only entries with an id below this (paging).
-    pub before: Option<i64>,
+    /// Entries per page, newest first (default 100, at most 1000).
+    pub limit: Option<u32>,
+    /// The `next_cursor` of the page before.
+    pub cursor: Option<String>,
+    /// Only this action, e.g. `deployment.create`, or every action under a prefix ending in
+    /// `.`, e.g. `deployment.`.
+    pub action: Option<String>,
+    /// Only entries by this actor (the token's name at the time).
+    pub actor: Option<String>,
+    /// Only entries about this object, e.g. `deployments/2` or `devices/cam-1`.
+    pub object: Option<String>,
+    /// Only entries at or after this instant (RFC 3339).
+    #[param(format = DateTime)]
+    pub since: Option<String>,
+    /// Only entries before this instant (RFC 3339).
+    #[param(format = DateTime)]
+    pub until: Option<String>,
 }
 
 /// `GET /api/v1/audit`.
@@ -64,48 +76,112 @@ pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new().routes(routes!(list_audit))
 }
 
-/// The audit log, newest first.
+/// The audit log, newest first, a page at a time.
 #[utoipa::path(
     get,
     path = "/api/v1/audit",
     tag = "audit",
     params(AuditQuery),
     security(("token" = [])),
-    responses((status = 200, body = [AuditEntry]), (status = 401, body = ErrorBody))
+    responses(
+        (status = 200, body = Page<AuditEntry>),
+        (status = 401, body = ErrorBody),
+        (status = 422, body = ErrorBody, description = "a filter, `limit` or `cursor` that is not valid"),
+    )
 )]
 async fn list_audit(
     State(state): State<AppState>,
     _op: Operator,
     Query(q): Query<AuditQuery>,
-) -> Result<Json<Vec<AuditEntry>>, ApiError> {
-    let limit = q.limit.unwrap_or(DEFAULT_PAGE);
-    if !(1..=MAX_PAGE).contains(&limit) {
-        return Err(ApiError::invalid(format!(
-            "limit: must be from 1 to {MAX_PAGE}"
-        )));
+) -> Result<Json<Page<AuditEntry>>, ApiError> {
+    let limit = page::limit(q.limit)?;
+    // An empty text filter is no filter (a form's empty field); an instant must be one.
+    let given = |v: Option<String>| v.filter(|v| !v.is_empty());
+    let q = AuditQuery {
+        action: given(q.action),
+        actor: given(q.actor),
+        object: given(q.object),
+        ..q
+    };
+    let (sql, binds) = audit_sql(&q, limit)?;
+    let query = crate::db::bind::query_as::<AuditRow>(sql, binds);
+    let rows: Vec<AuditRow> = query.fetch_all(&state.db).await?;
+    let items = rows
+        .into_iter()
+        .map(|r| AuditEntry {
+            id: r.id,
+            at: rfc3339(r.at),
+            token_id: r.token_id,
+            actor: r.actor,
+            action: r.action,
+            object: r.object,
+            detail: r
+                .detail
+                .and_then(|d| serde_json::from_str(&d).ok())
+                .unwrap_or(serde_json::Value::Null),
+        })
+        .collect();
+    Ok(Json(Page::from_rows(items, limit, |e: &AuditEntry| {
+        e.id.to_string()
+    })))
+}
+
+/// The statement `GET /api/v1/audit` runs for `q`, and its binds (public for the plan test).
+pub fn audit_sql(q: &AuditQuery, limit: u32) -> Result<(String, Vec<Bind>), ApiError> {
+    let mut sql = String::from(
+        "SELECT id, at, token_id, actor, action, object, detail FROM audit WHERE 1 = 1",
+    );
+    let mut binds = Vec::new();
+    let mut push = |sql: &mut String, clause: &str, b: Bind| {
+        binds.push(b);
+        sql.push_str(&clause.replace("$?", &format!("${}", binds.len())));
+    };
+    if let Some(a) = &q.action {
+        if a.is_empty() {
+            return Err(ApiError::invalid(
+                "action: give an action, e.g. deployment.create",
+            ));
+        }
+        match a.strip_suffix('.') {
+            // A prefix as a range, so that the (action, id) index serves it on both backends.
+            Some(prefix) => {
+                push(
+                    &mut sql,
+                    " AND action >= $?",
+                    Bind::Text(format!("{prefix}.")),
+                );
+                push(
+                    &mut sql,
+                    " AND action < $?",
+                    Bind::Text(format!("{prefix}/")),
+                );
+            }
+            None => push(&mut sql, " AND action = $?", Bind::Text(a.clone())),
+        }
     }
-    let rows: Vec<AuditRow> = sqlx::query_as(
-        "SELECT id, at, token_id, actor, action, object, detail FROM audit \
-         WHERE id < $1 ORDER BY id DESC LIMIT $2",
-    )
-    .bind(q.before.unwrap_or(i64::MAX))
-    .bind(limit)
-    .fetch_all(&state.db)
-    .await?;
-    Ok(Json(
-        rows.into_iter()
-            .map(|r| AuditEntry {
-                id: r.id,
-                at: rfc3339(r.at),
-                token_id: r.token_id,
-                actor: r.actor,
-                action: r.action,
-                object: r.object,
-                detail: r
-                    .detail
-                    .and_then(|d| serde_json::from_str(&d).ok())
-                    .unwrap_or(serde_json::Value::Null),
-            })
-            .collect(),
-    ))
+    if let Some(actor) = &q.actor {
+        push(&mut sql, " AND actor = $?", Bind::Text(actor.clone()));
+    }
+    if let Some(object) = &q.object {
+        push(&mut sql, " AND object = $?", Bind::Text(object.clone()));
+    }
+    for (name, value, op) in [("since", &q.since, ">="), ("until", &q.until, "<")] {
+        if let Some(v) = value {
+            let ms = parse_rfc3339(v).ok_or_else(|| {
+                ApiError::invalid(format!(
+                    "{name}: {v:?} is not an RFC 3339 instant (e.g. 2026-12-01T00:00:00Z)"
+                ))
+            })?;
+            push(&mut sql, &format!(" AND at {op} $?"), Bind::Int(ms));
+        }
+    }
+    if let Some(before) = page::decode_int(q.cursor.as_deref())? {
+        push(&mut sql, " AND id < $?", Bind::Int(before));
+    }
+    push(
+        &mut sql,
+        " ORDER BY id DESC LIMIT $?",
+        Bind::Int(i64::from(limit) + 1),
+    );
+    Ok((sql, binds))
 }

@@ -24,6 +24,7 @@ mod npz_claims;
 mod openapi_doc;
 mod operations;
 mod ranges;
+mod release;
 mod restart;
 mod timeouts;
 mod upload_limits;

@@ -21,6 +21,15 @@ const ROUTES: &[(&str, &str)] = &[
     ("get", "/api/v1/models"),
     ("post", "/api/v1/models"),
     ("get", "/api/v1/models/{name}"),
+    ("patch", "/api/v1/models/{name}"),
+    (
+        "get",
+        "/api/v1/models/{name}/versions/{version}/release-signatures",
+    ),
+    (
+        "post",
+        "/api/v1/models/{name}/versions/{version}/release-signatures",
+    ),
     ("get", "/api/v1/models/{name}/versions"),
     ("post", "/api/v1/models/{name}/versions/{version}"),
     ("get", "/api/v1/models/{name}/versions/{version}"),
@@ -50,10 +59,12 @@ const ROUTES: &[(&str, &str)] = &[
     ("get", "/api/v1/device/manifest"),
     ("get", "/api/v1/device/packs/{sha256}"),
     ("get", "/api/v1/device/packs/{sha256}/io"),
+    ("get", "/api/v1/device/packs/{sha256}/release"),
     ("post", "/api/v1/device/status"),
     ("get", "/api/v1/device/keys"),
     ("get", "/api/v1/keys/root/trust"),
     ("post", "/api/v1/keys/rotate"),
+    ("post", "/api/v1/keys/updates"),
     ("post", "/api/v1/keys/{key_id}/revoke"),
 ];
 

@@ -168,12 +168,14 @@ async fn deploys_with_a_staged_rollout_and_devices_move_the_progress_bars() {
         let rows = ui.wait_text(".devices tbody", "kws 1.0.0 (seq 1)").await;
         assert!(rows.contains("installed"), "{rows}");
         assert!(!rows.contains("never"), "last seen is shown: {rows}");
-        // Filters: by status on the server, by text in the page.
+        // Filters, on the server, and in the view's URL.
         ui.select("select[name=status]", "new").await;
         ui.wait_text(".devices", "No device matches").await;
         ui.select("select[name=status]", "").await;
         ui.fill("input[name=q]", "bench").await;
-        ui.wait_text(".devices caption", "1 of 2 devices").await;
+        ui.wait_text(".devices caption", "1 device matching the filters")
+            .await;
+        ui.wait_until("location.hash === '#/fleet?q=bench'").await;
 
         // The list of deployments shows it completed.
         ui.open("deployments").await;
@@ -310,7 +312,7 @@ async fn rolls_a_group_back_after_confirming_then_aborts_and_audits_it() {
                     "{action} not in the audit log:\n{log}"
                 );
             }
-            ui.fill("input[name=action]", "deployments/2").await;
+            ui.fill("input[name=object]", "deployments/2").await;
             ui.wait_until("document.querySelectorAll('.audit tbody tr').length === 2")
                 .await;
         },
@@ -444,7 +446,7 @@ async fn a_device_that_reported_says_when_and_a_long_reason_leaves_the_table_rea
     assert!(devices[0].poll(0).await.is_some());
     devices[0].fail(seq, &reason).await;
     let listed = api(&base, reqwest::Method::GET, "/devices", None).await;
-    let failed = listed
+    let failed = listed["items"]
         .as_array()
         .unwrap()
         .iter()

@@ -20,6 +20,7 @@ mod layout;
 mod models;
 mod navigation;
 mod previews;
+mod release;
 mod serving;
 mod signin;
 mod wording;

@@ -234,7 +234,7 @@ async fn after_an_upload_the_version_count_is_current_and_no_file_is_left_chosen
         .json()
         .await
         .unwrap();
-    assert_eq!(versions.as_array().unwrap().len(), 1, "{versions}");
+    assert_eq!(versions["items"].as_array().unwrap().len(), 1, "{versions}");
     s.stop().await;
 }
 

@@ -191,7 +191,7 @@ impl Api {
         let all = self
             .call(Method::GET, "/api/v1/audit?limit=1000", None, 200)
             .await;
-        let mut out: Vec<Value> = all
+        let mut out: Vec<Value> = all["items"]
             .as_array()
             .unwrap()
             .iter()

@@ -148,7 +148,7 @@ async fn survives_postgresql_stopped_under_load_with_503s_and_nothing_lost() {
     let listed = b
         .call(Method::GET, "/api/v1/devices?group=load", None, 200)
         .await;
-    let listed: std::collections::HashSet<&str> = listed
+    let listed: std::collections::HashSet<&str> = listed["items"]
         .as_array()
         .unwrap()
         .iter()

@@ -171,7 +171,7 @@ async fn a_device_installs_a_deployment_end_to_end() {
         .json()
         .await
         .unwrap();
-    assert!(after[0]["last_seen"].is_string(), "{after}");
+    assert!(after["items"][0]["last_seen"].is_string(), "{after}");
     s.stop().await;
 }
 

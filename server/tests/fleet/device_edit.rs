@@ -57,9 +57,8 @@ async fn moving_a_device_to_another_group_changes_its_next_offer_and_is_audited(
     );
 
     let (_, audit) = send(&s, Method::GET, "/api/v1/audit", None).await;
-    let entry = audit["entries"]
+    let entry = audit["items"]
         .as_array()
-        .or(audit.as_array())
         .unwrap()
         .iter()
         .find(|e| e["action"] == "device.update")

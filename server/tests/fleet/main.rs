@@ -11,6 +11,7 @@ mod device_edit;
 mod device_page;
 mod fast_poll;
 mod last_seen;
+mod listing;
 mod rollback;
 mod rollout;
 mod targeting;

@@ -72,9 +72,12 @@ async fn rollback_is_a_newer_deployment_of_the_older_pack() {
         .send()
         .await
         .unwrap()
-        .json()
+        .json::<serde_json::Value>()
         .await
-        .unwrap();
+        .unwrap()["items"]
+        .as_array()
+        .unwrap()
+        .clone();
     assert!(audit.iter().any(|e| e["action"] == "deployment.rollback"));
     let dev: serde_json::Value = s
         .req(Method::GET, "/api/v1/devices/dev-1")

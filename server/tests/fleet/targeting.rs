@@ -69,7 +69,7 @@ async fn deployment_lists_each_device_with_its_batch_state_reason_and_why_it_was
     let id = d["id"].as_i64().unwrap();
     let (status, list) = get(&s, &format!("/api/v1/deployments/{id}/devices")).await;
     assert_eq!(status, 200);
-    let list = list.as_array().unwrap().clone();
+    let list = list["items"].as_array().unwrap().clone();
     assert_eq!(list.len(), 3, "{list:?}");
     let first = &list[0];
     assert_eq!(first["batch"], 0);
@@ -103,7 +103,7 @@ async fn deployment_lists_each_device_with_its_batch_state_reason_and_why_it_was
         &format!("/api/v1/deployments/{id}/devices?state=failed"),
     )
     .await;
-    let failed = failed.as_array().unwrap();
+    let failed = failed["items"].as_array().unwrap();
     assert_eq!(failed.len(), 1);
     assert_eq!(failed[0]["device_id"], canary);
     assert_eq!(failed[0]["reason"], "self-test failed");
@@ -113,7 +113,7 @@ async fn deployment_lists_each_device_with_its_batch_state_reason_and_why_it_was
         &format!("/api/v1/deployments/{id}/devices?state=skipped"),
     )
     .await;
-    assert_eq!(skipped.as_array().unwrap().len(), 2);
+    assert_eq!(skipped["items"].as_array().unwrap().len(), 2);
     let (status, bad) = get(&s, &format!("/api/v1/deployments/{id}/devices?state=done")).await;
     assert_eq!(status, 422, "{bad}");
     let (status, _) = get(&s, "/api/v1/deployments/999/devices").await;
@@ -173,8 +173,8 @@ async fn preview_answers_reach_skips_and_batches_without_taking_a_sequence() {
     .await;
     assert_eq!(d["sequence"].as_i64().unwrap(), before + 1);
     let (_, list) = get(&s, &format!("/api/v1/deployments/{}/devices", d["id"])).await;
-    assert_eq!(list[0]["device_id"], p["batches"][0]["devices"][0]);
-    assert_eq!(list[1]["device_id"], p["batches"][1]["devices"][0]);
+    assert_eq!(list["items"][0]["device_id"], p["batches"][0]["devices"][0]);
+    assert_eq!(list["items"][1]["device_id"], p["batches"][1]["devices"][0]);
     s.stop().await;
 }
 

@@ -88,7 +88,7 @@ async fn survives_a_full_disk_with_507_and_recovers_when_space_returns() {
         .json()
         .await
         .unwrap();
-    let names: Vec<&str> = versions
+    let names: Vec<&str> = versions["items"]
         .as_array()
         .unwrap()
         .iter()

@@ -509,6 +509,35 @@ static int rotation(void) {
   return failures;
 }
 
+/* A release key in the open call: the same deployment of pack 2 is refused as unreleased (no
+ * fetch_release callback, so the server has no release signatures), before a byte of it is
+ * fetched; the release fields are checked at open. */
+static int release_keys(void) {
+  int failures = 0;
+  ram_nor nor = {flash_mem, 0, 0, 0};
+  mem_server server;
+  npub_config c;
+  npub_job job;
+  int32_t rc;
+  memcpy(flash_mem, snapshot, sizeof flash_mem);
+  serve(&server, 2);
+  test_config(&c, &nor, arena_mem, &server);
+  c.release_keys = (const uint8_t(*)[32])npub_test_key;
+  c.release_key_count = 5;
+  CHECK(open_agent(&c) == NPUB_E_CONFIG && last_error_has("release_key_count"), "5 release keys");
+  c.release_key_count = 1;
+  c.release_keys = NULL;
+  CHECK(open_agent(&c) == NPUB_E_CONFIG && last_error_has("release_keys"), "release keys NULL");
+  c.release_keys = (const uint8_t(*)[32])npub_test_key;
+  CHECK(open_agent(&c) == NPUB_OK && npub_agent_boot(&agent_storage, &job) == NPUB_OK, "boot v1");
+  rc = test_install(&agent_storage, &job);
+  CHECK(rc == NPUB_E_REJECTED && last_error_has("release") && last_error_has("carries none"),
+        "unreleased pack 2: %s", npub_result_name(rc));
+  CHECK(job.sequence == npub_test_seq1, "pack 1 still bound");
+  printf("release keys: %d failures\n", failures);
+  return failures;
+}
+
 int run_common_tests(long cut_stride) {
   int failures = bad_calls();
   /* The flash with pack 1 installed and confirmed (bad_calls installed it): the base of the rest. */
@@ -534,5 +563,6 @@ int run_common_tests(long cut_stride) {
   failures += power_cuts(cut_stride);
   failures += counter_hook();
   failures += rotation();
+  failures += release_keys();
   return failures;
 }

@@ -64,6 +64,6 @@ pub use install::{CHUNK_BYTES, Installing, Poll, Progress};
 pub use keystore::{DeviceKeyring, KEYRING_CAPACITY, MAX_ROOTS, Trust};
 pub use layout::Layout;
 pub use npu::{Arena, DriverPayload, Npu, NpuRegisters, RecordingNpu};
-pub use state::{SlotState, State, Status};
+pub use state::{MAX_LOCAL_RETRIES, SlotState, State, Status};
 pub use transport::{Report, ReportState, Transport};
 pub use verify::{BoundSlot, VerifiedSlot};

@@ -278,6 +278,10 @@ typedef struct {
   int64_t progress;
   // Why (NUL-terminated, one line), or NULL.
   const char *reason;
+  // For a report that ends a download attempt (a `"downloading"` with a reason after a
+  // corrupted download, which is fetched afresh, or the final `"failed"`): the attempts made,
+  // from 1; send it as the body's `"attempts"`. 0 otherwise (send none).
+  uint32_t attempts;
 } npub_report;
 
 // The device API as three whole requests (for a firmware with its own HTTP client).

@@ -582,6 +582,7 @@ impl Transport for CRequests {
             } else {
                 core::ptr::null()
             },
+            attempts: report.attempts.map_or(0, u32::from),
         };
         // SAFETY: `c` and the strings it points at live across the call.
         match unsafe { f(self.ops.ctx, &c) } {

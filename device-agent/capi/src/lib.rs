@@ -863,6 +863,7 @@ pub unsafe extern "C" fn npub_agent_boot(agent: *mut npub_agent, job: *mut npub_
                             state: ReportState::RolledBack,
                             progress: None,
                             reason: Some(r.reason),
+                            attempts: None,
                         });
                     }
                     Ok(NPUB_OK)

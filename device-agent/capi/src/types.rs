@@ -244,6 +244,10 @@ pub struct npub_report {
     pub progress: i64,
     /// Why (NUL-terminated, one line), or NULL.
     pub reason: *const c_char,
+    /// For a report that ends a download attempt (a `"downloading"` with a reason after a
+    /// corrupted download, which is fetched afresh, or the final `"failed"`): the attempts made,
+    /// from 1; send it as the body's `"attempts"`. 0 otherwise (send none).
+    pub attempts: u32,
 }
 
 /// The device API as three whole requests (for a firmware with its own HTTP client).

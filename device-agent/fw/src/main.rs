@@ -303,6 +303,7 @@ fn report<T: Transport>(t: &mut T, sequence: u64, state: ReportState) {
         state,
         progress: None,
         reason: None,
+        attempts: None,
     });
 }
 
@@ -392,7 +393,9 @@ fn poll_loop(
                     return Ok(());
                 }
             }
-            Err(e) if resumable(&e) => {
+            // A dropped connection resumes; a pack that did not read back as signed (corrupted
+            // on the way) is downloaded afresh while attempts are left: both after a backoff.
+            Err(e) if resumable(&e) || agent.state().retryable().is_some() => {
                 failed += 1;
                 match t.io.last_error() {
                     Some(h) => hprintln!("failed: {} ({})", e, h),

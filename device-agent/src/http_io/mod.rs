@@ -5,7 +5,7 @@
 //! |------------------|-------------------------------------------------------------------------------|--------------------|
 //! | `fetch_manifest` | `GET /api/v1/device/manifest?seq=N`, `If-None-Match` with the cached manifest's `ETag` while that manifest is newer than `N` | 200 body = manifest (kept with its `ETag`); 304 = the cached one; 204 nothing newer |
 //! | `fetch_pack`     | `GET /api/v1/device/packs/{sha256 hex}`, `Range: bytes=O-E` for a whole window (default [`DEFAULT_WINDOW_BYTES`], or the rest of the pack) | 206 whose `Content-Range` is exactly `O-E/pack_len`; the window is then handed to the agent piece by piece from the open body |
-//! | `report`         | `POST /api/v1/device/status` `{"sequence","state","progress"?,"reason"?}`      | any 2xx |
+//! | `report`         | `POST /api/v1/device/status` `{"sequence","state","progress"?,"reason"?,"attempts"?}` | any 2xx |
 //! | `fetch_release`  | `GET /api/v1/device/packs/{sha256 hex}/release` (only while the device's release trust is active) | 200 body = the release bundle; 404 = none |
 //! | `fetch_keyring_updates` | `GET /api/v1/device/keys?after=N`                                      | 200 body = whole 144-byte records; 204 none |
 //!
@@ -1073,6 +1073,9 @@ impl<'a, L: Link, C: Clock> HttpIo<'a, L, C> {
             };
             write!(text, "{reason}").map_err(too_long)?;
             b.put(b"\"").map_err(too_long)?;
+        }
+        if let Some(n) = r.attempts {
+            write!(b, ",\"attempts\":{n}").map_err(too_long)?;
         }
         b.put(b"}").map_err(too_long)?;
         let body_len = b.len();

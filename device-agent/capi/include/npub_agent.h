@@ -468,9 +468,10 @@ typedef struct {
   int32_t active_slot;
   // The replay floor: the highest manifest sequence consumed.
   uint64_t last_sequence;
-  // While downloading: bytes in flash, and the pack's length.
+  // While downloading, and after a download failed and is kept for its resume (a broken
+  // connection, a power cut): the bytes durable in flash, where the next poll resumes.
   uint32_t download_written;
-  // The pack's length (0 when not downloading).
+  // That pack's length (0 when no download is under way or kept).
   uint32_t download_total;
   // The code of the last call that failed (0 if none).
   int32_t last_error;

@@ -1082,7 +1082,13 @@ pub unsafe extern "C" fn npub_agent_status(
                         s.download_total = job.manifest().pack_len();
                     }
                     Step::Pending(_) | Step::Trial(_) => s.phase = 3,
-                    Step::None => {}
+                    Step::None => {
+                        // A download that failed and is kept for its resume: what is durable.
+                        if let Some((_, pack, written)) = state.and_then(|(_, st)| st.receiving()) {
+                            s.download_written = written;
+                            s.download_total = pack.len;
+                        }
+                    }
                 }
             }
             // SAFETY: room for one npub_status, as documented.

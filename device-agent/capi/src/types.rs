@@ -451,9 +451,10 @@ pub struct npub_status {
     pub active_slot: i32,
     /// The replay floor: the highest manifest sequence consumed.
     pub last_sequence: u64,
-    /// While downloading: bytes in flash, and the pack's length.
+    /// While downloading, and after a download failed and is kept for its resume (a broken
+    /// connection, a power cut): the bytes durable in flash, where the next poll resumes.
     pub download_written: u32,
-    /// The pack's length (0 when not downloading).
+    /// That pack's length (0 when no download is under way or kept).
     pub download_total: u32,
     /// The code of the last call that failed (0 if none).
     pub last_error: i32,

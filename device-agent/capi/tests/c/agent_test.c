@@ -79,9 +79,11 @@ static int32_t mem_fetch_pack(void *ctx, const uint8_t *sha256, uint32_t offset,
   (void)sha256;
   s->fetches++;
   if (s->garbage_at && s->fetches == s->garbage_at) return (int32_t)len + 1000;
+  if (s->io_error_at && s->fetches == s->io_error_at) return NPUB_IO_ERROR;
   if (offset >= s->pack_len) return 0;
   size_t n = s->pack_len - offset < len ? s->pack_len - offset : len;
   memcpy(buf, s->pack + offset, n);
+  if (s->corrupt_at && s->fetches == s->corrupt_at) buf[n / 2] ^= 0x01;
   return (int32_t)n;
 }
 
@@ -97,8 +99,10 @@ static int32_t mem_fetch_keyring_updates(void *ctx, uint64_t after, uint8_t *buf
 }
 
 static int32_t mem_report(void *ctx, const npub_report *r) {
-  (void)ctx;
-  (void)r;
+  mem_server *s = ctx;
+  s->reports++;
+  snprintf(s->last_state, sizeof s->last_state, "%s", r->state);
+  s->last_attempts = r->attempts;
   return 0;
 }
 
@@ -365,6 +369,51 @@ static int self_test_failure(void) {
   return failures;
 }
 
+/* Transient faults during the upgrade to pack 2: a broken connection keeps the durable bytes
+ * (npub_agent_status says how many) and the next poll resumes; a download corrupted on the way
+ * is NPUB_E_INTEGRITY (the slot's SHA-256 is not the signed one), reported `downloading` with
+ * attempts 1, and the next poll downloads it afresh and installs it. */
+static int transient_faults(void) {
+  int failures = 0;
+  ram_nor nor = {flash_mem, 0, 0, 0};
+  mem_server server;
+  npub_config c;
+  npub_job job;
+  npub_status st;
+  memcpy(flash_mem, snapshot, sizeof flash_mem);
+  serve(&server, 2);
+  test_config(&c, &nor, arena_mem, &server);
+  CHECK(open_agent(&c) == NPUB_OK && npub_agent_boot(&agent_storage, &job) == NPUB_OK, "boot v1");
+  /* Far enough in for a durable mark (progress_bytes is 16 KiB, a fetch at most 512 bytes). */
+  server.io_error_at = 100;
+  int32_t rc;
+  while ((rc = npub_agent_poll(&agent_storage, &job)) == NPUB_IN_PROGRESS) {
+  }
+  CHECK(rc == NPUB_E_TRANSPORT, "broken connection: %s", npub_result_name(rc));
+  CHECK(npub_agent_status(&agent_storage, &st) == NPUB_OK && st.download_written > 0 &&
+            st.download_written % 16384 == 0 &&
+            st.download_total == npub_test_pack2_len,
+        "after the failed download: %u of %u bytes durable", (unsigned)st.download_written,
+        (unsigned)st.download_total);
+  CHECK(strcmp(server.last_state, "downloading") == 0 && server.last_attempts == 0,
+        "a resume is no new attempt: %s, %u", server.last_state, (unsigned)server.last_attempts);
+  server.io_error_at = 0;
+  server.corrupt_at = server.fetches + 3;
+  while ((rc = npub_agent_poll(&agent_storage, &job)) == NPUB_IN_PROGRESS) {
+  }
+  CHECK(rc == NPUB_E_INTEGRITY && last_error_has("SHA-256"), "corrupted download: %s",
+        npub_result_name(rc));
+  CHECK(strcmp(server.last_state, "downloading") == 0 && server.last_attempts == 1,
+        "retried, not failed: %s, attempts %u", server.last_state, (unsigned)server.last_attempts);
+  CHECK(npub_agent_status(&agent_storage, &st) == NPUB_OK && st.download_written == 0, "afresh: %u",
+        (unsigned)st.download_written);
+  server.corrupt_at = 0;
+  CHECK(test_install(&agent_storage, &job) == NPUB_OK, "attempt 2 installs");
+  failures += check_job(&job, npub_test_seq2, npub_test_pack2, npub_test_pack2_len);
+  printf("transient faults: %d failures\n", failures);
+  return failures;
+}
+
 /* Power cut at every flash operation of the upgrade from pack 1 to pack 2 (every cut_stride-th
  * one): after each the device boots pack 1 or pack 2, and the next polls finish on pack 2. */
 static int power_cuts(long cut_stride) {
@@ -560,6 +609,7 @@ int run_common_tests(long cut_stride) {
     }
   }
   failures += self_test_failure();
+  failures += transient_faults();
   failures += power_cuts(cut_stride);
   failures += counter_hook();
   failures += rotation();

@@ -61,6 +61,11 @@ typedef struct {
   size_t records_len;
   void *reenter;         /* an agent to call from inside fetch_manifest (NULL: none) */
   int reenter_rc;
+  long io_error_at;      /* fetch_pack call that fails with NPUB_IO_ERROR (0: never) */
+  long corrupt_at;       /* fetch_pack call whose bytes have one bit flipped (0: never) */
+  int reports;           /* reports received */
+  char last_state[16];   /* the last report's state */
+  uint32_t last_attempts; /* and its attempts (0: none) */
 } mem_server;
 
 /* Provided by the platform file. */

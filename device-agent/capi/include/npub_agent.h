@@ -66,6 +66,15 @@
 // The driver's own sector must divide it; every layout area is whole units.
 #define NPUB_FLASH_ERASE_BYTES 4096
 
+// `npub_flash.busy`: the erase or program just ended; the chip may be read again.
+#define NPUB_FLASH_IDLE 0
+
+// `npub_flash.busy`: one `erase_unit` is about to be erased.
+#define NPUB_FLASH_ERASING 1
+
+// `npub_flash.busy`: at most 512 bytes are about to be programmed.
+#define NPUB_FLASH_PROGRAMMING 2
+
 // Download bytes one `npub_agent_poll` fetches when the config says 0.
 #define NPUB_DEFAULT_STEP_BYTES 16384
 
@@ -222,6 +231,13 @@ typedef struct {
   int32_t (*erase)(void*, uint32_t, uint32_t);
   // Drops what the XIP path caches. Optional (NULL: the window is not cached).
   void (*invalidate)(void*);
+  // Told around every erase and program: `(ctx, NPUB_FLASH_ERASING or
+  // NPUB_FLASH_PROGRAMMING, offset, len)` before it, `(ctx, NPUB_FLASH_IDLE, offset, len)`
+  // after it (whether it succeeded or not). The chip cannot be read while it is busy: return
+  // from the first call once nothing reads the flash (the NPU's job done or held, memory-mapped
+  // mode left), and let reads run again after the second. With it, every erase callback is one
+  // `erase_unit` (the busy windows are as short as the chip allows). Optional (NULL: none).
+  void (*busy)(void*, uint32_t, uint32_t, uint32_t);
 } npub_flash;
 
 // Where the journal and the two slots live, as flash offsets (every area whole

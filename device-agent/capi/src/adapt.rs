@@ -230,9 +230,23 @@ impl NorFlash for CFlash {
         }
         self.bounds(from, (to - from) as usize, NPUB_FLASH_ERASE_BYTES)?;
         let erase = self.ops.erase.ok_or(FlashError(NorFlashErrorKind::Other))?;
-        // SAFETY: the callback was checked non-NULL at open; it gets plain integers.
-        let rc = unsafe { erase(self.ops.ctx, from, to - from) };
-        self.outcome("erase", from, to - from, rc)
+        let Some(_) = self.ops.busy else {
+            // SAFETY: the callback was checked non-NULL at open; it gets plain integers.
+            let rc = unsafe { erase(self.ops.ctx, from, to - from) };
+            return self.outcome("erase", from, to - from, rc);
+        };
+        // One erase unit per busy window (checked non-zero and dividing the agent's at open).
+        let unit = self.ops.erase_unit;
+        let mut at = from;
+        while at < to {
+            self.busy(NPUB_FLASH_ERASING, at, unit);
+            // SAFETY: as above.
+            let rc = unsafe { erase(self.ops.ctx, at, unit) };
+            self.busy(NPUB_FLASH_IDLE, at, unit);
+            self.outcome("erase", at, unit, rc)?;
+            at += unit;
+        }
+        Ok(())
     }
 
     fn write(&mut self, offset: u32, bytes: &[u8]) -> Result<(), FlashError> {
@@ -242,9 +256,21 @@ impl NorFlash for CFlash {
             .program
             .ok_or(FlashError(NorFlashErrorKind::Other))?;
         let len = bytes.len() as u32;
+        self.busy(NPUB_FLASH_PROGRAMMING, offset, len);
         // SAFETY: `bytes` is live for `len` bytes; the callback only reads it.
         let rc = unsafe { program(self.ops.ctx, offset, bytes.as_ptr(), len) };
+        self.busy(NPUB_FLASH_IDLE, offset, len);
         self.outcome("program", offset, len, rc)
+    }
+}
+
+impl CFlash {
+    /// Tells the caller's `busy` hook, if any.
+    fn busy(&self, state: u32, offset: u32, len: u32) {
+        if let Some(busy) = self.ops.busy {
+            // SAFETY: a plain call with the caller's context and integers.
+            unsafe { busy(self.ops.ctx, state, offset, len) }
+        }
     }
 }
 

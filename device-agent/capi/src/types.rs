@@ -66,6 +66,12 @@ pub const NPUB_FLASH_WRITE_BYTES: u32 = 16;
 /// The erase unit the agent erases in: every erase call is this aligned and a multiple of it.
 /// The driver's own sector must divide it; every layout area is whole units.
 pub const NPUB_FLASH_ERASE_BYTES: u32 = 4096;
+/// `npub_flash.busy`: the erase or program just ended; the chip may be read again.
+pub const NPUB_FLASH_IDLE: u32 = 0;
+/// `npub_flash.busy`: one `erase_unit` is about to be erased.
+pub const NPUB_FLASH_ERASING: u32 = 1;
+/// `npub_flash.busy`: at most 512 bytes are about to be programmed.
+pub const NPUB_FLASH_PROGRAMMING: u32 = 2;
 /// Download bytes one `npub_agent_poll` fetches when the config says 0.
 pub const NPUB_DEFAULT_STEP_BYTES: u32 = 16384;
 
@@ -183,6 +189,13 @@ pub struct npub_flash {
     pub erase: Option<unsafe extern "C" fn(*mut c_void, u32, u32) -> i32>,
     /// Drops what the XIP path caches. Optional (NULL: the window is not cached).
     pub invalidate: Option<unsafe extern "C" fn(*mut c_void)>,
+    /// Told around every erase and program: `(ctx, NPUB_FLASH_ERASING or
+    /// NPUB_FLASH_PROGRAMMING, offset, len)` before it, `(ctx, NPUB_FLASH_IDLE, offset, len)`
+    /// after it (whether it succeeded or not). The chip cannot be read while it is busy: return
+    /// from the first call once nothing reads the flash (the NPU's job done or held, memory-mapped
+    /// mode left), and let reads run again after the second. With it, every erase callback is one
+    /// `erase_unit` (the busy windows are as short as the chip allows). Optional (NULL: none).
+    pub busy: Option<unsafe extern "C" fn(*mut c_void, u32, u32, u32)>,
 }
 
 /// Where the journal and the two slots live, as flash offsets (every area whole

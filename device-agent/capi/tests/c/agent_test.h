@@ -45,6 +45,10 @@ typedef struct {
   long ops;              /* programs and erases so far */
   long cut_at;           /* the operation that loses power (0: never) */
   int dead;              /* power is gone: every later operation fails */
+  int busy;              /* the firmware was told the chip is busy (npub_flash.busy) */
+  long unannounced;      /* erases and programs while `busy` was not set: a read could meet them */
+  long windows;          /* busy windows closed */
+  long bad_windows;      /* nested, unmatched, or an erase window that is not one erase unit */
 } ram_nor;
 
 typedef struct {

@@ -84,7 +84,7 @@ static npub_agent agent;
 /* Boot a blank device and install what the server deploys to it, over TCP. */
 static int install_from_server(const char *url, const char *token) {
   int failures = 0;
-  ram_nor nor = {nor_mem, 0, 0, 0};
+  ram_nor nor = {.mem = nor_mem};
   sock s = {-1};
   npub_config c;
   npub_job job;

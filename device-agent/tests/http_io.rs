@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use device_agent::http_io::std_link::{StdClock, TcpLink};
-use device_agent::http_io::{Config, HttpError, HttpIo, Timeouts};
+use device_agent::http_io::{Clock, Config, HttpError, HttpIo, Timeouts};
 use device_agent::{
     Agent, Arena, Device, Error, Mapped, Poll, RecordingNpu, Slot, Transport, Trust,
 };
@@ -800,4 +800,63 @@ fn rejects_a_304_that_was_not_asked_for() {
     let mut buf = [0u8; 280];
     assert!(t.fetch_manifest(0, &mut buf).is_err());
     assert_eq!(t.last_error(), Some(HttpError::UnaskedNotModified));
+}
+
+/// A clock in its own milliseconds: each reading advances it by 1, a sleep by its length. It
+/// keeps the longest stretch between two feeds of the watchdog, and every sleep.
+#[derive(Default)]
+struct WatchdogClock {
+    now: u64,
+    last_feed: u64,
+    longest: u64,
+    feeds: u64,
+    sleeps: Vec<u32>,
+}
+
+impl Clock for WatchdogClock {
+    fn now_ms(&mut self) -> u64 {
+        self.now += 1;
+        self.now
+    }
+
+    fn sleep_ms(&mut self, ms: u32) {
+        self.sleeps.push(ms);
+        self.now += u64::from(ms);
+    }
+
+    fn feed(&mut self) {
+        self.longest = self.longest.max(self.now - self.last_feed);
+        self.last_feed = self.now;
+        self.feeds += 1;
+    }
+}
+
+/// The watchdog budget: a whole install through a 503 whose backoff (125 to 250 ms) is longer
+/// than the 100 ms budget feeds the watchdog at least once per budget, the backoff slept in
+/// pieces of at most the budget.
+#[test]
+fn feeds_the_watchdog_at_least_once_per_budget_through_a_backoff() {
+    let s = signed();
+    let h = Hostile::start(&s, Lie::Busy, 128 * 1024);
+    let mut agent = blank_agent(s.key);
+    let config = Config::new(&h.url, "watchdog").unwrap().with_budget_ms(100);
+    let mut t = HttpIo::new(TcpLink::new(), WatchdogClock::default(), config);
+    let result = poll(&mut agent, &mut t);
+    assert!(matches!(result, Ok(Poll::Installed(_))), "{result:?}");
+    let clock = t.clock();
+    println!(
+        "{} feeds, longest stretch {} ms, sleeps {:?}",
+        clock.feeds, clock.longest, clock.sleeps
+    );
+    assert!(
+        clock.sleeps.iter().sum::<u32>() >= 125,
+        "{:?}",
+        clock.sleeps
+    );
+    assert!(
+        clock.sleeps.iter().all(|&ms| ms <= 100),
+        "{:?}",
+        clock.sleeps
+    );
+    assert!(clock.longest <= 100, "{} ms without a feed", clock.longest);
 }

@@ -75,6 +75,9 @@
 // `npub_flash.busy`: at most 512 bytes are about to be programmed.
 #define NPUB_FLASH_PROGRAMMING 2
 
+// `config.budget_ms` when the config says 0: half a second, for a watchdog of 1 s or more.
+#define NPUB_DEFAULT_BUDGET_MS 500
+
 // Download bytes one `npub_agent_poll` fetches when the config says 0.
 #define NPUB_DEFAULT_STEP_BYTES 16384
 
@@ -344,6 +347,12 @@ typedef struct {
   void (*sleep_ms)(void*, uint32_t);
   // Seconds since 1970, for manifest expiry. Optional: NULL (or 0) leaves expiry unchecked.
   uint64_t (*unix_time_s)(void*);
+  // Feeds the watchdog: called at least once per `config.budget_ms` while the stream
+  // transport waits (between two `stream.read` calls, which must each return within the
+  // budget; between pieces of a backoff, which `sleep_ms` gets in pieces of at most the
+  // budget; between connect attempts, each given at most the budget), and before every
+  // erase (one `flash.erase_unit` at a time) and program. Optional: NULL feeds nothing.
+  void (*feed)(void*);
 } npub_clock;
 
 // The replay floor's second home: a counter that never goes down (on the RA8P1 an OTP or
@@ -421,6 +430,9 @@ typedef struct {
   uint32_t step_bytes;
   // The monotonic counter (both callbacks NULL: none).
   npub_counter counter;
+  // The longest the stream transport waits between two `clock.feed` calls, in ms; 0 =
+  // `NPUB_DEFAULT_BUDGET_MS`.
+  uint32_t budget_ms;
 } npub_config;
 
 // One model input or output, bound.

@@ -616,6 +616,11 @@ unsafe fn build(c: &npub_config) -> Result<Live, (i32, &'static str, Detail)> {
             if s.window_bytes != 0 {
                 http = http.with_window_bytes(s.window_bytes);
             }
+            http = http.with_budget_ms(if c.budget_ms == 0 {
+                NPUB_DEFAULT_BUDGET_MS
+            } else {
+                c.budget_ms
+            });
             let link = CLink {
                 ops: *s,
                 fault: None,
@@ -727,6 +732,7 @@ unsafe fn build(c: &npub_config) -> Result<Live, (i32, &'static str, Detail)> {
         ops: *f,
         fault: None,
         failure: None,
+        feed: c.clock.feed.map(|feed| (feed, c.clock.ctx)),
     };
     let mut live = Live {
         cell: AgentCell::Gone,

@@ -72,6 +72,8 @@ pub const NPUB_FLASH_IDLE: u32 = 0;
 pub const NPUB_FLASH_ERASING: u32 = 1;
 /// `npub_flash.busy`: at most 512 bytes are about to be programmed.
 pub const NPUB_FLASH_PROGRAMMING: u32 = 2;
+/// `config.budget_ms` when the config says 0: half a second, for a watchdog of 1 s or more.
+pub const NPUB_DEFAULT_BUDGET_MS: u32 = 500;
 /// Download bytes one `npub_agent_poll` fetches when the config says 0.
 pub const NPUB_DEFAULT_STEP_BYTES: u32 = 16384;
 
@@ -314,6 +316,12 @@ pub struct npub_clock {
     pub sleep_ms: Option<unsafe extern "C" fn(*mut c_void, u32)>,
     /// Seconds since 1970, for manifest expiry. Optional: NULL (or 0) leaves expiry unchecked.
     pub unix_time_s: Option<unsafe extern "C" fn(*mut c_void) -> u64>,
+    /// Feeds the watchdog: called at least once per `config.budget_ms` while the stream
+    /// transport waits (between two `stream.read` calls, which must each return within the
+    /// budget; between pieces of a backoff, which `sleep_ms` gets in pieces of at most the
+    /// budget; between connect attempts, each given at most the budget), and before every
+    /// erase (one `flash.erase_unit` at a time) and program. Optional: NULL feeds nothing.
+    pub feed: Option<unsafe extern "C" fn(*mut c_void)>,
 }
 
 /// The replay floor's second home: a counter that never goes down (on the RA8P1 an OTP or
@@ -395,6 +403,9 @@ pub struct npub_config {
     pub step_bytes: u32,
     /// The monotonic counter (both callbacks NULL: none).
     pub counter: npub_counter,
+    /// The longest the stream transport waits between two `clock.feed` calls, in ms; 0 =
+    /// `NPUB_DEFAULT_BUDGET_MS`.
+    pub budget_ms: u32,
 }
 
 /// One model input or output, bound.

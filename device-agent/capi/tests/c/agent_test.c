@@ -47,6 +47,12 @@ static int32_t nor_erase(void *ctx, uint32_t offset, uint32_t len) {
  * NPUB_FLASH_PROGRAMMING, wait for the NPU job reading the weights and leave memory-mapped mode;
  * on NPUB_FLASH_IDLE, re-enter it and let inference run. Here it marks the RAM NOR busy, and the
  * NOR counts every operation that came without it. */
+static long fed;
+static void feed_watchdog(void *ctx) {
+  (void)ctx;
+  fed++;
+}
+
 static void nor_busy(void *ctx, uint32_t state, uint32_t offset, uint32_t len) {
   ram_nor *n = ctx;
   (void)offset;
@@ -448,12 +454,15 @@ static int flash_busy_hook(void) {
   serve(&server, 2);
   test_config(&c, &nor, arena_mem, &server);
   c.flash.busy = nor_busy;
+  c.clock.feed = feed_watchdog;
+  fed = 0;
   CHECK(open_agent(&c) == NPUB_OK && npub_agent_boot(&agent_storage, &job) == NPUB_OK, "boot v1");
   CHECK(test_install(&agent_storage, &job) == NPUB_OK, "upgrade with the busy hook");
   failures += check_job(&job, npub_test_seq2, npub_test_pack2, npub_test_pack2_len);
   CHECK(nor.ops > 0 && nor.unannounced == 0 && nor.bad_windows == 0 && nor.windows == nor.ops && !nor.busy,
         "busy windows: %ld operations, %ld windows, %ld unannounced, %ld bad", nor.ops, nor.windows,
         nor.unannounced, nor.bad_windows);
+  CHECK(fed >= nor.ops, "the watchdog fed before every operation: %ld feeds, %ld operations", fed, nor.ops);
   printf("flash busy: %ld operations, each in its own window; %d failures\n", nor.ops, failures);
   return failures;
 }

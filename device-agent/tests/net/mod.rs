@@ -198,8 +198,11 @@ pub struct LiveServer {
     shutdown: Option<tokio::sync::oneshot::Sender<()>>,
     task: Option<tokio::task::JoinHandle<std::io::Result<()>>>,
     /// Applied to the server's configuration at every start.
-    customize: Option<Box<dyn Fn(&mut Config)>>,
+    customize: Option<Customize>,
 }
+
+/// A change to the server's configuration, applied at every start.
+pub type Customize = Box<dyn Fn(&mut Config)>;
 
 impl LiveServer {
     /// A fresh server over `dir` on 127.0.0.1, port chosen by the system.
@@ -208,7 +211,7 @@ impl LiveServer {
     }
 
     /// As [`LiveServer::start`], the configuration changed by `customize` (at every start).
-    pub fn start_with(dir: &Path, customize: Option<Box<dyn Fn(&mut Config)>>) -> Self {
+    pub fn start_with(dir: &Path, customize: Option<Customize>) -> Self {
         let mut fleet = Self {
             dir: dir.to_owned(),
             addr: "127.0.0.1:0".parse().unwrap(),

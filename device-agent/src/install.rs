@@ -16,7 +16,7 @@
 //! |-----------------------------------------------------------|------------------|-------------------------|
 //! | dropped connection, power cut, flash or journal error (`downloading`, with the reason) | stays *receiving* | resumes at `written`   |
 //! | bytes from the server that are not a pack (step 3)         | *empty*          | refused (replayed)      |
-//! | the slot does not read back as signed (step 4), descriptor read-back, self-test (step 6) — a *local* fault | *failed* | installed again from byte 0, up to [`crate::state::MAX_LOCAL_RETRIES`] times |
+//! | the slot does not read back as signed (step 4: a download corrupted on the way, a flash fault), descriptor read-back, self-test (step 6) — a *local* fault (`downloading` with the reason and `attempts` while attempts are left, then `failed`; the self-test `rolled_back`) | *failed* | downloaded again from byte 0 (the caller's poll loop backs off first), up to [`crate::state::MAX_LOCAL_RETRIES`] times |
 //! | the bytes are as signed but refused (command stream, binding) | *empty*      | refused (replayed)      |
 //!
 //! A power cut anywhere leaves the previous pack bootable: the target is never the active slot,
@@ -86,6 +86,9 @@ pub struct Installing {
     /// The active slot already holds the pack: nothing was fetched or programmed, the sequence
     /// was consumed in [`Agent::begin_install`] and `pending` is the active slot.
     held: bool,
+    /// Which attempt at this install the download is ([`crate::State::attempt`]): carried by
+    /// the report that ends it.
+    attempt: u8,
 }
 
 impl Installing {
@@ -109,6 +112,12 @@ impl Installing {
     /// deployment of a byte-identical version).
     pub fn already_held(&self) -> bool {
         self.held
+    }
+
+    /// Which attempt at this install this is: 1 for the first download, one more for each
+    /// fresh download after a failed one (at most [`crate::state::MAX_LOCAL_RETRIES`] + 1).
+    pub fn attempt(&self) -> u8 {
+        self.attempt
     }
 }
 
@@ -417,7 +426,7 @@ impl<F: NorFlash + Mapped, C: MonotonicCounter> Agent<F, C> {
             }
             Err(e) => Err(e),
         };
-        begun.map_err(|e| self.conclude_failed(transport, manifest, e))
+        begun.map_err(|e| self.conclude_failed(transport, manifest, None, e))
     }
 
     /// One step of steps 3–6: while bytes are missing, fetches and programs up to `budget` more
@@ -453,7 +462,7 @@ impl<F: NorFlash + Mapped, C: MonotonicCounter> Agent<F, C> {
                 Progress::Pending(bound)
             })
         };
-        step.map_err(|e| self.conclude_failed(transport, &job.manifest, e))
+        step.map_err(|e| self.conclude_failed(transport, &job.manifest, Some(job.attempt), e))
     }
 
     /// Step 7: the self-test's `outcome` on the pending pack of `job`. A pass makes it the
@@ -484,7 +493,12 @@ impl<F: NorFlash + Mapped, C: MonotonicCounter> Agent<F, C> {
     ) -> Result<BoundSlot, Error> {
         let Some(bound) = job.pending else {
             // Not pending yet: nothing was programmed, there is nothing to confirm.
-            return Err(self.conclude_failed(transport, &job.manifest, Error::NotPending));
+            return Err(self.conclude_failed(
+                transport,
+                &job.manifest,
+                Some(job.attempt),
+                Error::NotPending,
+            ));
         };
         let target = job.target;
         if job.held {
@@ -507,12 +521,12 @@ impl<F: NorFlash + Mapped, C: MonotonicCounter> Agent<F, C> {
             // Give the NPU back the pack that is still active (if any).
             self.rebind(npu, arena);
             let e = Error::SelfTestFailed { code };
-            return Err(self.conclude_failed(transport, &job.manifest, e));
+            return Err(self.conclude_failed(transport, &job.manifest, Some(job.attempt), e));
         }
         if let Err(e) = self.commit(self.state().confirm(&bound)) {
             // Still pending: the next boot tries it. Until then the active pack runs.
             self.rebind(npu, arena);
-            return Err(self.conclude_failed(transport, &job.manifest, e));
+            return Err(self.conclude_failed(transport, &job.manifest, Some(job.attempt), e));
         }
         let _ = descriptor::mark_confirmed(&mut self.flash, &self.layout, target);
         report(
@@ -525,29 +539,44 @@ impl<F: NorFlash + Mapped, C: MonotonicCounter> Agent<F, C> {
         Ok(bound)
     }
 
-    /// Reports an install that ended with `reason`, and hands `reason` back.
+    /// Reports an install that ended with `reason` (in its download attempt `attempt`, if it
+    /// got that far), and hands `reason` back.
     #[inline(never)]
     fn conclude_failed<T: Transport>(
         &mut self,
         transport: &mut T,
         manifest: &VerifiedManifest,
+        attempt: Option<u8>,
         reason: Error,
     ) -> Error {
+        let pack = PackId::of(manifest);
+        let mut attempts = attempt;
         let state = match reason {
             Error::SelfTestFailed { .. } => ReportState::RolledBack,
+            // A local fault (the slot does not read back as signed: a corrupted download) with
+            // attempts left: the next poll downloads the pack afresh. To the rollout the device
+            // is still downloading; only the last attempt's failure counts towards the
+            // auto-abort.
+            _ if self.state().retryable().is_some_and(|(_, p)| p == pack) => {
+                ReportState::Downloading
+            }
             // A download kept for its resume (a dropped connection, a power cut, a flash or
             // journal error) has not failed: saying `failed` would count towards the
             // deployment's auto-abort, and abort a one-device group over a network blip.
-            _ if self
-                .state()
-                .receiving()
-                .is_some_and(|(_, pack, _)| pack == PackId::of(manifest)) =>
-            {
+            _ if self.state().receiving().is_some_and(|(_, p, _)| p == pack) => {
+                // The same attempt goes on at the resume.
+                attempts = None;
                 ReportState::Downloading
             }
             _ => ReportState::Failed,
         };
-        report(transport, manifest.sequence(), state, None, Some(reason));
+        let _ = transport.report(&Report {
+            sequence: manifest.sequence(),
+            state,
+            progress: None,
+            reason: Some(reason),
+            attempts,
+        });
         reason
     }
 
@@ -631,6 +660,7 @@ impl<F: NorFlash + Mapped, C: MonotonicCounter> Agent<F, C> {
             structure: StreamValidator::structure_only(pack.len),
             pending: Some(bound),
             held: true,
+            attempt: 1,
         }))
     }
 
@@ -692,6 +722,7 @@ impl<F: NorFlash + Mapped, C: MonotonicCounter> Agent<F, C> {
             structure,
             pending: None,
             held: false,
+            attempt: self.state().attempt(),
         })
     }
 
@@ -944,6 +975,7 @@ fn report<T: Transport>(
         state,
         progress,
         reason,
+        attempts: None,
     });
 }
 

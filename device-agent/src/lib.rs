@@ -19,6 +19,7 @@
 //! | `npu.rs`      | the Ethos-U55 register model: QBASE/QSIZE, BASEP0..7                         |
 //! | `keystore.rs` | the keyring and the release trust in flash, committed together; the firmware's [`Trust`] |
 //! | `transport.rs`| the fleet server as three calls, plus keyring updates and release bundles     |
+//! | `busy.rs`     | [`BusyFlash`]: the firmware told around every erase (one sector) and program, so that XIP readers (the NPU) stay off the busy chip |
 //! | `nor_emu.rs`  | (std) NOR emulation with power cuts, torn writes and bit flips              |
 //! | `http_io/`    | (`http-io`) the device API over HTTP/1.1 on any `embedded-io` stream, no_std: the firmware's, the C ABI's and the simulator's (over a `TcpStream`) |
 //!
@@ -33,6 +34,7 @@
 
 mod agent;
 mod boot;
+pub mod busy;
 pub mod counter;
 mod crc;
 mod descriptor;
@@ -56,6 +58,7 @@ pub mod nor_emu;
 
 pub use agent::{Agent, Device};
 pub use boot::{BootStart, Booted, Reverted, Unbooted};
+pub use busy::{BusyFlash, FlashBusy, FlashOp};
 pub use counter::{JournalOnly, MAX_SEQUENCE_STEP, MonotonicCounter, NorCounter};
 pub use error::{CounterError, Error, LayoutError, TransportError};
 pub use flash::Mapped;
@@ -64,6 +67,6 @@ pub use install::{CHUNK_BYTES, Installing, Poll, Progress};
 pub use keystore::{DeviceKeyring, KEYRING_CAPACITY, MAX_ROOTS, Trust};
 pub use layout::Layout;
 pub use npu::{Arena, DriverPayload, Npu, NpuRegisters, RecordingNpu};
-pub use state::{SlotState, State, Status};
+pub use state::{MAX_LOCAL_RETRIES, SlotState, State, Status};
 pub use transport::{Report, ReportState, Transport};
 pub use verify::{BoundSlot, VerifiedSlot};

@@ -202,6 +202,13 @@ impl State {
             })
     }
 
+    /// Which attempt at the install of `last_sequence` this is (1 for the first download, up to
+    /// `MAX_LOCAL_RETRIES + 1`): the attempts a report carries. After the last attempt failed
+    /// (the slot given up) it reads `MAX_LOCAL_RETRIES + 1`.
+    pub const fn attempt(&self) -> u8 {
+        MAX_LOCAL_RETRIES + 1 - self.retries
+    }
+
     /// The failed install that may be started again, if any: its slot and pack.
     pub fn retryable(&self) -> Option<(Slot, PackId)> {
         if self.retries == 0 {

@@ -52,8 +52,13 @@ pub struct Report {
     pub state: ReportState,
     /// Durable bytes, while downloading.
     pub progress: Option<u32>,
-    /// Why, for `Failed` and `RolledBack`.
+    /// Why, for `Failed` and `RolledBack` (and for a `Downloading` that follows a failed
+    /// attempt).
     pub reason: Option<Error>,
+    /// For a report that ends a download attempt (a retry's `Downloading` with its reason, or
+    /// the final `Failed`): how many attempts at this install were made, from 1 (at most
+    /// [`crate::state::MAX_LOCAL_RETRIES`] + 1). `None` otherwise.
+    pub attempts: Option<u8>,
 }
 
 /// The fleet server, as the agent sees it.

@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use device_agent::http_io::std_link::{StdClock, TcpLink};
-use device_agent::http_io::{Config, HttpError, HttpIo, Timeouts};
+use device_agent::http_io::{Clock, Config, HttpError, HttpIo, Timeouts};
 use device_agent::{
     Agent, Arena, Device, Error, Mapped, Poll, RecordingNpu, Slot, Transport, Trust,
 };
@@ -218,6 +218,10 @@ enum Lie {
     Busy,
     /// Honest, but every connection is closed after one answer (without saying so).
     CloseEach,
+    /// Honest head, one byte of the body's weights flipped, once.
+    Corrupt,
+    /// As `Corrupt`, on every window at or past `from`.
+    CorruptAlways,
 }
 
 #[derive(Debug)]
@@ -225,6 +229,8 @@ struct HostileState {
     lie: Lie,
     /// Offsets of the range requests, in order.
     ranges: Vec<u32>,
+    /// The bodies of the status reports, in order.
+    reports: Vec<String>,
 }
 
 struct Hostile {
@@ -239,6 +245,7 @@ impl Hostile {
         let state = Arc::new(Mutex::new(HostileState {
             lie,
             ranges: Vec::new(),
+            reports: Vec::new(),
         }));
         let (pack, manifest) = (Arc::new(s.pack.clone()), Arc::new(s.manifest.clone()));
         let shared = Arc::clone(&state);
@@ -263,10 +270,17 @@ impl Hostile {
     fn ranges(&self) -> Vec<u32> {
         self.state.lock().unwrap().ranges.clone()
     }
+
+    fn reports(&self) -> Vec<String> {
+        self.state.lock().unwrap().reports.clone()
+    }
 }
 
-/// One request head and body, or `None` at EOF.
-fn read_request(stream: &mut TcpStream) -> Option<(String, Option<(u32, u32)>)> {
+/// A request's path, range and body.
+type Request = (String, Option<(u32, u32)>, Vec<u8>);
+
+/// One request, or `None` at EOF.
+fn read_request(stream: &mut TcpStream) -> Option<Request> {
     let mut buf = Vec::new();
     let mut byte = [0u8; 1];
     while !buf.ends_with(b"\r\n\r\n") {
@@ -293,7 +307,7 @@ fn read_request(stream: &mut TcpStream) -> Option<(String, Option<(u32, u32)>)> 
     }
     let mut sink = vec![0u8; body];
     stream.read_exact(&mut sink).ok()?;
-    Some((path, range))
+    Some((path, range, sink))
 }
 
 fn reset(stream: TcpStream) {
@@ -322,7 +336,7 @@ fn serve(
     state: &Mutex<HostileState>,
     from: u32,
 ) {
-    while let Some((path, range)) = read_request(&mut stream) {
+    while let Some((path, range, body)) = read_request(&mut stream) {
         let lie = state.lock().unwrap().lie;
         let head = |status: &str, extra: &str, len: usize| {
             format!(
@@ -341,6 +355,8 @@ fn serve(
             };
             let _ = stream.write_all(&reply);
         } else if path.starts_with("/api/v1/device/status") {
+            let report = String::from_utf8(body).unwrap();
+            state.lock().unwrap().reports.push(report);
             let _ = stream.write_all(head("204 No Content", "", 0).as_bytes());
         } else {
             let (first, last) = range.expect("the transport always asks for a range");
@@ -353,7 +369,7 @@ fn serve(
                 body.len(),
             );
             let lie = if first >= from { lie } else { Lie::None };
-            if !matches!(lie, Lie::None | Lie::CloseEach) {
+            if !matches!(lie, Lie::None | Lie::CloseEach | Lie::CorruptAlways) {
                 state.lock().unwrap().lie = Lie::None;
             }
             match lie {
@@ -444,6 +460,13 @@ fn serve(
                     let _ = stream
                         .write_all(&[honest_head.as_bytes(), body, b"XXXXXXXXXXXXXXXX"].concat());
                 }
+                Lie::Corrupt | Lie::CorruptAlways => {
+                    // Inside the weights: the structure check cannot see it, the SHA-256 of
+                    // the slot in flash does.
+                    let mut bad = body.to_vec();
+                    bad[body.len() / 2] ^= 0x01;
+                    let _ = stream.write_all(&[honest_head.as_bytes(), &bad].concat());
+                }
                 Lie::Busy => {
                     let _ = stream.write_all(head("503 Service Unavailable", "", 0).as_bytes());
                 }
@@ -512,6 +535,96 @@ fn abandoned_then_resumed(lie: Lie, window: u32, want: impl Fn(HttpError) -> boo
 }
 
 const WINDOW: u32 = 64 * 1024;
+
+/// The slot's SHA-256 in flash is not the manifest's.
+fn is_hash_mismatch(r: &Result<Poll, Error>) -> bool {
+    matches!(
+        r,
+        Err(Error::Rejected(npub_core::Error::Manifest(
+            npub_core::ManifestError::PackHashMismatch { .. }
+        )))
+    )
+}
+
+/// The reports sent since the `n`-th.
+fn reports_since(h: &Hostile, n: usize) -> Vec<String> {
+    h.reports()[n..].to_vec()
+}
+
+/// One response corrupted in transit: the slot does not read back as signed, the agent reports
+/// `downloading` with the reason and `"attempts":1` (not `failed`: that would count towards the
+/// rollout's auto-abort), and the next poll downloads the pack afresh from byte 0 and installs it.
+#[test]
+fn retries_a_download_corrupted_once_afresh_and_reports_the_attempt() {
+    let s = signed();
+    let h = Hostile::start(&s, Lie::Corrupt, 128 * 1024);
+    let mut agent = blank_agent(s.key);
+    let mut t = transport(&h.url, "corrupt-once");
+    let first = poll(&mut agent, &mut t);
+    assert!(is_hash_mismatch(&first), "{first:?}");
+    assert_eq!(agent.state().retryable().map(|(_, p)| p.sequence), Some(1));
+    let reports = h.reports();
+    let last = reports.last().unwrap();
+    assert!(
+        last.starts_with(r#"{"sequence":1,"state":"downloading","reason":""#)
+            && last.ends_with(r#","attempts":1}"#),
+        "{last}"
+    );
+    assert!(reports.iter().all(|r| !r.contains("failed")), "{reports:?}");
+
+    let (asked, reported) = (h.ranges().len(), h.reports().len());
+    match poll(&mut agent, &mut t) {
+        Ok(Poll::Installed(v)) => {
+            assert!(slot_bytes(&agent, v.slot(), s.pack.len()) == s.pack.as_slice());
+        }
+        other => panic!("retry: {other:?} ({:?})", t.last_error()),
+    }
+    assert_eq!(h.ranges()[asked], 0, "the retry downloads afresh");
+    let reports = reports_since(&h, reported);
+    assert!(
+        reports.iter().any(|r| r.contains(r#""state":"installed""#)),
+        "{reports:?}"
+    );
+    assert!(reports.iter().all(|r| !r.contains("failed")), "{reports:?}");
+}
+
+/// Every attempt corrupted: after `MAX_LOCAL_RETRIES + 1` downloads the install is given up and
+/// reported `failed` with the attempts, once; the manifest is not asked for again.
+#[test]
+fn rejects_a_pack_corrupted_on_every_attempt_after_the_last_one() {
+    let s = signed();
+    let h = Hostile::start(&s, Lie::CorruptAlways, 128 * 1024);
+    let mut agent = blank_agent(s.key);
+    let mut t = transport(&h.url, "corrupt-always");
+    let attempts = device_agent::MAX_LOCAL_RETRIES + 1;
+    for attempt in 1..=attempts {
+        let before = (h.ranges().len(), h.reports().len());
+        let r = poll(&mut agent, &mut t);
+        assert!(is_hash_mismatch(&r), "{r:?}");
+        assert_eq!(h.ranges()[before.0], 0, "attempt {attempt} starts afresh");
+        let reports = reports_since(&h, before.1);
+        let last = reports.last().unwrap();
+        let state = if attempt < attempts {
+            "downloading"
+        } else {
+            "failed"
+        };
+        assert!(
+            last.contains(&format!(r#""state":"{state}""#))
+                && last.ends_with(&format!(r#","attempts":{attempt}}}"#)),
+            "attempt {attempt}: {last}"
+        );
+        assert_eq!(
+            reports.iter().filter(|r| r.contains("failed")).count(),
+            usize::from(attempt == attempts),
+            "{reports:?}"
+        );
+    }
+    assert_eq!(agent.state().retryable(), None);
+    let asked = h.ranges().len();
+    assert!(matches!(poll(&mut agent, &mut t), Ok(Poll::UpToDate)));
+    assert_eq!(h.ranges().len(), asked, "given up: nothing fetched");
+}
 
 #[test]
 fn rejects_a_truncated_body() {
@@ -687,4 +800,63 @@ fn rejects_a_304_that_was_not_asked_for() {
     let mut buf = [0u8; 280];
     assert!(t.fetch_manifest(0, &mut buf).is_err());
     assert_eq!(t.last_error(), Some(HttpError::UnaskedNotModified));
+}
+
+/// A clock in its own milliseconds: each reading advances it by 1, a sleep by its length. It
+/// keeps the longest stretch between two feeds of the watchdog, and every sleep.
+#[derive(Default)]
+struct WatchdogClock {
+    now: u64,
+    last_feed: u64,
+    longest: u64,
+    feeds: u64,
+    sleeps: Vec<u32>,
+}
+
+impl Clock for WatchdogClock {
+    fn now_ms(&mut self) -> u64 {
+        self.now += 1;
+        self.now
+    }
+
+    fn sleep_ms(&mut self, ms: u32) {
+        self.sleeps.push(ms);
+        self.now += u64::from(ms);
+    }
+
+    fn feed(&mut self) {
+        self.longest = self.longest.max(self.now - self.last_feed);
+        self.last_feed = self.now;
+        self.feeds += 1;
+    }
+}
+
+/// The watchdog budget: a whole install through a 503 whose backoff (125 to 250 ms) is longer
+/// than the 100 ms budget feeds the watchdog at least once per budget, the backoff slept in
+/// pieces of at most the budget.
+#[test]
+fn feeds_the_watchdog_at_least_once_per_budget_through_a_backoff() {
+    let s = signed();
+    let h = Hostile::start(&s, Lie::Busy, 128 * 1024);
+    let mut agent = blank_agent(s.key);
+    let config = Config::new(&h.url, "watchdog").unwrap().with_budget_ms(100);
+    let mut t = HttpIo::new(TcpLink::new(), WatchdogClock::default(), config);
+    let result = poll(&mut agent, &mut t);
+    assert!(matches!(result, Ok(Poll::Installed(_))), "{result:?}");
+    let clock = t.clock();
+    println!(
+        "{} feeds, longest stretch {} ms, sleeps {:?}",
+        clock.feeds, clock.longest, clock.sleeps
+    );
+    assert!(
+        clock.sleeps.iter().sum::<u32>() >= 125,
+        "{:?}",
+        clock.sleeps
+    );
+    assert!(
+        clock.sleeps.iter().all(|&ms| ms <= 100),
+        "{:?}",
+        clock.sleeps
+    );
+    assert!(clock.longest <= 100, "{} ms without a feed", clock.longest);
 }

@@ -659,9 +659,12 @@ fn rejects_an_install_whose_program_reads_otherwise_after_its_pass_and_binds_the
     assert_eq!(npu.programmed, Some(bound_a));
     let q = (bound_a.qbase - ARENA_BUS) as usize;
     assert_eq!(&mem.0[q..q + a.cmd.len()], &a.cmd[..]);
+    // Retried afresh at the next poll: to the rollout still downloading (a `failed` would count
+    // towards its auto-abort), with the reason and the attempt that ended.
     let last = server.reports.last().unwrap();
-    assert_eq!(last.state, ReportState::Failed);
+    assert_eq!(last.state, ReportState::Downloading);
     assert_eq!(last.reason, Some(e));
+    assert_eq!(last.attempts, Some(1));
     assert!(
         !server
             .reports

@@ -66,6 +66,18 @@
 // The driver's own sector must divide it; every layout area is whole units.
 #define NPUB_FLASH_ERASE_BYTES 4096
 
+// `npub_flash.busy`: the erase or program just ended; the chip may be read again.
+#define NPUB_FLASH_IDLE 0
+
+// `npub_flash.busy`: one `erase_unit` is about to be erased.
+#define NPUB_FLASH_ERASING 1
+
+// `npub_flash.busy`: at most 512 bytes are about to be programmed.
+#define NPUB_FLASH_PROGRAMMING 2
+
+// `config.budget_ms` when the config says 0: half a second, for a watchdog of 1 s or more.
+#define NPUB_DEFAULT_BUDGET_MS 500
+
 // Download bytes one `npub_agent_poll` fetches when the config says 0.
 #define NPUB_DEFAULT_STEP_BYTES 16384
 
@@ -222,6 +234,13 @@ typedef struct {
   int32_t (*erase)(void*, uint32_t, uint32_t);
   // Drops what the XIP path caches. Optional (NULL: the window is not cached).
   void (*invalidate)(void*);
+  // Told around every erase and program: `(ctx, NPUB_FLASH_ERASING or
+  // NPUB_FLASH_PROGRAMMING, offset, len)` before it, `(ctx, NPUB_FLASH_IDLE, offset, len)`
+  // after it (whether it succeeded or not). The chip cannot be read while it is busy: return
+  // from the first call once nothing reads the flash (the NPU's job done or held, memory-mapped
+  // mode left), and let reads run again after the second. With it, every erase callback is one
+  // `erase_unit` (the busy windows are as short as the chip allows). Optional (NULL: none).
+  void (*busy)(void*, uint32_t, uint32_t, uint32_t);
 } npub_flash;
 
 // Where the journal and the two slots live, as flash offsets (every area whole
@@ -278,6 +297,10 @@ typedef struct {
   int64_t progress;
   // Why (NUL-terminated, one line), or NULL.
   const char *reason;
+  // For a report that ends a download attempt (a `"downloading"` with a reason after a
+  // corrupted download, which is fetched afresh, or the final `"failed"`): the attempts made,
+  // from 1; send it as the body's `"attempts"`. 0 otherwise (send none).
+  uint32_t attempts;
 } npub_report;
 
 // The device API as three whole requests (for a firmware with its own HTTP client).
@@ -324,6 +347,12 @@ typedef struct {
   void (*sleep_ms)(void*, uint32_t);
   // Seconds since 1970, for manifest expiry. Optional: NULL (or 0) leaves expiry unchecked.
   uint64_t (*unix_time_s)(void*);
+  // Feeds the watchdog: called at least once per `config.budget_ms` while the stream
+  // transport waits (between two `stream.read` calls, which must each return within the
+  // budget; between pieces of a backoff, which `sleep_ms` gets in pieces of at most the
+  // budget; between connect attempts, each given at most the budget), and before every
+  // erase (one `flash.erase_unit` at a time) and program. Optional: NULL feeds nothing.
+  void (*feed)(void*);
 } npub_clock;
 
 // The replay floor's second home: a counter that never goes down (on the RA8P1 an OTP or
@@ -401,6 +430,9 @@ typedef struct {
   uint32_t step_bytes;
   // The monotonic counter (both callbacks NULL: none).
   npub_counter counter;
+  // The longest the stream transport waits between two `clock.feed` calls, in ms; 0 =
+  // `NPUB_DEFAULT_BUDGET_MS`.
+  uint32_t budget_ms;
 } npub_config;
 
 // One model input or output, bound.
@@ -464,9 +496,10 @@ typedef struct {
   int32_t active_slot;
   // The replay floor: the highest manifest sequence consumed.
   uint64_t last_sequence;
-  // While downloading: bytes in flash, and the pack's length.
+  // While downloading, and after a download failed and is kept for its resume (a broken
+  // connection, a power cut): the bytes durable in flash, where the next poll resumes.
   uint32_t download_written;
-  // The pack's length (0 when not downloading).
+  // That pack's length (0 when no download is under way or kept).
   uint32_t download_total;
   // The code of the last call that failed (0 if none).
   int32_t last_error;

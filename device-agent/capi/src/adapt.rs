@@ -151,6 +151,11 @@ pub struct CFlash {
     pub ops: npub_flash,
     pub fault: Option<Fault>,
     pub failure: Option<FlashFailure>,
+    /// The clock's watchdog feed and its context, called before every erase unit and program.
+    pub feed: Option<(
+        unsafe extern "C" fn(*mut core::ffi::c_void),
+        *mut core::ffi::c_void,
+    )>,
 }
 
 impl CFlash {
@@ -230,9 +235,24 @@ impl NorFlash for CFlash {
         }
         self.bounds(from, (to - from) as usize, NPUB_FLASH_ERASE_BYTES)?;
         let erase = self.ops.erase.ok_or(FlashError(NorFlashErrorKind::Other))?;
-        // SAFETY: the callback was checked non-NULL at open; it gets plain integers.
-        let rc = unsafe { erase(self.ops.ctx, from, to - from) };
-        self.outcome("erase", from, to - from, rc)
+        if self.ops.busy.is_none() && self.feed.is_none() {
+            // SAFETY: the callback was checked non-NULL at open; it gets plain integers.
+            let rc = unsafe { erase(self.ops.ctx, from, to - from) };
+            return self.outcome("erase", from, to - from, rc);
+        }
+        // One erase unit per busy window (checked non-zero and dividing the agent's at open).
+        let unit = self.ops.erase_unit;
+        let mut at = from;
+        while at < to {
+            self.feed();
+            self.busy(NPUB_FLASH_ERASING, at, unit);
+            // SAFETY: as above.
+            let rc = unsafe { erase(self.ops.ctx, at, unit) };
+            self.busy(NPUB_FLASH_IDLE, at, unit);
+            self.outcome("erase", at, unit, rc)?;
+            at += unit;
+        }
+        Ok(())
     }
 
     fn write(&mut self, offset: u32, bytes: &[u8]) -> Result<(), FlashError> {
@@ -242,9 +262,30 @@ impl NorFlash for CFlash {
             .program
             .ok_or(FlashError(NorFlashErrorKind::Other))?;
         let len = bytes.len() as u32;
+        self.feed();
+        self.busy(NPUB_FLASH_PROGRAMMING, offset, len);
         // SAFETY: `bytes` is live for `len` bytes; the callback only reads it.
         let rc = unsafe { program(self.ops.ctx, offset, bytes.as_ptr(), len) };
+        self.busy(NPUB_FLASH_IDLE, offset, len);
         self.outcome("program", offset, len, rc)
+    }
+}
+
+impl CFlash {
+    /// Feeds the caller's watchdog, if it gave one.
+    fn feed(&self) {
+        if let Some((feed, ctx)) = self.feed {
+            // SAFETY: a plain call with the clock's context.
+            unsafe { feed(ctx) }
+        }
+    }
+
+    /// Tells the caller's `busy` hook, if any.
+    fn busy(&self, state: u32, offset: u32, len: u32) {
+        if let Some(busy) = self.ops.busy {
+            // SAFETY: a plain call with the caller's context and integers.
+            unsafe { busy(self.ops.ctx, state, offset, len) }
+        }
     }
 }
 
@@ -418,6 +459,13 @@ impl Clock for CClock {
             unsafe { sleep(self.ops.ctx, ms) }
         }
     }
+
+    fn feed(&mut self) {
+        if let Some(feed) = self.ops.feed {
+            // SAFETY: a plain call with the caller's context.
+            unsafe { feed(self.ops.ctx) }
+        }
+    }
 }
 
 /// Whole-request callbacks as the agent's transport.
@@ -582,6 +630,7 @@ impl Transport for CRequests {
             } else {
                 core::ptr::null()
             },
+            attempts: report.attempts.map_or(0, u32::from),
         };
         // SAFETY: `c` and the strings it points at live across the call.
         match unsafe { f(self.ops.ctx, &c) } {

@@ -616,6 +616,11 @@ unsafe fn build(c: &npub_config) -> Result<Live, (i32, &'static str, Detail)> {
             if s.window_bytes != 0 {
                 http = http.with_window_bytes(s.window_bytes);
             }
+            http = http.with_budget_ms(if c.budget_ms == 0 {
+                NPUB_DEFAULT_BUDGET_MS
+            } else {
+                c.budget_ms
+            });
             let link = CLink {
                 ops: *s,
                 fault: None,
@@ -727,6 +732,7 @@ unsafe fn build(c: &npub_config) -> Result<Live, (i32, &'static str, Detail)> {
         ops: *f,
         fault: None,
         failure: None,
+        feed: c.clock.feed.map(|feed| (feed, c.clock.ctx)),
     };
     let mut live = Live {
         cell: AgentCell::Gone,
@@ -863,6 +869,7 @@ pub unsafe extern "C" fn npub_agent_boot(agent: *mut npub_agent, job: *mut npub_
                             state: ReportState::RolledBack,
                             progress: None,
                             reason: Some(r.reason),
+                            attempts: None,
                         });
                     }
                     Ok(NPUB_OK)
@@ -1081,7 +1088,13 @@ pub unsafe extern "C" fn npub_agent_status(
                         s.download_total = job.manifest().pack_len();
                     }
                     Step::Pending(_) | Step::Trial(_) => s.phase = 3,
-                    Step::None => {}
+                    Step::None => {
+                        // A download that failed and is kept for its resume: what is durable.
+                        if let Some((_, pack, written)) = state.and_then(|(_, st)| st.receiving()) {
+                            s.download_written = written;
+                            s.download_total = pack.len;
+                        }
+                    }
                 }
             }
             // SAFETY: room for one npub_status, as documented.

@@ -4,6 +4,7 @@ use core::fmt;
 
 use device_agent::http_io::HttpError;
 use device_agent::{CounterError, Error, LayoutError};
+use npub_core::ManifestError;
 
 use crate::adapt::{Fault, FlashFailure};
 use crate::types::*;
@@ -101,6 +102,11 @@ pub fn code_of(e: &Error) -> i32 {
         Error::Flash(_) | Error::Counter(_) => NPUB_E_FLASH,
         Error::Transport(_) | Error::PackTruncated { .. } => NPUB_E_TRANSPORT,
         Error::TransportOverrun { .. } => NPUB_E_CALLBACK,
+        // The slot's SHA-256 in flash is not the signed one: the bytes changed on the way or in
+        // flash (a corrupted download, retried afresh), not a pack the device refuses.
+        Error::Rejected(npub_core::Error::Manifest(ManifestError::PackHashMismatch { .. })) => {
+            NPUB_E_INTEGRITY
+        }
         Error::Rejected(_) | Error::SequenceTooFar { .. } | Error::IoBindingsMismatch => {
             NPUB_E_REJECTED
         }

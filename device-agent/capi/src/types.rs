@@ -66,6 +66,14 @@ pub const NPUB_FLASH_WRITE_BYTES: u32 = 16;
 /// The erase unit the agent erases in: every erase call is this aligned and a multiple of it.
 /// The driver's own sector must divide it; every layout area is whole units.
 pub const NPUB_FLASH_ERASE_BYTES: u32 = 4096;
+/// `npub_flash.busy`: the erase or program just ended; the chip may be read again.
+pub const NPUB_FLASH_IDLE: u32 = 0;
+/// `npub_flash.busy`: one `erase_unit` is about to be erased.
+pub const NPUB_FLASH_ERASING: u32 = 1;
+/// `npub_flash.busy`: at most 512 bytes are about to be programmed.
+pub const NPUB_FLASH_PROGRAMMING: u32 = 2;
+/// `config.budget_ms` when the config says 0: half a second, for a watchdog of 1 s or more.
+pub const NPUB_DEFAULT_BUDGET_MS: u32 = 500;
 /// Download bytes one `npub_agent_poll` fetches when the config says 0.
 pub const NPUB_DEFAULT_STEP_BYTES: u32 = 16384;
 
@@ -183,6 +191,13 @@ pub struct npub_flash {
     pub erase: Option<unsafe extern "C" fn(*mut c_void, u32, u32) -> i32>,
     /// Drops what the XIP path caches. Optional (NULL: the window is not cached).
     pub invalidate: Option<unsafe extern "C" fn(*mut c_void)>,
+    /// Told around every erase and program: `(ctx, NPUB_FLASH_ERASING or
+    /// NPUB_FLASH_PROGRAMMING, offset, len)` before it, `(ctx, NPUB_FLASH_IDLE, offset, len)`
+    /// after it (whether it succeeded or not). The chip cannot be read while it is busy: return
+    /// from the first call once nothing reads the flash (the NPU's job done or held, memory-mapped
+    /// mode left), and let reads run again after the second. With it, every erase callback is one
+    /// `erase_unit` (the busy windows are as short as the chip allows). Optional (NULL: none).
+    pub busy: Option<unsafe extern "C" fn(*mut c_void, u32, u32, u32)>,
 }
 
 /// Where the journal and the two slots live, as flash offsets (every area whole
@@ -244,6 +259,10 @@ pub struct npub_report {
     pub progress: i64,
     /// Why (NUL-terminated, one line), or NULL.
     pub reason: *const c_char,
+    /// For a report that ends a download attempt (a `"downloading"` with a reason after a
+    /// corrupted download, which is fetched afresh, or the final `"failed"`): the attempts made,
+    /// from 1; send it as the body's `"attempts"`. 0 otherwise (send none).
+    pub attempts: u32,
 }
 
 /// The device API as three whole requests (for a firmware with its own HTTP client).
@@ -297,6 +316,12 @@ pub struct npub_clock {
     pub sleep_ms: Option<unsafe extern "C" fn(*mut c_void, u32)>,
     /// Seconds since 1970, for manifest expiry. Optional: NULL (or 0) leaves expiry unchecked.
     pub unix_time_s: Option<unsafe extern "C" fn(*mut c_void) -> u64>,
+    /// Feeds the watchdog: called at least once per `config.budget_ms` while the stream
+    /// transport waits (between two `stream.read` calls, which must each return within the
+    /// budget; between pieces of a backoff, which `sleep_ms` gets in pieces of at most the
+    /// budget; between connect attempts, each given at most the budget), and before every
+    /// erase (one `flash.erase_unit` at a time) and program. Optional: NULL feeds nothing.
+    pub feed: Option<unsafe extern "C" fn(*mut c_void)>,
 }
 
 /// The replay floor's second home: a counter that never goes down (on the RA8P1 an OTP or
@@ -378,6 +403,9 @@ pub struct npub_config {
     pub step_bytes: u32,
     /// The monotonic counter (both callbacks NULL: none).
     pub counter: npub_counter,
+    /// The longest the stream transport waits between two `clock.feed` calls, in ms; 0 =
+    /// `NPUB_DEFAULT_BUDGET_MS`.
+    pub budget_ms: u32,
 }
 
 /// One model input or output, bound.
@@ -447,9 +475,10 @@ pub struct npub_status {
     pub active_slot: i32,
     /// The replay floor: the highest manifest sequence consumed.
     pub last_sequence: u64,
-    /// While downloading: bytes in flash, and the pack's length.
+    /// While downloading, and after a download failed and is kept for its resume (a broken
+    /// connection, a power cut): the bytes durable in flash, where the next poll resumes.
     pub download_written: u32,
-    /// The pack's length (0 when not downloading).
+    /// That pack's length (0 when no download is under way or kept).
     pub download_total: u32,
     /// The code of the last call that failed (0 if none).
     pub last_error: i32,

@@ -18,11 +18,15 @@ const TARGET: &str = "thumbv8m.main-none-eabihf";
 /// QEMU runs the whole check in a few seconds; a firmware stuck in a loop is stopped after this.
 const QEMU_LIMIT: Duration = Duration::from_secs(300);
 
-/// Builds the library for the target as a firmware would (release, `compact-sha`, no `std`).
+/// Builds the library for the target as a firmware would (release with `opt-level = "s"`, LTO
+/// and one codegen unit, as the README's size figures are taken; `compact-sha`, no `std`).
 fn target_staticlib() -> PathBuf {
     let workspace = crate_dir().join("../..");
     run(Command::new(env!("CARGO"))
         .current_dir(&workspace)
+        .env("CARGO_PROFILE_RELEASE_OPT_LEVEL", "s")
+        .env("CARGO_PROFILE_RELEASE_LTO", "true")
+        .env("CARGO_PROFILE_RELEASE_CODEGEN_UNITS", "1")
         .args(["build", "--release", "-p", "npub-agent", "--target", TARGET])
         .args(["--no-default-features", "--features", "compact-sha"]));
     let target_dir = std::env::var_os("CARGO_TARGET_DIR")
@@ -33,11 +37,86 @@ fn target_staticlib() -> PathBuf {
     lib
 }
 
+/// The README's text.
+fn readme() -> String {
+    std::fs::read_to_string(crate_dir().join("../README.md")).unwrap()
+}
+
+/// The compiler flags the README tells a firmware to link the library with (the `-m…` words of
+/// its "link it with" line): the image is built with exactly these, so a flag the GCC of
+/// `.ci/run` refuses fails this test.
+fn readme_link_flags() -> Vec<String> {
+    let text = readme();
+    let line = text
+        .lines()
+        .find(|l| l.contains("libnpub_agent.a; link it with"))
+        .expect("the README's build line for the C library");
+    let flags: Vec<String> = line
+        .split_once("link it with")
+        .unwrap()
+        .1
+        .split_whitespace()
+        .take_while(|w| w.starts_with("-m"))
+        .map(str::to_owned)
+        .collect();
+    assert!(
+        flags.iter().any(|f| f.starts_with("-mcpu=")),
+        "no -mcpu in: {line}"
+    );
+    flags
+}
+
+/// The `.text` input sections of `libnpub_agent.a` that the link kept, summed from the GNU ld
+/// map: what the library costs in the image.
+fn library_text_bytes(map: &str) -> u64 {
+    let mut section = String::new();
+    let mut total = 0;
+    // Past the list of what `--gc-sections` discarded.
+    let kept = map
+        .split_once("Linker script and memory map")
+        .expect("a GNU ld map")
+        .1;
+    for line in kept.lines() {
+        let words: Vec<&str> = line.split_whitespace().collect();
+        if line.starts_with(' ') && words.first().is_some_and(|w| w.starts_with('.')) {
+            section = words[0].to_owned();
+        }
+        let Some(path) = words.last() else { continue };
+        if !path.contains("libnpub_agent.a(") || !section.starts_with(".text") {
+            continue;
+        }
+        // `[.section] 0xADDRESS 0xSIZE path`
+        let n = words.len();
+        if n >= 3
+            && let Some(size) = words[n - 2].strip_prefix("0x")
+            && words[n - 3].starts_with("0x")
+        {
+            total += u64::from_str_radix(size, 16).unwrap();
+        }
+    }
+    total
+}
+
+/// The figure the README gives for the library's `.text` ("the library's `.text` is N B").
+fn readme_library_text() -> u64 {
+    let text = readme().replace('\n', " ");
+    let at = text
+        .find("the library's `.text` is ")
+        .expect("the README's C library size");
+    let digits: String = text[at + "the library's `.text` is ".len()..]
+        .chars()
+        .take_while(|c| c.is_ascii_digit() || *c == ',')
+        .filter(char::is_ascii_digit)
+        .collect();
+    digits.parse().unwrap()
+}
+
 fn cross_compile(data: &Path, lib: &Path, elf: &Path) -> String {
     let c = crate_dir().join("tests/c");
     let qemu = c.join("qemu");
     run(Command::new("arm-none-eabi-gcc")
-        .args(["-mcpu=cortex-m55", "-mthumb", "-mfloat-abi=hard"])
+        .args(readme_link_flags())
+        .arg("-mthumb")
         .args(["-std=c99", "-Os", "-g", "-Wall", "-Wextra", "-Werror"])
         .args(["-ffunction-sections", "-fdata-sections"])
         .arg("-I")
@@ -52,6 +131,7 @@ fn cross_compile(data: &Path, lib: &Path, elf: &Path) -> String {
         .arg("-T")
         .arg(qemu.join("an547.ld"))
         .args(["-nostartfiles", "--specs=rdimon.specs", "-Wl,--gc-sections"])
+        .arg(format!("-Wl,-Map={}", elf.with_extension("map").display()))
         .args(["-lc", "-lrdimon", "-lm", "-o"])
         .arg(elf));
     run(Command::new("arm-none-eabi-size").arg(elf))
@@ -99,6 +179,17 @@ fn the_c_sources_run_the_agent_on_a_cortex_m55_under_qemu() {
     let elf = dir.path().join("agent_test.elf");
     let size = cross_compile(&data, &target_staticlib(), &elf);
     println!("{size}");
+    // The README's figure for the library is this build's, within 2 %.
+    let map = std::fs::read_to_string(elf.with_extension("map")).unwrap();
+    let (measured, stated) = (library_text_bytes(&map), readme_library_text());
+    println!("libnpub_agent.a in the image: .text {measured} B (README: {stated} B)");
+    let off = measured.abs_diff(stated) as f64 / measured as f64;
+    assert!(
+        off <= 0.02,
+        "the README says the library's .text is {stated} B, the image holds {measured} B \
+         ({:.1} % off): update device-agent/README.md",
+        off * 100.0
+    );
     let (exited, out) = run_on_qemu(&elf);
     println!("{out}");
     assert!(exited, "QEMU did not exit cleanly:\n{out}");

@@ -13,6 +13,8 @@
 //! | `--window-kib N`   | KiB per range request; 0 = the rest of the pack in one response      | 64 |
 //! | `--slot-kib N`     | size of each pack slot                                                 | 1280 |
 //! | `--hw-class N`     | the board's hardware class, as the server signs it                    | 1 |
+//! | `--watchdog-ms N`  | arm the CMSDK watchdog: the board resets after N ms without a feed (`watchdog.rs`) | off |
+//! | `--starve-once F`  | with `--watchdog-ms`: stop feeding once the download passes 256 KiB, unless `F` exists (then create it) | off |
 //! | `--attempts N`     | with `--once`: polls that failed for the network or the flash before giving up (exit 1) | 100 |
 //!
 //! Values cannot contain spaces. Anything before the first `--` word (QEMU puts the kernel's
@@ -42,6 +44,8 @@ pub struct Args {
     pub slot_kib: u32,
     pub hw_class: u32,
     pub attempts: u32,
+    pub watchdog_ms: u32,
+    pub starve_once: Option<&'static str>,
 }
 
 /// Parses `line`; the error names the flag.
@@ -63,6 +67,8 @@ pub fn parse(line: &'static str) -> Result<Args, &'static str> {
         slot_kib: 1280,
         hw_class: 1,
         attempts: 100,
+        watchdog_ms: 0,
+        starve_once: None,
     };
     let (mut trusts, mut roots, mut releases, mut release_roots) = (0, 0, 0, 0);
     while let Some(flag) = words.next() {
@@ -123,6 +129,13 @@ pub fn parse(line: &'static str) -> Result<Args, &'static str> {
                     "--attempts: not a number",
                 )?
             }
+            "--watchdog-ms" => {
+                args.watchdog_ms = number(
+                    value("--watchdog-ms needs a number")?,
+                    "--watchdog-ms: not a number",
+                )?
+            }
+            "--starve-once" => args.starve_once = Some(value("--starve-once needs a file")?),
             _ => return Err("unknown flag (see fw/src/args.rs)"),
         }
     }

@@ -51,7 +51,12 @@ impl Clock for SysClock {
     fn sleep_ms(&mut self, ms: u32) {
         let end = now_ms() + u64::from(ms);
         while now_ms() < end {
+            crate::watchdog::feed();
             cortex_m::asm::wfi();
         }
+    }
+
+    fn feed(&mut self) {
+        crate::watchdog::feed();
     }
 }

@@ -5,16 +5,23 @@ use device_agent::http_io::{HttpIo, Link};
 use device_agent::{Report, Transport, TransportError};
 
 use crate::clock::SysClock;
+use crate::semi::{File, Mode};
 
 pub struct Logged<'a, L> {
     pub io: HttpIo<'a, L, SysClock>,
     /// The pack offset the next fetch continues from.
     next: Option<u32>,
+    /// `--starve-once`: the marker file (see `watchdog.rs`).
+    pub starve_once: Option<&'static str>,
 }
 
 impl<'a, L: Link> Logged<'a, L> {
     pub fn new(io: HttpIo<'a, L, SysClock>) -> Self {
-        Self { io, next: None }
+        Self {
+            io,
+            next: None,
+            starve_once: None,
+        }
     }
 }
 
@@ -39,6 +46,17 @@ impl<L: Link> Transport for Logged<'_, L> {
         }
         let n = self.io.fetch_pack(sha256, offset, buf)?;
         self.next = Some(offset + n as u32);
+        if offset >= 256 * 1024
+            && let Some(marker) = self.starve_once.take()
+            && File::open(marker, Mode::Read).is_none()
+            && File::open(marker, Mode::Create).is_some()
+        {
+            hprintln!(
+                "watchdog: no longer fed (--starve-once), at byte {}",
+                offset
+            );
+            crate::watchdog::starve();
+        }
         Ok(n)
     }
 

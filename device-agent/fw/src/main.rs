@@ -19,6 +19,7 @@ mod logged;
 mod net;
 mod semi;
 mod stack;
+mod watchdog;
 
 use core::ptr::addr_of_mut;
 
@@ -193,6 +194,11 @@ fn run() -> Result<(), Fail> {
         .map_err(Fail::Url)?
         .with_window_bytes(args.window_kib.saturating_mul(1024));
     let mut transport = Logged::new(HttpIo::new(net, SysClock, config));
+    transport.starve_once = args.starve_once;
+    if args.watchdog_ms > 0 {
+        watchdog::arm(args.watchdog_ms);
+        hprintln!("watchdog: armed at {} ms", args.watchdog_ms);
+    }
     let link = core::mem::size_of::<Net<'_>>();
     hprintln!(
         "ram: transport {} B, link {} B (smoltcp interface, LAN9118 frames {} B), TCP buffers {} B, \
@@ -303,6 +309,7 @@ fn report<T: Transport>(t: &mut T, sequence: u64, state: ReportState) {
         state,
         progress: None,
         reason: None,
+        attempts: None,
     });
 }
 
@@ -392,7 +399,9 @@ fn poll_loop(
                     return Ok(());
                 }
             }
-            Err(e) if resumable(&e) => {
+            // A dropped connection resumes; a pack that did not read back as signed (corrupted
+            // on the way) is downloaded afresh while attempts are left: both after a backoff.
+            Err(e) if resumable(&e) || agent.state().retryable().is_some() => {
                 failed += 1;
                 match t.io.last_error() {
                     Some(h) => hprintln!("failed: {} ({})", e, h),

@@ -210,6 +210,14 @@ impl Link for Net<'_> {
     fn connect(&mut self, host: &str, port: u16, timeout_ms: u32) -> Result<(), ErrorKind> {
         // No DNS: the server is given by address (in QEMU's user network, 10.0.2.2 is the host).
         let ip: Ipv4Addr = host.parse().map_err(|_| ErrorKind::InvalidInput)?;
+        // The guest has no loopback: 127.0.0.1 is the host's, which QEMU's user network calls
+        // 10.0.2.2 (a presigned URL names a bucket on the host's loopback; the request's `Host`
+        // keeps the name it was signed with).
+        let ip = if ip.is_loopback() {
+            Ipv4Addr::new(10, 0, 2, 2)
+        } else {
+            ip
+        };
         let until = self.clock.now_ms() + u64::from(timeout_ms);
         self.close();
         while self.address.is_none() {

@@ -14,7 +14,7 @@ use std::time::Duration;
 use clap::Parser;
 use device_agent::http_io::std_link::StdClock;
 use device_agent::http_io::std_tls::{ClientConfig, TlsLink, trust_pem_as};
-use device_agent::http_io::{Config, HttpIo, Link, Server};
+use device_agent::http_io::{Backoff, Config, HttpIo, Link, Server};
 use device_agent::nor_emu::NorEmu;
 use device_agent::{
     Agent, Arena, Device, Error, Layout, NorCounter, RecordingNpu, Report, ReportState, Transport,
@@ -195,8 +195,25 @@ fn run(args: &Args) -> Result<ExitCode, String> {
 
     let (mut agent, booted) = agent.boot(&mut npu, &mut arena);
     report_boot(booted, &mut transport);
+    let mut backoff = Backoff::new(500, 8_000, std::process::id());
     loop {
         let outcome = poll_once(&mut agent, &mut transport, &mut npu, &mut arena);
+        if outcome.is_err()
+            && let Some((_, pack)) = agent.state().retryable()
+        {
+            // The pack did not read back as signed (a download corrupted on the way): it is
+            // fetched afresh, after a backoff, up to MAX_LOCAL_RETRIES more times (also with
+            // --once).
+            let delay = backoff.next_delay_ms();
+            println!(
+                "retry: attempt {} of sequence {} in {delay} ms",
+                agent.state().attempt() + 1,
+                pack.sequence
+            );
+            std::thread::sleep(Duration::from_millis(u64::from(delay)));
+            continue;
+        }
+        backoff.reset();
         if args.once {
             return Ok(if outcome.is_ok() {
                 ExitCode::SUCCESS
@@ -437,6 +454,7 @@ fn report(transport: &mut Io<'_>, sequence: u64, state: ReportState, reason: Opt
         state,
         progress: None,
         reason,
+        attempts: None,
     });
 }
 

@@ -32,12 +32,18 @@ pub trait Link: Read + Write {
     fn close(&mut self);
 }
 
-/// Milliseconds, from any origin, never going back.
+/// Milliseconds, from any origin, never going back; and the firmware's watchdog.
 pub trait Clock {
     /// Now.
     fn now_ms(&mut self) -> u64;
-    /// Waits `ms` milliseconds (a retry's backoff).
+    /// Waits `ms` milliseconds (a retry's backoff): never more than the transport's budget at
+    /// once (`Config::with_budget_ms`).
     fn sleep_ms(&mut self, ms: u32);
+    /// Feeds the firmware's watchdog. The transport calls it at least once per budget
+    /// (`Config::with_budget_ms`, default [`super::DEFAULT_BUDGET_MS`]) while it waits: between
+    /// two reads of the link, between two pieces of a backoff, between two connect attempts.
+    /// The default does nothing.
+    fn feed(&mut self) {}
 }
 
 /// How long the transport waits.

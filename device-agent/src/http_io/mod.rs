@@ -5,7 +5,7 @@
 //! |------------------|-------------------------------------------------------------------------------|--------------------|
 //! | `fetch_manifest` | `GET /api/v1/device/manifest?seq=N`, `If-None-Match` with the cached manifest's `ETag` while that manifest is newer than `N` | 200 body = manifest (kept with its `ETag`); 304 = the cached one; 204 nothing newer |
 //! | `fetch_pack`     | `GET /api/v1/device/packs/{sha256 hex}`, `Range: bytes=O-E` for a whole window (default [`DEFAULT_WINDOW_BYTES`], or the rest of the pack) | 206 whose `Content-Range` is exactly `O-E/pack_len`; the window is then handed to the agent piece by piece from the open body |
-//! | `report`         | `POST /api/v1/device/status` `{"sequence","state","progress"?,"reason"?}`      | any 2xx |
+//! | `report`         | `POST /api/v1/device/status` `{"sequence","state","progress"?,"reason"?,"attempts"?}` | any 2xx |
 //! | `fetch_release`  | `GET /api/v1/device/packs/{sha256 hex}/release` (only while the device's release trust is active) | 200 body = the release bundle; 404 = none |
 //! | `fetch_keyring_updates` | `GET /api/v1/device/keys?after=N`                                      | 200 body = whole 144-byte records; 204 none |
 //!
@@ -57,6 +57,12 @@ use wire::{Cursor, ETAG_MAX, Head, JsonText, Redirect, parse_head};
 /// Bytes of one range request, unless configured otherwise: 64 KiB, so a request costs far less
 /// than the bytes it brings, and a dropped connection costs at most one window.
 pub const DEFAULT_WINDOW_BYTES: u32 = 64 * 1024;
+/// The longest the transport waits between two calls of [`Clock::feed`], unless configured
+/// otherwise: half a second, so a watchdog of 1 s or more is fed in time. A link's `read` must
+/// return (data or `TimedOut`) well within it, and the firmware's `Link::connect` is called
+/// with at most this timeout (a connect that takes longer is tried again until
+/// `Timeouts::connect_ms`).
+pub const DEFAULT_BUDGET_MS: u32 = 500;
 /// The receive buffer: the whole response head must fit (the server's are about 300 bytes).
 pub const RX_BYTES: usize = 1024;
 /// The transmit buffer: the longest request is a report with its reason.
@@ -80,6 +86,7 @@ pub struct Config<'a> {
     timeouts: Timeouts,
     retry: Retry,
     seed: u32,
+    budget_ms: u32,
 }
 
 impl<'a> Config<'a> {
@@ -94,6 +101,7 @@ impl<'a> Config<'a> {
             window_bytes: DEFAULT_WINDOW_BYTES,
             timeouts: Timeouts::DEFAULT,
             retry: Retry::DEFAULT,
+            budget_ms: DEFAULT_BUDGET_MS,
             seed: token.bytes().fold(0x811C_9DC5, |h: u32, b| {
                 (h ^ u32::from(b)).wrapping_mul(0x0100_0193)
             }),
@@ -109,6 +117,13 @@ impl<'a> Config<'a> {
     /// Deadlines.
     pub const fn with_timeouts(mut self, timeouts: Timeouts) -> Self {
         self.timeouts = timeouts;
+        self
+    }
+
+    /// The longest wait between two [`Clock::feed`] calls (at least 1 ms; default
+    /// [`DEFAULT_BUDGET_MS`]).
+    pub const fn with_budget_ms(mut self, budget_ms: u32) -> Self {
+        self.budget_ms = if budget_ms == 0 { 1 } else { budget_ms };
         self
     }
 
@@ -412,7 +427,14 @@ impl<'a, L: Link, C: Clock> HttpIo<'a, L, C> {
         if self.clock.now_ms().saturating_add(u64::from(delay)) >= deadline {
             return Err(e);
         }
-        self.clock.sleep_ms(delay);
+        let mut left = delay;
+        while left > 0 {
+            let piece = left.min(self.config.budget_ms);
+            self.clock.feed();
+            self.clock.sleep_ms(piece);
+            left -= piece;
+        }
+        self.clock.feed();
         Ok(())
     }
 
@@ -426,14 +448,14 @@ impl<'a, L: Link, C: Clock> HttpIo<'a, L, C> {
             let left = deadline.saturating_sub(self.clock.now_ms());
             let timeout = u64::from(self.config.timeouts.connect_ms).min(left) as u32;
             let server = self.config.server;
-            if server.is_tls() {
-                self.link
-                    .connect_tls(server.host(), server.port(), timeout)?;
-            } else {
-                self.link
-                    .connect(server.host(), server.port(), timeout)
-                    .map_err(HttpError::Connect)?;
-            }
+            connect_fed(
+                &mut self.link,
+                &mut self.clock,
+                self.config.budget_ms,
+                (server.host(), server.port()),
+                timeout,
+                server.is_tls(),
+            )?;
             self.stats.connects += 1;
             self.conn = Conn::Idle;
         }
@@ -485,6 +507,7 @@ impl<'a, L: Link, C: Clock> HttpIo<'a, L, C> {
             None => &mut self.rx[self.rx_len..],
         };
         loop {
+            self.clock.feed();
             let result = self.link.read(out);
             let now = self.clock.now_ms();
             if now >= deadline {
@@ -982,13 +1005,14 @@ impl<'a, L: Link, C: Clock> HttpIo<'a, L, C> {
         let host = core::str::from_utf8(&self.tx[host_at..host_at + host_len])
             .map_err(|_| HttpError::RedirectWithoutLocation { status })?;
         // A path on an `https://` server stays on TLS; an absolute `http://` target is plain.
-        if to.authority.is_none() && server.is_tls() {
-            self.link.connect_tls(host, port, timeout)?;
-        } else {
-            self.link
-                .connect(host, port, timeout)
-                .map_err(HttpError::Connect)?;
-        }
+        connect_fed(
+            &mut self.link,
+            &mut self.clock,
+            self.config.budget_ms,
+            (host, port),
+            timeout,
+            to.authority.is_none() && server.is_tls(),
+        )?;
         self.stats.connects += 1;
         self.stats.redirects += 1;
         self.conn = Conn::Idle;
@@ -1086,6 +1110,9 @@ impl<'a, L: Link, C: Clock> HttpIo<'a, L, C> {
             write!(text, "{reason}").map_err(too_long)?;
             b.put(b"\"").map_err(too_long)?;
         }
+        if let Some(n) = r.attempts {
+            write!(b, ",\"attempts\":{n}").map_err(too_long)?;
+        }
         b.put(b"}").map_err(too_long)?;
         let body_len = b.len();
         let mut c = Cursor::new(&mut self.tx);
@@ -1110,6 +1137,35 @@ impl<'a, L: Link, C: Clock> HttpIo<'a, L, C> {
                 call: Call::Report,
                 status: head.status,
             })
+        }
+    }
+}
+
+/// Connects `link` to `host:port` within `timeout_ms`, in attempts of at most `budget_ms`,
+/// feeding the watchdog before each; with `tls`, one `connect_tls` (TCP and the handshake).
+fn connect_fed<L: Link, C: Clock>(
+    link: &mut L,
+    clock: &mut C,
+    budget_ms: u32,
+    (host, port): (&str, u16),
+    timeout_ms: u32,
+    tls: bool,
+) -> Result<(), HttpError> {
+    if tls {
+        // The host's TLS link (the firmware has none yet) connects and shakes hands in one call,
+        // within the connect timeout: fed before it, not during it.
+        clock.feed();
+        return link.connect_tls(host, port, timeout_ms);
+    }
+    let until = clock.now_ms().saturating_add(u64::from(timeout_ms));
+    loop {
+        clock.feed();
+        let left = until.saturating_sub(clock.now_ms());
+        let piece = left.min(u64::from(budget_ms)) as u32;
+        match link.connect(host, port, piece) {
+            Ok(()) => return Ok(()),
+            Err(ErrorKind::TimedOut) if clock.now_ms() < until => {}
+            Err(e) => return Err(HttpError::Connect(e)),
         }
     }
 }

@@ -197,11 +197,21 @@ pub struct LiveServer {
     rt: Option<tokio::runtime::Runtime>,
     shutdown: Option<tokio::sync::oneshot::Sender<()>>,
     task: Option<tokio::task::JoinHandle<std::io::Result<()>>>,
+    /// Applied to the server's configuration at every start.
+    customize: Option<Customize>,
 }
+
+/// A change to the server's configuration, applied at every start.
+pub type Customize = Box<dyn Fn(&mut Config)>;
 
 impl LiveServer {
     /// A fresh server over `dir` on 127.0.0.1, port chosen by the system.
     pub fn start(dir: &Path) -> Self {
+        Self::start_with(dir, None)
+    }
+
+    /// As [`LiveServer::start`], the configuration changed by `customize` (at every start).
+    pub fn start_with(dir: &Path, customize: Option<Customize>) -> Self {
         let mut fleet = Self {
             dir: dir.to_owned(),
             addr: "127.0.0.1:0".parse().unwrap(),
@@ -210,6 +220,7 @@ impl LiveServer {
             rt: None,
             shutdown: None,
             task: None,
+            customize,
         };
         fleet.start_again();
         fleet
@@ -227,6 +238,9 @@ impl LiveServer {
         config.admin_token = Some(ADMIN.into());
         config.poll_interval = POLL_INTERVAL_S;
         config.log = "warn".into();
+        if let Some(customize) = &self.customize {
+            customize(&mut config);
+        }
         let server = rt.block_on(Server::start(config)).expect("server starts");
         self.addr = server.local_addr();
         self.url = format!("http://{}", self.addr);

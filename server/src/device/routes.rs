@@ -85,7 +85,18 @@ pub struct StatusReport {
     pub progress: Option<f64>,
     /// Why, for `failed` and `rolled_back`: one line of at most 1024 characters, no control characters.
     pub reason: Option<String>,
+    /// For a report that ends a download attempt: the attempts the device made at this install,
+    /// from 1 (at most [`MAX_ATTEMPTS`]). A device retries a corrupted download afresh and
+    /// reports each retry as `downloading` with its `reason` and `attempts`: only the state a
+    /// device reported last counts towards the auto-abort, so retries never do, and the
+    /// attempt that fails for good (`failed`) does. Kept in front of the stored reason
+    /// (`attempt N: …`).
+    #[serde(default)]
+    pub attempts: Option<u32>,
 }
+
+/// The most attempts a report may claim (the device agent makes 3).
+pub const MAX_ATTEMPTS: u32 = 100;
 
 /// Device routes.
 pub fn router() -> OpenApiRouter<AppState> {
@@ -552,6 +563,20 @@ async fn status(
     if let Some(reason) = &report.reason {
         crate::names::free_text("reason", reason, MAX_REASON_CHARS, crate::names::Lines::One)?;
     }
+    if report
+        .attempts
+        .is_some_and(|n| !(1..=MAX_ATTEMPTS).contains(&n))
+    {
+        return Err(ApiError::invalid(format!(
+            "attempts: must be from 1 to {MAX_ATTEMPTS}"
+        )));
+    }
+    // No column of its own: the attempt goes in front of the reason it ended with.
+    let reason = match (report.attempts, report.reason.as_deref()) {
+        (Some(n), Some(r)) => Some(format!("attempt {n}: {r}")),
+        (Some(n), None) => Some(format!("attempt {n}")),
+        (None, r) => r.map(str::to_owned),
+    };
     let sequence =
         i64::try_from(report.sequence).map_err(|_| ApiError::invalid("sequence: out of range"))?;
     let id: &str = &device.entry.id;
@@ -591,7 +616,7 @@ async fn status(
     .bind(id)
     .bind(report.state.as_str())
     .bind(report.progress)
-    .bind(report.reason.as_deref())
+    .bind(reason.as_deref())
     .bind(now)
     .persistent(false) // an optional float (db.rs, "Where the SQL differs")
     .execute(&mut *tx)
@@ -600,7 +625,7 @@ async fn status(
         "UPDATE devices SET last_state = $1, last_reason = $2, last_status_at = $3 WHERE id = $4",
     )
     .bind(report.state.as_str())
-    .bind(report.reason.as_deref())
+    .bind(reason.as_deref())
     .bind(now)
     .bind(id)
     .execute(&mut *tx)
@@ -616,7 +641,7 @@ async fn status(
         deployment_id,
         report.state.as_str(),
         report.progress,
-        report.reason.as_deref(),
+        reason.as_deref(),
         now,
     )
     .await?;

@@ -237,6 +237,94 @@ async fn a_rollout_aborts_itself_when_failures_exceed_the_threshold() {
     s.stop().await;
 }
 
+/// A device retries a corrupted download and says so (`downloading` with its reason and
+/// `attempts`): only the state it reported last counts, so its retries never abort the rollout,
+/// and the attempt that fails for good does.
+#[tokio::test]
+async fn retried_attempts_do_not_count_towards_the_auto_abort_the_last_failed_one_does() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = TestServer::start(dir.path()).await;
+    fleet(&s).await;
+    let mut sims = sims(&s).await;
+    let d = deploy(
+        &s,
+        json!({"model": "kws", "version": "2.0.0", "group": "field",
+               "rollout": {"batches": [20, 100], "failure_threshold": 0.4}}),
+    )
+    .await;
+    let id = d["id"].as_i64().unwrap();
+    let canaries = offered(&mut sims).await;
+    assert_eq!(canaries.len(), 2);
+    let sequence = d["sequence"].as_u64().unwrap();
+    let (retrying, fine) = (&sims[canaries[0]], &sims[canaries[1]]);
+    for attempts in [1, 2] {
+        let r = retrying
+            .report_body(
+                json!({"sequence": sequence, "state": "downloading", "attempts": attempts,
+                                "reason": "pack SHA-256 in flash is not the manifest's"}),
+            )
+            .await;
+        assert_eq!(r.status(), 204, "{}", r.text().await.unwrap());
+    }
+    // One device of two has had two failed attempts: still no failure counted.
+    let d = deployment(&s, id).await;
+    assert_eq!(d["state"], "active", "{d}");
+    assert_eq!(d["progress"]["counts"]["failed"], 0, "{d}");
+    assert_eq!(d["progress"]["counts"]["downloading"], 1, "{d}");
+    let dev: serde_json::Value = s
+        .req(
+            Method::GET,
+            &format!("/api/v1/devices/{}", IDS[canaries[0]]),
+        )
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(
+        dev["last_reason"], "attempt 2: pack SHA-256 in flash is not the manifest's",
+        "{dev}"
+    );
+    fine.report(sequence, "downloading").await;
+    // The third attempt fails for good: 1 of 2 > 0.4.
+    let r = retrying
+        .report_body(
+            json!({"sequence": sequence, "state": "failed", "attempts": 3,
+                            "reason": "pack SHA-256 in flash is not the manifest's"}),
+        )
+        .await;
+    assert_eq!(r.status(), 204);
+    let d = deployment(&s, id).await;
+    assert_eq!(d["state"], "aborted", "{d}");
+    assert_eq!(d["progress"]["counts"]["failed"], 1, "{d}");
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn rejects_a_report_claiming_zero_or_too_many_attempts() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = TestServer::start(dir.path()).await;
+    fleet(&s).await;
+    let mut sims = sims(&s).await;
+    let d = deploy(
+        &s,
+        json!({"model": "kws", "version": "2.0.0", "group": "field"}),
+    )
+    .await;
+    let sequence = d["sequence"].as_u64().unwrap();
+    let first = offered(&mut sims).await[0];
+    for attempts in [0, 101] {
+        let r = sims[first]
+            .report_body(json!({"sequence": sequence, "state": "failed", "attempts": attempts}))
+            .await;
+        assert_eq!(r.status(), 422);
+        let body = r.text().await.unwrap();
+        assert!(body.contains("attempts: must be from 1 to 100"), "{body}");
+    }
+    s.stop().await;
+}
+
 #[tokio::test]
 async fn an_operator_abort_stops_the_offer() {
     let dir = tempfile::tempdir().unwrap();

@@ -174,6 +174,15 @@ impl<'a> Sim<'a> {
         assert_eq!(r.status(), 204, "{}", r.text().await.unwrap());
     }
 
+    /// Posts `body` as a status report; returns the answer.
+    pub async fn report_body(&self, body: Value) -> reqwest::Response {
+        self.req(Method::POST, "/api/v1/device/status")
+            .json(&body)
+            .send()
+            .await
+            .unwrap()
+    }
+
     /// Poll, verify, download, report installed; returns the installed sequence.
     pub async fn install(&mut self) -> u64 {
         let (manifest, _) = self.poll_verified().await.expect("a manifest is offered");

@@ -27,6 +27,7 @@ static int32_t nor_program(void *ctx, uint32_t offset, const uint8_t *data, uint
       offset + len > TEST_FLASH_BYTES)
     return -3;
   if (!nor_power(n)) return -1;
+  if (!n->busy) n->unannounced++;
   for (uint32_t i = 0; i < len; i++) n->mem[offset + i] &= data[i]; /* NOR: only clears bits */
   return 0;
 }
@@ -37,8 +38,34 @@ static int32_t nor_erase(void *ctx, uint32_t offset, uint32_t len) {
       offset + len > TEST_FLASH_BYTES)
     return -3;
   if (!nor_power(n)) return -1;
+  if (!n->busy) n->unannounced++;
   memset(n->mem + offset, 0xFF, len);
   return 0;
+}
+
+/* The firmware's flash_busy hook as an RA8P1 would wire it: on NPUB_FLASH_ERASING or
+ * NPUB_FLASH_PROGRAMMING, wait for the NPU job reading the weights and leave memory-mapped mode;
+ * on NPUB_FLASH_IDLE, re-enter it and let inference run. Here it marks the RAM NOR busy, and the
+ * NOR counts every operation that came without it. */
+static long fed;
+static void feed_watchdog(void *ctx) {
+  (void)ctx;
+  fed++;
+}
+
+static void nor_busy(void *ctx, uint32_t state, uint32_t offset, uint32_t len) {
+  ram_nor *n = ctx;
+  (void)offset;
+  if (state == NPUB_FLASH_IDLE) {
+    if (!n->busy) n->bad_windows++;
+    n->busy = 0;
+    n->windows++;
+    return;
+  }
+  if (n->busy || (state == NPUB_FLASH_ERASING && len != 4096) ||
+      (state == NPUB_FLASH_PROGRAMMING && len > 512))
+    n->bad_windows++;
+  n->busy = 1;
 }
 
 /* ---- a monotonic counter (an OTP counter's stand-in: it only goes up) ---- */
@@ -79,9 +106,11 @@ static int32_t mem_fetch_pack(void *ctx, const uint8_t *sha256, uint32_t offset,
   (void)sha256;
   s->fetches++;
   if (s->garbage_at && s->fetches == s->garbage_at) return (int32_t)len + 1000;
+  if (s->io_error_at && s->fetches == s->io_error_at) return NPUB_IO_ERROR;
   if (offset >= s->pack_len) return 0;
   size_t n = s->pack_len - offset < len ? s->pack_len - offset : len;
   memcpy(buf, s->pack + offset, n);
+  if (s->corrupt_at && s->fetches == s->corrupt_at) buf[n / 2] ^= 0x01;
   return (int32_t)n;
 }
 
@@ -97,8 +126,10 @@ static int32_t mem_fetch_keyring_updates(void *ctx, uint64_t after, uint8_t *buf
 }
 
 static int32_t mem_report(void *ctx, const npub_report *r) {
-  (void)ctx;
-  (void)r;
+  mem_server *s = ctx;
+  s->reports++;
+  snprintf(s->last_state, sizeof s->last_state, "%s", r->state);
+  s->last_attempts = r->attempts;
   return 0;
 }
 
@@ -249,7 +280,7 @@ static int last_error_has(const char *needle) {
 
 static int bad_calls(void) {
   int failures = 0;
-  ram_nor nor = {flash_mem, 0, 0, 0};
+  ram_nor nor = {.mem = flash_mem};
   mem_server server;
   npub_config c;
   npub_job job;
@@ -345,7 +376,7 @@ static int bad_calls(void) {
 /* A self-test that fails gives the new pack up and binds the previous one. */
 static int self_test_failure(void) {
   int failures = 0;
-  ram_nor nor = {flash_mem, 0, 0, 0};
+  ram_nor nor = {.mem = flash_mem};
   mem_server server;
   npub_config c;
   npub_job job;
@@ -365,11 +396,82 @@ static int self_test_failure(void) {
   return failures;
 }
 
+/* Transient faults during the upgrade to pack 2: a broken connection keeps the durable bytes
+ * (npub_agent_status says how many) and the next poll resumes; a download corrupted on the way
+ * is NPUB_E_INTEGRITY (the slot's SHA-256 is not the signed one), reported `downloading` with
+ * attempts 1, and the next poll downloads it afresh and installs it. */
+static int transient_faults(void) {
+  int failures = 0;
+  ram_nor nor = {.mem = flash_mem};
+  mem_server server;
+  npub_config c;
+  npub_job job;
+  npub_status st;
+  memcpy(flash_mem, snapshot, sizeof flash_mem);
+  serve(&server, 2);
+  test_config(&c, &nor, arena_mem, &server);
+  CHECK(open_agent(&c) == NPUB_OK && npub_agent_boot(&agent_storage, &job) == NPUB_OK, "boot v1");
+  /* Far enough in for a durable mark (progress_bytes is 16 KiB, a fetch at most 512 bytes). */
+  server.io_error_at = 100;
+  int32_t rc;
+  while ((rc = npub_agent_poll(&agent_storage, &job)) == NPUB_IN_PROGRESS) {
+  }
+  CHECK(rc == NPUB_E_TRANSPORT, "broken connection: %s", npub_result_name(rc));
+  CHECK(npub_agent_status(&agent_storage, &st) == NPUB_OK && st.download_written > 0 &&
+            st.download_written % 16384 == 0 &&
+            st.download_total == npub_test_pack2_len,
+        "after the failed download: %u of %u bytes durable", (unsigned)st.download_written,
+        (unsigned)st.download_total);
+  CHECK(strcmp(server.last_state, "downloading") == 0 && server.last_attempts == 0,
+        "a resume is no new attempt: %s, %u", server.last_state, (unsigned)server.last_attempts);
+  server.io_error_at = 0;
+  server.corrupt_at = server.fetches + 3;
+  while ((rc = npub_agent_poll(&agent_storage, &job)) == NPUB_IN_PROGRESS) {
+  }
+  CHECK(rc == NPUB_E_INTEGRITY && last_error_has("SHA-256"), "corrupted download: %s",
+        npub_result_name(rc));
+  CHECK(strcmp(server.last_state, "downloading") == 0 && server.last_attempts == 1,
+        "retried, not failed: %s, attempts %u", server.last_state, (unsigned)server.last_attempts);
+  CHECK(npub_agent_status(&agent_storage, &st) == NPUB_OK && st.download_written == 0, "afresh: %u",
+        (unsigned)st.download_written);
+  server.corrupt_at = 0;
+  CHECK(test_install(&agent_storage, &job) == NPUB_OK, "attempt 2 installs");
+  failures += check_job(&job, npub_test_seq2, npub_test_pack2, npub_test_pack2_len);
+  printf("transient faults: %d failures\n", failures);
+  return failures;
+}
+
+/* The upgrade from pack 1 to pack 2 with the flash_busy hook: every erase and program comes
+ * between a busy and an idle call (so inference never reads the chip while it is busy), one
+ * erase unit per erase window. */
+static int flash_busy_hook(void) {
+  int failures = 0;
+  ram_nor nor = {.mem = flash_mem};
+  mem_server server;
+  npub_config c;
+  npub_job job;
+  memcpy(flash_mem, snapshot, sizeof flash_mem);
+  serve(&server, 2);
+  test_config(&c, &nor, arena_mem, &server);
+  c.flash.busy = nor_busy;
+  c.clock.feed = feed_watchdog;
+  fed = 0;
+  CHECK(open_agent(&c) == NPUB_OK && npub_agent_boot(&agent_storage, &job) == NPUB_OK, "boot v1");
+  CHECK(test_install(&agent_storage, &job) == NPUB_OK, "upgrade with the busy hook");
+  failures += check_job(&job, npub_test_seq2, npub_test_pack2, npub_test_pack2_len);
+  CHECK(nor.ops > 0 && nor.unannounced == 0 && nor.bad_windows == 0 && nor.windows == nor.ops && !nor.busy,
+        "busy windows: %ld operations, %ld windows, %ld unannounced, %ld bad", nor.ops, nor.windows,
+        nor.unannounced, nor.bad_windows);
+  CHECK(fed >= nor.ops, "the watchdog fed before every operation: %ld feeds, %ld operations", fed, nor.ops);
+  printf("flash busy: %ld operations, each in its own window; %d failures\n", nor.ops, failures);
+  return failures;
+}
+
 /* Power cut at every flash operation of the upgrade from pack 1 to pack 2 (every cut_stride-th
  * one): after each the device boots pack 1 or pack 2, and the next polls finish on pack 2. */
 static int power_cuts(long cut_stride) {
   int failures = 0;
-  ram_nor nor = {flash_mem, 0, 0, 0};
+  ram_nor nor = {.mem = flash_mem};
   mem_server server;
   npub_config c;
   npub_job job;
@@ -383,7 +485,7 @@ static int power_cuts(long cut_stride) {
   long tried = 0, old_bound = 0, new_bound = 0;
   for (long n = 1; n <= ops; n += cut_stride) {
     memcpy(flash_mem, snapshot, sizeof flash_mem);
-    nor = (ram_nor){flash_mem, 0, 0, 0};
+    nor = (ram_nor){.mem = flash_mem};
     serve(&server, 2);
     test_config(&c, &nor, arena_mem, &server);
     open_agent(&c);
@@ -394,7 +496,7 @@ static int power_cuts(long cut_stride) {
     int32_t rc = test_install(&agent_storage, &job);
     CHECK(rc != NPUB_OK || n + 1 >= ops, "cut %ld: the install succeeded without power", n);
     /* Reboot on the same flash. */
-    nor = (ram_nor){flash_mem, 0, 0, 0};
+    nor = (ram_nor){.mem = flash_mem};
     rc = open_agent(&c);
     CHECK(rc == NPUB_OK, "cut %ld: open %s", n, npub_result_name(rc));
     rc = npub_agent_boot(&agent_storage, &job);
@@ -421,7 +523,7 @@ static int power_cuts(long cut_stride) {
  * floor), or half a counter, is refused at open. */
 static int counter_hook(void) {
   int failures = 0;
-  ram_nor nor = {flash_mem, 0, 0, 0};
+  ram_nor nor = {.mem = flash_mem};
   ram_counter k = {0, 0};
   mem_server server;
   npub_config c;
@@ -450,7 +552,7 @@ static int counter_hook(void) {
         (unsigned long long)k.value);
   /* The journal is lost. */
   memset(flash_mem, 0xFF, 2 * TEST_BANK_BYTES);
-  nor = (ram_nor){flash_mem, 0, 0, 0};
+  nor = (ram_nor){.mem = flash_mem};
   CHECK(open_agent(&c) == NPUB_OK, "open without a journal");
   int32_t rc = npub_agent_boot(&agent_storage, &job);
   if (rc == NPUB_PENDING) rc = npub_agent_confirm(&agent_storage, 0, &job);
@@ -474,7 +576,7 @@ static int counter_hook(void) {
  * revoked, and without fetch_keyring_updates key 2's would not have verified. */
 static int rotation(void) {
   int failures = 0;
-  ram_nor nor = {flash_mem, 0, 0, 0};
+  ram_nor nor = {.mem = flash_mem};
   mem_server server;
   npub_config c;
   npub_job job;
@@ -493,7 +595,7 @@ static int rotation(void) {
   CHECK(rc == NPUB_OK && job.sequence == npub_test_seq3, "rotated: %s, sequence %llu", npub_result_name(rc),
         (unsigned long long)job.sequence);
   /* Power cycle. */
-  nor = (ram_nor){flash_mem, 0, 0, 0};
+  nor = (ram_nor){.mem = flash_mem};
   serve(&server, 1);
   server.stale = 1;
   test_config(&c, &nor, arena_mem, &server);
@@ -514,7 +616,7 @@ static int rotation(void) {
  * fetched; the release fields are checked at open. */
 static int release_keys(void) {
   int failures = 0;
-  ram_nor nor = {flash_mem, 0, 0, 0};
+  ram_nor nor = {.mem = flash_mem};
   mem_server server;
   npub_config c;
   npub_job job;
@@ -543,7 +645,7 @@ int run_common_tests(long cut_stride) {
   /* The flash with pack 1 installed and confirmed (bad_calls installed it): the base of the rest. */
   memcpy(snapshot, flash_mem, sizeof flash_mem);
   {
-    ram_nor nor = {flash_mem, 0, 0, 0};
+    ram_nor nor = {.mem = flash_mem};
     mem_server server;
     npub_config c;
     npub_job job;
@@ -560,6 +662,8 @@ int run_common_tests(long cut_stride) {
     }
   }
   failures += self_test_failure();
+  failures += transient_faults();
+  failures += flash_busy_hook();
   failures += power_cuts(cut_stride);
   failures += counter_hook();
   failures += rotation();

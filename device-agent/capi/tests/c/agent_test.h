@@ -45,6 +45,10 @@ typedef struct {
   long ops;              /* programs and erases so far */
   long cut_at;           /* the operation that loses power (0: never) */
   int dead;              /* power is gone: every later operation fails */
+  int busy;              /* the firmware was told the chip is busy (npub_flash.busy) */
+  long unannounced;      /* erases and programs while `busy` was not set: a read could meet them */
+  long windows;          /* busy windows closed */
+  long bad_windows;      /* nested, unmatched, or an erase window that is not one erase unit */
 } ram_nor;
 
 typedef struct {
@@ -61,6 +65,11 @@ typedef struct {
   size_t records_len;
   void *reenter;         /* an agent to call from inside fetch_manifest (NULL: none) */
   int reenter_rc;
+  long io_error_at;      /* fetch_pack call that fails with NPUB_IO_ERROR (0: never) */
+  long corrupt_at;       /* fetch_pack call whose bytes have one bit flipped (0: never) */
+  int reports;           /* reports received */
+  char last_state[16];   /* the last report's state */
+  uint32_t last_attempts; /* and its attempts (0: none) */
 } mem_server;
 
 /* Provided by the platform file. */

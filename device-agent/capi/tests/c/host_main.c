@@ -81,10 +81,17 @@ static uint8_t nor_mem[TEST_FLASH_BYTES] __attribute__((aligned(16)));
 static uint8_t arena[TEST_ARENA_BYTES] __attribute__((aligned(16)));
 static npub_agent agent;
 
+/* The watchdog: counted. */
+static long host_feeds;
+static void host_feed(void *ctx) {
+  (void)ctx;
+  host_feeds++;
+}
+
 /* Boot a blank device and install what the server deploys to it, over TCP. */
 static int install_from_server(const char *url, const char *token) {
   int failures = 0;
-  ram_nor nor = {nor_mem, 0, 0, 0};
+  ram_nor nor = {.mem = nor_mem};
   sock s = {-1};
   npub_config c;
   npub_job job;
@@ -100,6 +107,8 @@ static int install_from_server(const char *url, const char *token) {
   c.stream.write = sock_write;
   c.stream.close = sock_close;
   c.stream.window_bytes = 32 * 1024;
+  c.clock.feed = host_feed;
+  c.budget_ms = 200;
   int32_t rc = npub_agent_open(&agent, sizeof agent, &c);
   CHECK(rc == NPUB_OK, "open: %s", npub_result_name(rc));
   rc = npub_agent_boot(&agent, &job);
@@ -115,6 +124,9 @@ static int install_from_server(const char *url, const char *token) {
   rc = npub_agent_confirm(&agent, 0, &job);
   CHECK(rc == NPUB_OK, "confirm: %s", npub_result_name(rc));
   test_print_job("installed from the server", &job);
+  /* Fed at every read of the socket and before every erase and program. */
+  CHECK(host_feeds > nor.ops, "watchdog fed %ld times for %ld flash operations", host_feeds, nor.ops);
+  printf("watchdog: fed %ld times (%ld flash operations)\n", host_feeds, nor.ops);
   CHECK(job.sequence == npub_test_seq3 && job.pack_bytes == npub_test_pack2_len, "the deployed pack");
   CHECK(memcmp(nor_mem + (job.slot ? c.layout.slot_offset[1] : c.layout.slot_offset[0]), npub_test_pack2,
                npub_test_pack2_len) == 0, "the slot holds the server's pack byte for byte");

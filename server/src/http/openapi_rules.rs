@@ -234,6 +234,14 @@ fn property_rules() -> Vec<(&'static str, &'static str, Rule)> {
                 max: Some(names::TOKEN_NAME_MAX_CHARS),
             },
         ),
+        (
+            "StatusReport",
+            "attempts",
+            Rule::Int {
+                min: 1,
+                max: i64::from(crate::device::routes::MAX_ATTEMPTS),
+            },
+        ),
         ("NewDevice", "id", field()),
         ("NewDevice", "name", line(MAX_FIELD_BYTES)),
         (

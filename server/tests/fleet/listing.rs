@@ -365,9 +365,19 @@ fn assert_indexed(
     // Which index: SQLite, without statistics, always takes the filter's own; PostgreSQL picks by
     // its estimates (on a near-empty table, often the primary key's scan with the filter applied,
     // which is also an index read in page order).
-    if let Some(index) = index
-        && !text.contains("Index Scan")
-    {
+    let postgres = plan.iter().any(|l| l.contains("cost="));
+    if postgres {
+        // The table itself is read through an index (any: a join's index scan does not count).
+        let through_index = plan.iter().any(|l| {
+            (l.contains("Index Scan") || l.contains("Index Only Scan"))
+                && (l.contains(&format!(" on {table} "))
+                    || l.trim_end().ends_with(&format!(" on {table}")))
+        });
+        assert!(
+            through_index,
+            "{what}: {table} is not read through an index:\n{text}"
+        );
+    } else if let Some(index) = index {
         assert!(text.contains(index), "{what}: {index} is not used:\n{text}");
     }
     if !sorts {

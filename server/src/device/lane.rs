@@ -764,7 +764,7 @@ fn pack_head(
 
 /// A pack body: `count` bytes from `offset`.
 struct Body<'p> {
-    file: &'p File,
+    file: &'p Arc<File>,
     bytes: Option<&'p Bytes>,
     offset: u64,
     count: u64,
@@ -828,8 +828,9 @@ async fn send_body(io: &mut Watched, body: Body<'_>, metrics: &Metrics) -> io::R
 
 /// Sends `head` and a pack body over TLS through `chunk` ([`TLS_CHUNK`]): the head and the
 /// body's first bytes in one record, then a record at a time, each read from the snapshot's copy
-/// in memory or else from the file (a page-cache read of 16 KiB, like `sendfile`'s own steps).
-/// A slow reader holds its own buffer only: each write waits for the socket.
+/// in memory or else from the file (a page-cache read of 16 KiB, like `sendfile`'s own steps, on
+/// the blocking pool: a slow disk holds that thread, never a worker that serves other
+/// connections). A slow reader holds its own buffer only: each write waits for the socket.
 async fn send_pack_tls(
     tls: &mut TlsConn,
     head: &[u8],
@@ -837,7 +838,6 @@ async fn send_pack_tls(
     chunk: &mut Vec<u8>,
     metrics: &Metrics,
 ) -> io::Result<()> {
-    use std::os::unix::fs::FileExt as _;
     if chunk.len() != TLS_CHUNK {
         *chunk = vec![0; TLS_CHUNK];
     }
@@ -848,19 +848,25 @@ async fn send_pack_tls(
     loop {
         let want = usize::try_from(end - at)
             .map_or(TLS_CHUNK - filled, |left| left.min(TLS_CHUNK - filled));
-        let room = &mut chunk[filled..filled + want];
         match body.bytes {
             // Within the pack, whose length is a `usize` (it is in memory).
-            Some(bytes) => room.copy_from_slice(&bytes[at as usize..at as usize + want]),
+            Some(bytes) => chunk[filled..filled + want]
+                .copy_from_slice(&bytes[at as usize..at as usize + want]),
             None => {
-                let mut got = 0;
-                while got < want {
-                    let n = body.file.read_at(&mut room[got..], at + got as u64)?;
-                    if n == 0 {
+                let file = Arc::clone(body.file);
+                let mut buffer = std::mem::take(chunk);
+                let (buffer, read) = tokio::task::spawn_blocking(move || {
+                    let read = read_exact_at(&file, &mut buffer[filled..filled + want], at);
+                    (buffer, read)
+                })
+                .await
+                .map_err(io::Error::other)?;
+                *chunk = buffer;
+                if let Err(e) = read {
+                    if e.kind() == io::ErrorKind::UnexpectedEof {
                         tracing::error!(at, end, "a pack file ended early while it was being sent");
-                        return Err(io::ErrorKind::UnexpectedEof.into());
                     }
-                    got += n;
+                    return Err(e);
                 }
             }
         }
@@ -874,6 +880,20 @@ async fn send_pack_tls(
         }
     }
     tls.io.flush().await
+}
+
+/// Fills `room` from `file` at `at`; `UnexpectedEof` if the file ends first.
+fn read_exact_at(file: &File, room: &mut [u8], at: u64) -> io::Result<()> {
+    use std::os::unix::fs::FileExt as _;
+    let mut got = 0;
+    while got < room.len() {
+        let n = file.read_at(&mut room[got..], at + got as u64)?;
+        if n == 0 {
+            return Err(io::ErrorKind::UnexpectedEof.into());
+        }
+        got += n;
+    }
+    Ok(())
 }
 
 /// `sendfile`'s answers for a file or socket it cannot work with (`EINVAL`, `ENOSYS`,
@@ -1009,9 +1029,9 @@ mod tests {
     }
 
     /// A file `sendfile` refuses with `EINVAL`: a directory opened for reading.
-    fn refusing_file() -> (tempfile::TempDir, File) {
+    fn refusing_file() -> (tempfile::TempDir, Arc<File>) {
         let dir = tempfile::tempdir().unwrap();
-        let file = File::open(dir.path()).unwrap();
+        let file = Arc::new(File::open(dir.path()).unwrap());
         (dir, file)
     }
 
@@ -1113,7 +1133,7 @@ mod tests {
         let path = dir.path().join("pack");
         let bytes: Vec<u8> = (0..=250u8).cycle().take(100_000).collect();
         std::fs::write(&path, &bytes).unwrap();
-        let file = File::open(&path).unwrap();
+        let file = Arc::new(File::open(&path).unwrap());
         let metrics = Metrics::default();
         let (mut conn, mut client) = tls_pair().await;
         let body = Body {
@@ -1149,7 +1169,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("pack");
         std::fs::write(&path, vec![7u8; 1_000]).unwrap();
-        let file = File::open(&path).unwrap();
+        let file = Arc::new(File::open(&path).unwrap());
         let metrics = Metrics::default();
         let (mut conn, _client) = tls_pair().await;
         let body = Body {

@@ -477,10 +477,7 @@ async fn pack_release(
             "pack {sha256:?} for this device"
         ))),
         // The contract's words exactly (not "… not found").
-        decide::Release::None => Err(ApiError::InvalidRequest {
-            status: StatusCode::NOT_FOUND,
-            detail: "no release signatures for this pack".into(),
-        }),
+        decide::Release::None => Err(ApiError::Absent("no release signatures for this pack")),
         decide::Release::NotModified(entry) => Ok((
             StatusCode::NOT_MODIFIED,
             [(header::ETAG, entry.etag.clone())],

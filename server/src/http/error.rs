@@ -31,6 +31,9 @@ pub enum ApiError {
     Forbidden(&'static str),
     /// 404: the named object does not exist.
     NotFound(String),
+    /// 404 in the detail's own words, for an absence that is not a named object's (a pack
+    /// without release signatures: the device contract's exact words, not "… not found").
+    Absent(&'static str),
     /// 409: the object exists already, or something still refers to it.
     Conflict(String),
     /// 422: an upload that npub-core (or the Vela importer) rejected; the detail is its message.
@@ -156,7 +159,7 @@ impl ApiError {
         match self {
             Self::Unauthorized => StatusCode::UNAUTHORIZED,
             Self::Forbidden(_) => StatusCode::FORBIDDEN,
-            Self::NotFound(_) => StatusCode::NOT_FOUND,
+            Self::NotFound(_) | Self::Absent(_) => StatusCode::NOT_FOUND,
             Self::Conflict(_) => StatusCode::CONFLICT,
             Self::InvalidPack(_) => StatusCode::UNPROCESSABLE_ENTITY,
             Self::InvalidRequest { status, .. } => *status,
@@ -176,7 +179,7 @@ impl ApiError {
         match self {
             Self::Unauthorized => "unauthorized",
             Self::Forbidden(_) => "forbidden",
-            Self::NotFound(_) => "not_found",
+            Self::NotFound(_) | Self::Absent(_) => "not_found",
             Self::Conflict(_) => "conflict",
             Self::InvalidPack(_) => "invalid_pack",
             Self::InvalidRequest { .. } => "invalid_request",
@@ -197,6 +200,7 @@ impl ApiError {
             }
             Self::Forbidden(what) => format!("this token's role may not {what}"),
             Self::NotFound(what) => format!("{what} not found"),
+            Self::Absent(detail) => (*detail).into(),
             Self::Conflict(detail)
             | Self::InvalidPack(detail)
             | Self::RequestTimeout(detail)

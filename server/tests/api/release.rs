@@ -781,7 +781,16 @@ async fn serves_a_deployments_release_signatures_to_its_devices_only() {
     .await;
     // Deployed unreleased: the contract's 404.
     let r = s.req_as(&lab, Method::GET, &path).send().await.unwrap();
-    expect(r, 404, "no release signatures for this pack").await;
+    assert_eq!(r.status(), 404);
+    let body: Value = r.json().await.unwrap();
+    assert_eq!(
+        (body["error"].as_str(), body["detail"].as_str()),
+        (
+            Some("not_found"),
+            Some("no release signatures for this pack")
+        ),
+        "the contract's words under the not_found code: {body}"
+    );
     // Attached after the deployment: served at once (the snapshot follows).
     let bundle = release(&s, &alice(), "kws", "1.0.0").await;
     assert_eq!(

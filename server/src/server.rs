@@ -121,7 +121,8 @@ impl Server {
             last_seen_flush: std::time::Duration::from_secs(config.last_seen_flush.max(1)),
             cache_check: std::time::Duration::from_secs(config.cache_check.max(1)),
         };
-        let fleet = crate::device::polling::Polling::load(&db, &store, timers)
+        let by_certificate = tls.as_ref().is_some_and(|t| t.client_certificates());
+        let fleet = crate::device::polling::Polling::load(&db, &store, timers, by_certificate)
             .await
             .map_err(StartError)?;
         let metrics = Arc::new(Metrics::default());

@@ -278,10 +278,15 @@ async fn assemble(
         };
         packs.insert(sha, entry);
     }
-    let mut ids = HashMap::with_capacity(devices.len());
+    let mut ids = previous
+        .by_id
+        .is_some()
+        .then(|| HashMap::with_capacity(devices.len()));
     for (digest, enrolled) in &mut devices {
         enrolled.assignment = assignments.get(&enrolled.entry.id).cloned();
-        ids.insert(Arc::clone(&enrolled.entry.id), *digest);
+        if let Some(ids) = &mut ids {
+            ids.insert(Arc::clone(&enrolled.entry.id), *digest);
+        }
     }
     Ok(Snapshot {
         generation,

@@ -79,9 +79,14 @@ impl Drop for OwnChange<'_> {
 }
 
 impl PollCache {
-    /// Builds the first snapshot.
-    pub async fn load(db: &Db, store: &Arc<dyn PackStore>) -> Result<Self, LoadError> {
-        let snapshot = build(db, store, &Snapshot::default()).await?;
+    /// Builds the first snapshot; with an index of devices by id when `by_certificate` (the
+    /// server takes client certificates naming devices).
+    pub async fn load(
+        db: &Db,
+        store: &Arc<dyn PackStore>,
+        by_certificate: bool,
+    ) -> Result<Self, LoadError> {
+        let snapshot = build(db, store, &Snapshot::empty(by_certificate)).await?;
         Ok(Self {
             current: RwLock::new(Arc::new(snapshot)),
             rebuild: tokio::sync::Mutex::new(()),

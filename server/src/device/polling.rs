@@ -57,13 +57,15 @@ pub struct Polling {
 }
 
 impl Polling {
-    /// Builds the first snapshot from the database.
+    /// Builds the first snapshot from the database; `by_certificate`: the server takes client
+    /// certificates, which find a device by its id.
     pub async fn load(
         db: &Db,
         store: &Arc<dyn PackStore>,
         timers: FleetTimers,
+        by_certificate: bool,
     ) -> Result<Self, String> {
-        let cache = PollCache::load(db, store)
+        let cache = PollCache::load(db, store, by_certificate)
             .await
             .map_err(|e| format!("loading the fleet: {e}"))?;
         Ok(Self {

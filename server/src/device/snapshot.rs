@@ -160,8 +160,10 @@ pub struct Snapshot {
     /// (at 100,000 devices every lookup is a cache miss or two).
     pub(super) devices: TokenIndex<Enrolled>,
     /// Each device's token digest by its id: how a device that authenticates with its client
-    /// certificate alone (`--client-ca`) is found.
-    pub(super) by_id: HashMap<Arc<str>, TokenDigest>,
+    /// certificate alone (`--client-ca`) is found. `None` on a server that takes no client
+    /// certificates: nothing looks a device up by id there, and the index costs an entry per
+    /// device. Kept from snapshot to snapshot (the first one's choice: [`Snapshot::empty`]).
+    pub(super) by_id: Option<HashMap<Arc<str>, TokenDigest>>,
     pub(super) assignments: HashMap<Arc<str>, Arc<Assignment>>,
     pub(super) packs: HashMap<String, PackEntry>,
     pub(super) keyring: KeyringRecords,
@@ -219,8 +221,18 @@ impl Snapshot {
     /// authenticates with a client certificate naming it).
     pub fn enrolled_by_id(&self, id: &str) -> Option<&Enrolled> {
         self.by_id
+            .as_ref()?
             .get(id)
             .and_then(|digest| self.devices.get(digest))
+    }
+
+    /// A snapshot of no devices to build the first one from: with the index by id when
+    /// `by_certificate` (the server takes client certificates), and so every one after it.
+    pub(super) fn empty(by_certificate: bool) -> Self {
+        Self {
+            by_id: by_certificate.then(HashMap::new),
+            ..Self::default()
+        }
     }
 
     /// What `device` is offered now.

@@ -31,8 +31,8 @@ use utoipa_axum::routes;
 use crate::device::auth::Device;
 use crate::device::decide::{self, Poll};
 use crate::device::polling::Polling;
-use crate::device::snapshot::{PackEntry, Snapshot};
-use crate::device::targets::{TargetRow, targets};
+use crate::device::snapshot::{DeviceEntry, PackEntry, Snapshot};
+use crate::device::targets::{target_rows, targets};
 use crate::fleet::change::{Effect, FleetChange, Record};
 use crate::fleet::deployments;
 use crate::fleet::rollout::{self, DeviceState};
@@ -510,22 +510,42 @@ struct Reported {
 }
 
 /// Whether `device` is among the targets the open batches of `d` offer (the same rule the poll
-/// cache applies).
-async fn offered(conn: &mut crate::db::Conn, d: &Reported, device: &str) -> Result<bool, ApiError> {
-    let devices: Vec<TargetRow> =
-        sqlx::query_as("SELECT id, accel, grp FROM devices WHERE revoked_at IS NULL")
-            .fetch_all(&mut *conn)
-            .await?;
+/// cache applies). Once every batch is open (the last is 100 %: every target), the device's own
+/// entry answers; before, its rank among the deployment's targets (their rows, read by group).
+async fn offered(
+    conn: &mut crate::db::Conn,
+    d: &Reported,
+    device: &DeviceEntry,
+) -> Result<bool, ApiError> {
+    let batches: Vec<u8> = serde_json::from_str(&d.batches).map_err(ApiError::internal)?;
+    let open = usize::try_from(d.open_batches).unwrap_or(0);
+    if open >= batches.len() && batches.last() == Some(&100) {
+        let member = match (d.target_group.as_deref(), d.target_device.as_deref()) {
+            (Some(group), _) => device.group == group,
+            (None, Some(id)) => *device.id == *id,
+            (None, None) => false,
+        };
+        return Ok(member && i64::from(device.accel) == d.accel);
+    }
+    let devices = target_rows(conn, d.target_group.as_deref(), d.target_device.as_deref()).await?;
     let (ranked, _) = targets(
         &devices,
         d.target_group.as_deref(),
         d.target_device.as_deref(),
         d.accel,
     );
-    let batches: Vec<u8> = serde_json::from_str(&d.batches).map_err(ApiError::internal)?;
-    let open = usize::try_from(d.open_batches).unwrap_or(0);
     let n = rollout::offered_count(&batches, open, ranked.len());
-    Ok(ranked[..n].contains(&device))
+    Ok(ranked[..n].contains(&&*device.id))
+}
+
+/// Whether a report in `state` can change what the rollout rules decide for `d`: a failure can
+/// abort it; a success can open a batch while one is still closed. Any other report (progress,
+/// a success once every batch is open) leaves the decision as the last evaluation left it, and
+/// is not evaluated (evaluating reads every target and every report of the deployment).
+fn may_decide(d: &Reported, state: DeviceState) -> bool {
+    let batches = serde_json::from_str::<Vec<u8>>(&d.batches).map_or(usize::MAX, |b| b.len());
+    let open = usize::try_from(d.open_batches).unwrap_or(0);
+    state.is_failure() || (state.is_success() && open < batches)
 }
 
 /// Reports the device's progress on a deployment; feeds the rollout (batches, auto-abort).
@@ -594,7 +614,7 @@ async fn status(
             "deployment with sequence {sequence} for this device"
         ))
     })?;
-    if !offered(&mut tx, &found, id).await? {
+    if !offered(&mut tx, &found, &device.entry).await? {
         // Counting it would report installs the rollout never asked for, and could open the next
         // batch on their strength.
         return Err(ApiError::Conflict(format!(
@@ -655,7 +675,9 @@ async fn status(
     }
     // A report that opens a batch, completes or aborts the rollout changes what devices are
     // offered; any other changes no snapshot.
-    let effect = if deployments::evaluate_in(&mut tx, deployment_id).await? {
+    let effect = if may_decide(&found, report.state)
+        && deployments::evaluate_in(&mut tx, deployment_id).await?
+    {
         Effect::Fleet
     } else {
         Effect::Nothing

@@ -16,6 +16,28 @@ pub struct TargetRow {
     pub grp: String,
 }
 
+/// The unrevoked devices a deployment of `group` (else of the one `device`) can reach, read
+/// through the group's index (`devices_by_group_id`) or the primary key: the group's rows, not
+/// the fleet's (a status report runs this inside its write transaction).
+pub async fn target_rows(
+    conn: &mut crate::db::Conn,
+    group: Option<&str>,
+    device: Option<&str>,
+) -> Result<Vec<TargetRow>, sqlx::Error> {
+    let (sql, key) = match (group, device) {
+        (Some(g), _) => (
+            "SELECT id, accel, grp FROM devices WHERE grp = $1 AND revoked_at IS NULL",
+            g,
+        ),
+        (None, Some(id)) => (
+            "SELECT id, accel, grp FROM devices WHERE id = $1 AND revoked_at IS NULL",
+            id,
+        ),
+        (None, None) => return Ok(Vec::new()),
+    };
+    sqlx::query_as(sql).bind(key).fetch_all(&mut *conn).await
+}
+
 /// What targeting reads of a device: a database row, or a snapshot's entry.
 pub trait Target {
     /// Its id.

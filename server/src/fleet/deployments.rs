@@ -20,7 +20,7 @@ use super::states::{self, DeploymentState, TargetState};
 use super::targeting::{self, DeploymentDevice, Plan, Reported};
 use crate::auth::Operator;
 use crate::db::Conn;
-use crate::device::targets::{TargetRow, targets};
+use crate::device::targets::{target_rows, targets};
 use crate::fleet::change::{Effect, FleetChange, Record};
 use crate::http::error::{ApiError, ErrorBody};
 use crate::http::extract::{Json, Path, Query};
@@ -578,10 +578,12 @@ async fn target_states(
     conn: &mut Conn,
     row: &DeploymentRow,
 ) -> Result<(Vec<DeviceState>, u64), ApiError> {
-    let devices: Vec<TargetRow> =
-        sqlx::query_as("SELECT id, accel, grp FROM devices WHERE revoked_at IS NULL")
-            .fetch_all(&mut *conn)
-            .await?;
+    let devices = target_rows(
+        conn,
+        row.target_group.as_deref(),
+        row.target_device.as_deref(),
+    )
+    .await?;
     let (ranked, incompatible) = targets(
         &devices,
         row.target_group.as_deref(),

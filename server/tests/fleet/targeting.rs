@@ -234,3 +234,64 @@ async fn rejects_a_deployment_to_an_unknown_group_or_device_with_404() {
     assert_eq!(s.rows("deployments").await, 0);
     s.stop().await;
 }
+
+#[tokio::test]
+async fn rejects_a_report_on_a_deployment_that_does_not_offer_the_device() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = TestServer::start(dir.path()).await;
+    fleet(&s).await;
+    let tokens = provision_mixed(
+        &s,
+        "lab",
+        &[
+            ("big-a", "ethos-u55-256"),
+            ("big-b", "ethos-u55-256"),
+            ("small", "ethos-u55-128"),
+        ],
+    )
+    .await;
+    let report = |token: &str, sequence: u64| {
+        let token = token.to_owned();
+        let s = &s;
+        async move {
+            Sim::new(s, &token)
+                .await
+                .report_body(json!({"sequence": sequence, "state": "installed"}))
+                .await
+                .status()
+                .as_u16()
+        }
+    };
+
+    // Every batch open (one of 100 %): the device's own entry decides. The other accelerator's
+    // device is in the group, not among the targets.
+    let all = deploy(
+        &s,
+        json!({"model": "kws", "version": "2.0.0", "group": "lab"}),
+    )
+    .await;
+    let all = all["sequence"].as_u64().unwrap();
+    assert_eq!(report(&tokens[2], all).await, 409);
+    assert_eq!(report(&tokens[0], all).await, 204);
+
+    // A batch still closed: the device's rank among the targets decides.
+    let staged = deploy(
+        &s,
+        json!({"model": "kws", "version": "2.0.0", "group": "lab",
+               "rollout": {"batches": [50, 100], "success_threshold": 1.0, "failure_threshold": 1.0}}),
+    )
+    .await;
+    let id = staged["id"].as_i64().unwrap();
+    let staged = staged["sequence"].as_u64().unwrap();
+    let (_, list) = get(&s, &format!("/api/v1/deployments/{id}/devices")).await;
+    let waiting = list["items"][1]["device_id"].as_str().unwrap();
+    assert_eq!(list["items"][1]["offered"], false);
+    let token = if waiting == "big-a" {
+        &tokens[0]
+    } else {
+        &tokens[1]
+    };
+    assert_eq!(report(token, staged).await, 409);
+    assert_eq!(report(&tokens[2], staged).await, 409);
+    s.stop().await;
+}

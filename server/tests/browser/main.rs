@@ -15,6 +15,7 @@ mod device_page;
 mod exposure;
 mod finished;
 mod fleet;
+mod fleet_scale;
 mod keyboard;
 mod layout;
 mod models;

@@ -1,0 +1,103 @@
+#!/usr/bin/env bash
+# Device status reports with a large fleet: what one report costs the server while a rollout
+# runs. Provisions N devices (10 groups) through the API on the embedded default (SQLite),
+# uploads a pack, then for two deployments (group g0: one batch of 100 %; group g1: batches
+# [50, 100], thresholds that never open the second) has R devices of the group poll and report
+# `downloading` then `installed`, and prints the median and p95 of each kind of report (the whole
+# request over loopback, client included).
+#
+#   bench/reports.sh [DEVICES] [REPORTERS]                         (default 100000, 200)
+#
+# Server binary: SERVER_BIN, else target/release/npub-server (built here). Run it once with the
+# binary before a change as SERVER_BIN and once after, back to back. Not part of `cargo test`.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+. bench/lib.sh
+devices=${1:-100000}
+reporters=${2:-200}
+target=${CARGO_TARGET_DIR:-target}
+if [ -z "${SERVER_BIN:-}" ]; then
+    cargo build --release -q -p npub-server
+    SERVER_BIN="$target/release/npub-server"
+fi
+pack=../shared/fixtures/vela/vela_out/u55_256/tflite/small_net_vela.tflite
+work=$(mktemp -d)
+pid=""
+cleanup() {
+    [ -n "$pid" ] && kill "$pid" 2>/dev/null && wait "$pid" 2>/dev/null
+    rm -rf "$work"
+}
+trap cleanup EXIT
+admin="npub_op_bench-$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')"
+NPUB_ADMIN_TOKEN="$admin" NPUB_LOG=warn "$SERVER_BIN" --data-dir "$work/data" --listen 127.0.0.1:0 \
+    > "$work/out" 2> "$work/err" &
+pid=$!
+url=$(wait_listening "$pid" "$work/out" "$work/err")
+echo "# bench/reports.sh $devices $reporters, $SERVER_BIN, $(date -u +%FT%TZ), load $(cut -d' ' -f1-3 /proc/loadavg)"
+python3 - "$url" "$admin" "$devices" "$reporters" "$pack" <<'PY'
+import json, statistics, sys, time, urllib.request, uuid
+url, admin, n, reporters, pack = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), sys.argv[5]
+
+def call(method, path, token, body=None, raw=None, ctype="application/json"):
+    data = raw if raw is not None else (None if body is None else json.dumps(body).encode())
+    req = urllib.request.Request(url + path, method=method, data=data,
+                                 headers={"Authorization": f"Bearer {token}", "Content-Type": ctype})
+    try:
+        with urllib.request.urlopen(req) as r:
+            return r.status, r.read()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read()
+
+tokens = {}
+t0 = time.perf_counter()
+for start in range(0, n, 1000):
+    batch = [{"id": f"dev-{i:06d}", "group": f"g{i % 10}", "accelerator": "ethos-u55-256"}
+             for i in range(start, min(n, start + 1000))]
+    status, body = call("POST", "/api/v1/devices", admin, {"devices": batch})
+    assert status == 201, (status, body)
+    for d in json.loads(body):
+        tokens[d["id"]] = d["token"]
+print(f"provisioned {n} devices in {time.perf_counter() - t0:.1f} s")
+assert call("POST", "/api/v1/models", admin, {"name": "kws"})[0] == 201
+boundary = uuid.uuid4().hex
+with open(pack, "rb") as f:
+    payload = f.read()
+form = (f"--{boundary}\r\nContent-Disposition: form-data; name=\"pack\"; filename=\"p.tflite\"\r\n"
+        f"Content-Type: application/octet-stream\r\n\r\n").encode() + payload + f"\r\n--{boundary}--\r\n".encode()
+status, body = call("POST", "/api/v1/models/kws/versions/1.0.0", admin, raw=form,
+                    ctype=f"multipart/form-data; boundary={boundary}")
+assert status == 201, (status, body)
+
+def rollout(group, policy):
+    body = {"model": "kws", "version": "1.0.0", "group": group}
+    if policy:
+        body["rollout"] = policy
+    status, made = call("POST", "/api/v1/deployments", admin, body)
+    assert status == 201, (status, made)
+    sequence = json.loads(made)["sequence"]
+    timings = {"downloading": [], "installed": []}
+    done = 0
+    for i in range(int(group[1:]), n, 10):
+        if done == reporters:
+            break
+        token = tokens[f"dev-{i:06d}"]
+        status, _ = call("GET", "/api/v1/device/manifest?seq=0", token)
+        if status != 200:
+            continue  # in a batch not open
+        done += 1
+        for state in ("downloading", "installed"):
+            t = time.perf_counter()
+            status, answer = call("POST", "/api/v1/device/status", token,
+                                  {"sequence": sequence, "state": state})
+            timings[state].append((time.perf_counter() - t) * 1000)
+            assert status == 204, (status, answer)
+    kind = "staged [50, 100]" if policy else "one batch"
+    for state, times in timings.items():
+        times.sort()
+        p50 = statistics.median(times)
+        p95 = times[max(0, int(len(times) * 0.95) - 1)]
+        print(f"RESULT {kind:17s} {state:12s} p50 {p50:8.2f} ms  p95 {p95:8.2f} ms  ({len(times)} reports)")
+
+rollout("g0", None)
+rollout("g1", {"batches": [50, 100], "success_threshold": 1.0, "failure_threshold": 1.0})
+PY

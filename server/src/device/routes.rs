@@ -191,6 +191,7 @@ fn answer_manifest(
         &state.polling.last_seen,
         &device.entry,
         device.snapshot.assignment(&device.entry.id),
+        device.snapshot.window(&device.entry.group),
         q.seq,
         now_ms(),
         |etag| ranges::none_match(headers, etag),
@@ -519,10 +520,12 @@ async fn offered(conn: &mut crate::db::Conn, d: &Reported, device: &str) -> Resu
         sqlx::query_as("SELECT id, accel, grp FROM devices WHERE revoked_at IS NULL")
             .fetch_all(&mut *conn)
             .await?;
+    let members = crate::fleet::deployments::members(conn, d.id).await?;
     let (ranked, _) = targets(
         &devices,
         d.target_group.as_deref(),
         d.target_device.as_deref(),
+        members.as_ref(),
         d.accel,
     );
     let batches: Vec<u8> = serde_json::from_str(&d.batches).map_err(ApiError::internal)?;

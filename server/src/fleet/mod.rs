@@ -4,12 +4,14 @@
 //! |-----------------|----------------------------------------------------------------------------|
 //! | [`devices`]     | `POST/GET /api/v1/devices`, `GET/DELETE /api/v1/devices/{id}`, `…/revoke`   |
 //! | [`device_edit`] | `PATCH /api/v1/devices/{id}`, `POST /api/v1/devices/{id}/token`             |
-//! | [`deployments`] | `POST/GET /api/v1/deployments`, `GET …/{id}`, `POST …/{id}/pause|resume|abort` |
+//! | [`deployments`] | `POST/GET /api/v1/deployments`, `GET …/{id}`, `POST …/{id}/pause|resume|abort|retry-failed` |
 //! | [`groups`]      | `GET /api/v1/groups`, `POST /api/v1/groups/{group}/rollback`               |
 //! | [`targeting`]   | who a deployment reaches, device by device (previews, per-device lists)    |
 //! | [`rollout`]     | batch membership, progress counts, batch opening and auto-abort             |
 //! | [`history`]     | each device's timeline: offers and reports                                  |
 //! | [`change`]      | after a committed change: this replica's snapshot brought up to it          |
+//! | [`window`]      | `PUT/DELETE /api/v1/groups/{group}/window`: maintenance windows per group   |
+//! | [`summary`]     | `GET /api/v1/fleet/summary`, `GET /api/v1/deployments/{id}/timeline`: the dashboard |
 //!
 //! Operator routes take the operator extractor ([`crate::auth::Operator`]); the device API
 //! (`crate::device`) takes the device extractor, which only knows device tokens: neither kind of
@@ -29,7 +31,9 @@ pub mod history;
 pub mod listing;
 pub mod rollout;
 pub mod states;
+pub mod summary;
 pub mod targeting;
+pub mod window;
 
 /// The fleet's tags in the OpenAPI document.
 #[derive(OpenApi)]
@@ -45,4 +49,6 @@ pub fn router() -> OpenApiRouter<AppState> {
         .merge(devices::router())
         .merge(deployments::router())
         .merge(groups::router())
+        .merge(window::router())
+        .merge(summary::router())
 }

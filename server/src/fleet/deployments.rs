@@ -425,6 +425,7 @@ pub(crate) struct Retry {
 
 /// Creates a deployment of `model`/`version` (shared with rollback and retry); audited as `kind`
 /// (`deployment.retry` for a retry).
+#[allow(clippy::too_many_arguments)]
 pub(crate) async fn create(
     state: &AppState,
     op: &Operator,

@@ -10,7 +10,8 @@
 //! | [`rollout`]     | batch membership, progress counts, batch opening and auto-abort             |
 //! | [`history`]     | each device's timeline: offers and reports                                  |
 //! | [`change`]      | after a committed change: this replica's snapshot brought up to it          |
-//! | [`window`]      | `PUT/DELETE /api/v1/groups/{group}/window`: maintenance windows per group   |
+//! | [`maintenance`] | `PUT/DELETE /api/v1/groups/{group}/window`: maintenance windows per group   |
+//! | [`window`]      | a maintenance window, as the device decision asks it whether it is open     |
 //! | [`summary`]     | `GET /api/v1/fleet/summary`, `GET /api/v1/deployments/{id}/timeline`: the dashboard |
 //!
 //! Operator routes take the operator extractor ([`crate::auth::Operator`]); the device API
@@ -29,6 +30,7 @@ pub mod devices;
 pub mod groups;
 pub mod history;
 pub mod listing;
+pub mod maintenance;
 pub mod rollout;
 pub mod states;
 pub mod summary;
@@ -49,6 +51,6 @@ pub fn router() -> OpenApiRouter<AppState> {
         .merge(devices::router())
         .merge(deployments::router())
         .merge(groups::router())
-        .merge(window::router())
+        .merge(maintenance::router())
         .merge(summary::router())
 }

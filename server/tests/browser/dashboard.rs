@@ -61,8 +61,8 @@ async fn the_dashboard_shows_the_apis_numbers_and_a_paused_deployment_holds() {
     .await;
     let seq = d["sequence"].as_u64().unwrap();
     let id = d["id"].as_i64().unwrap();
-    for i in 0..3 {
-        sims[i].report(seq, "bound", None).await;
+    for sim in &sims[..3] {
+        sim.report(seq, "bound", None).await;
     }
     sims[3]
         .fail(seq, "flash: read-back of sector 3 differs")
@@ -135,7 +135,7 @@ async fn the_dashboard_shows_the_apis_numbers_and_a_paused_deployment_holds() {
                 rollout["progress"]["counts"]["bound"].as_i64().unwrap()
             );
             assert_eq!(shown(&ui, ".rollouts tbody small", "data-failed").await, 1);
-            ui.screenshot("dashboard").await;
+            ui.screenshot("dashboard-figures").await;
 
             // The deployment's chart ends where the API's timeline does.
             ui.open(&format!("deployments/{id}")).await;
@@ -152,6 +152,12 @@ async fn the_dashboard_shows_the_apis_numbers_and_a_paused_deployment_holds() {
             );
             ui.wait_until("document.querySelector('[data-series=failure_limit]') !== null")
                 .await;
+            ui.js(
+                "document.querySelector('svg.rollout-chart').scrollIntoView(); return null;",
+                vec![],
+            )
+            .await;
+            ui.screenshot("deployment-chart").await;
 
             // Paused from the page: cam-6 never started, so it is offered nothing.
             assert!(sims[5].poll(0).await.is_some(), "offered while active");
@@ -166,6 +172,35 @@ async fn the_dashboard_shows_the_apis_numbers_and_a_paused_deployment_holds() {
             ui.wait_until("document.querySelector('[data-action=pause]') !== null")
                 .await;
             assert_eq!(sims[4].poll(0).await.map(|o| o.sequence), Some(seq));
+
+            // Retry the failed device from the page: a new deployment, for it alone.
+            ui.click("[data-action=retry-failed]").await;
+            ui.wait_text("dialog h2", "Retry the failed devices").await;
+            ui.click("dialog button[type=submit]").await;
+            ui.wait_text("h1", "Deployment #2").await;
+            let retry = api(&base, Method::GET, "/deployments/2", None).await;
+            assert_eq!(retry["retry_of"], id);
+            assert_eq!(retry["progress"]["targets"], 1);
+            let offer = sims[3]
+                .poll(seq)
+                .await
+                .expect("the failed device is offered the retry");
+            assert_eq!(offer.sequence, retry["sequence"].as_u64().unwrap());
+
+            // A maintenance window set from the dashboard is the group's (tests/fleet/control.rs holds
+            // offers with it).
+            ui.open("dashboard").await;
+            ui.wait_text(".windows", "any time").await;
+            ui.select("select[name=window-group]", "lab").await;
+            ui.fill("input[name=window-zone]", "UTC").await;
+            ui.click("form[aria-label='Set a maintenance window'] button[type=submit]")
+                .await;
+            ui.wait_text(".windows", "02:00–04:00 UTC").await;
+            let groups = api(&base, Method::GET, "/groups", None).await;
+            assert_eq!(
+                groups[0]["window"],
+                json!({"start": "02:00", "end": "04:00", "time_zone": "UTC"})
+            );
         },
     )
     .await;

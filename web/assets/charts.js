@@ -108,7 +108,7 @@ export function timelineChart(timeline, { width = 640, height = 240 } = {}) {
   for (const e of timeline.events ?? []) {
     const ex = x(e.at_ms);
     svg.append(
-      s('g', { class: 'event-mark', dataset: { action: e.action } },
+      s('g', { class: 'event-mark', dataset: { event: e.action } },
         s('line', { x1: ex, y1: pad.t, x2: ex, y2: y(0), class: `event ${e.action.replace('deployment.', '')}` }),
         s('title', {}, `${e.action} by ${e.actor} at ${e.at}`),
       ),

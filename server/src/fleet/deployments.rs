@@ -1,5 +1,12 @@
 //! `/api/v1/deployments`: create (next sequence, signed manifests), list, progress, pause,
-//! resume, abort.
+//! resume, abort, retry the failed devices.
+//!
+//! A retry (`…/retry-failed`) is a deployment like any other, of the same version with the next
+//! sequence, whose targets are narrowed to the devices listed in `deployment_members` (the ones
+//! that failed the retried deployment): every rule that finds a deployment's targets (the poll
+//! snapshot, a report's "was it offered", progress, the per-device list) narrows it the same way
+//! ([`members`]). With `on_failure: pause` a deployment pauses itself at its failure threshold
+//! instead of aborting (`rollout.rs`).
 //!
 //! A deployment's `state`: `active` (batches open as successes come in), `paused` (open batches
 //! are offered only to devices that had started on it, no new batch opens), `aborted` (no longer offered; final). Its `phase`
@@ -445,18 +452,33 @@ pub(crate) async fn create(
     release_gate(&mut tx, model, version, &v).await?;
     let members = retry.as_ref().map(|r| &r.devices);
     plan_for(&mut tx, &v, &target, &rollout, members).await?;
-    let classes: Vec<(String, i64)> = sqlx::query_as(
-        "SELECT id, hw_class FROM devices WHERE revoked_at IS NULL AND (grp = $1 OR id = $2)",
-    )
-    .bind(target.group.as_deref())
-    .bind(target.device.as_deref())
-    .fetch_all(&mut *tx)
-    .await?;
-    let mut classes: Vec<(i64,)> = classes
-        .into_iter()
-        .filter(|(id, _)| members.is_none_or(|m| m.contains(id)))
-        .map(|(_, class)| (class,))
-        .collect();
+    // A retry signs for the classes of its own devices only; anything else for its target's.
+    let mut classes: Vec<(i64,)> = match members {
+        None => {
+            sqlx::query_as(
+                "SELECT DISTINCT hw_class FROM devices WHERE revoked_at IS NULL \
+                 AND (grp = $1 OR id = $2)",
+            )
+            .bind(target.group.as_deref())
+            .bind(target.device.as_deref())
+            .fetch_all(&mut *tx)
+            .await?
+        }
+        Some(m) => {
+            let rows: Vec<(String, i64)> = sqlx::query_as(
+                "SELECT id, hw_class FROM devices WHERE revoked_at IS NULL \
+                 AND (grp = $1 OR id = $2)",
+            )
+            .bind(target.group.as_deref())
+            .bind(target.device.as_deref())
+            .fetch_all(&mut *tx)
+            .await?;
+            rows.into_iter()
+                .filter(|(id, _)| m.contains(id))
+                .map(|(_, class)| (class,))
+                .collect()
+        }
+    };
     classes.push((i64::from(HW_CLASS_RA8P1),));
     classes.sort_unstable();
     classes.dedup();

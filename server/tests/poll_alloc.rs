@@ -143,6 +143,7 @@ fn poll(fleet: &npub_server::device::polling::Polling, secret: &str, seq: u64) -
         &fleet.last_seen,
         &enrolled.entry,
         enrolled.assignment.as_ref(),
+        snapshot.window(&enrolled.entry.group),
         seq,
         1,
         |_| false,

@@ -14,8 +14,10 @@ import { renderFleet } from './fleet.js';
 import { renderDevice } from './device.js';
 import { renderAudit } from './audit.js';
 import { renderAdmin } from './admin.js';
+import { renderDashboard } from './dashboard.js';
 
 const ROUTES = [
+  [/^dashboard$/, renderDashboard, 'Dashboard'],
   [/^models$/, renderModels, 'Models'],
   [/^models\/([^/]+)$/, renderModel, 'Model'],
   [/^models\/([^/]+)\/versions\/([^/]+)$/, renderVersion, 'Version'],

@@ -105,7 +105,13 @@ export async function renderDeploy(main, _args, ctx) {
     { class: 'row' },
     field('Batches (% of the group reached)', batches, 'e.g. 5, 25, 100: each batch opens when the previous one succeeds'),
     field('Next batch at success rate (%)', success),
-    field('Auto-abort above failure rate (%)', failure),
+    field('Stop above failure rate (%)', failure),
+  );
+  const pauseOnFailure = h('input', { type: 'checkbox', name: 'on_failure_pause' });
+  const onFailureField = h(
+    'div',
+    { class: 'field checkbox' },
+    h('label', {}, pauseOnFailure, ' Pause instead of abort when the failure rate is exceeded (resume or retry the failed devices afterwards)'),
   );
   staged.addEventListener('change', () => {
     rolloutFields.hidden = !staged.checked;
@@ -121,6 +127,7 @@ export async function renderDeploy(main, _args, ctx) {
     h('h2', {}, 'Rollout'),
     h('div', { class: 'field checkbox' }, h('label', {}, staged, ' Staged rollout (otherwise every device at once)')),
     rolloutFields,
+    onFailureField,
     h('div', { class: 'actions' }, h('button', { type: 'submit', class: 'primary' }, 'Deploy…')),
     status,
   );
@@ -150,6 +157,7 @@ export async function renderDeploy(main, _args, ctx) {
     } else {
       body.rollout = { batches: [100], success_threshold: Number(success.value) / 100, failure_threshold: Number(failure.value) / 100 };
     }
+    body.rollout.on_failure = pauseOnFailure.checked ? 'pause' : 'abort';
     // Ask the server what it would do first: a deployment that reaches nobody is refused here,
     // before anything is made, and the dialog names who gets what.
     let preview;
@@ -167,7 +175,7 @@ export async function renderDeploy(main, _args, ctx) {
         facts([
           ['To', `${targetKind.value} ${body[targetKind.value]}`],
           ['Rollout', staged.checked ? `${body.rollout.batches.join(' → ')} %` : 'every device at once'],
-          ['Auto-abort', `above ${failure.value} % failures`],
+          [pauseOnFailure.checked ? 'Auto-pause' : 'Auto-abort', `above ${failure.value} % failures`],
         ]),
       ],
       confirm: `Deploy to ${plural(preview.targets, 'device')}`,

@@ -7,6 +7,7 @@ import { h, replace, table, link, facts, errorBox, toast, field } from './dom.js
 import { time, percent, plural } from './format.js';
 import { deploymentDevices } from './deployment_devices.js';
 import { confirmAction } from './dialog.js';
+import { timelineChart } from './charts.js';
 
 /** How often a shown deployment is refreshed. */
 export const POLL_MS = 1500;
@@ -246,6 +247,24 @@ export async function renderDeployment(main, [id], ctx) {
       });
       if (!ok) return;
     }
+    if (verb === 'retry-failed') {
+      const ok = await confirmAction({
+        title: `Retry the failed devices of #${d.id}?`,
+        body: [
+          h('p', {}, `A new deployment of ${d.model} ${d.version}, with a higher sequence, is made for the ${plural(failedOf(d), 'device')} that failed; the others are not touched.`),
+        ],
+        confirm: 'Retry failed devices',
+      });
+      if (!ok) return;
+      try {
+        const made = await api.post(api.path('deployments', d.id, 'retry-failed'));
+        toast(`Deployment #${made.id} retries the failed devices of #${d.id}.`);
+        location.hash = `#/deployments/${made.id}`;
+      } catch (err) {
+        replace(status, errorBox(err));
+      }
+      return;
+    }
     try {
       await api.post(api.path('deployments', d.id, verb));
       toast(`Deployment #${d.id}: ${verb} requested.`);
@@ -256,6 +275,8 @@ export async function renderDeployment(main, [id], ctx) {
   };
 
   // Rebuilt on every poll: keep keyboard focus on the same button across the rebuild.
+  const chart = h('div', { class: 'timeline-box' });
+  let opened = {};
   const render = (d) => {
     const focused = body.contains(document.activeElement) ? document.activeElement.dataset.action : null;
     const p = d.progress ?? {};
@@ -274,6 +295,9 @@ export async function renderDeployment(main, [id], ctx) {
     if (phase === 'active' || phase === 'paused') {
       buttons.push(h('button', { type: 'button', class: 'danger', dataset: { action: 'abort' }, onclick: () => act('abort', d) }, 'Abort…'));
     }
+    if (failedOf(d) > 0) {
+      buttons.push(h('button', { type: 'button', dataset: { action: 'retry-failed' }, onclick: () => act('retry-failed', d) }, `Retry ${plural(failedOf(d), 'failed device')}…`));
+    }
     const group = d.target?.group;
     if (group) {
       buttons.push(
@@ -286,7 +310,8 @@ export async function renderDeployment(main, [id], ctx) {
       facts([
         ['Version', link(`${d.model} ${d.version}`, ['models', d.model, 'versions', d.version])],
         ['Target', targetText(d)],
-        ['State', [stateBadge(phase), d.abort_reason ? ` — ${d.abort_reason}` : '']],
+        ['State', [stateBadge(phase), d.abort_reason ? ` — ${d.abort_reason}` : '', d.pause_reason ? ` — ${d.pause_reason}` : '']],
+        d.retry_of ? ['Retries', ['the failed devices of ', link(`#${d.retry_of}`, ['deployments', d.retry_of])]] : null,
         ['Sequence', h('span', { class: 'sequence' }, String(d.sequence))],
         ['Kind', d.kind],
         ['Rollout', rolloutText(d.rollout ?? {})],
@@ -308,7 +333,8 @@ export async function renderDeployment(main, [id], ctx) {
           (p.incompatible ? `; ${plural(p.incompatible, 'device')} of the group skipped (other accelerator)` : '') +
           '.',
       ),
-      batchesTable(p.batches ?? [], phase),
+      h('section', { 'aria-labelledby': 'timeline-title' }, h('h2', { id: 'timeline-title' }, 'Over time'), chart),
+      batchesTable(p.batches ?? [], phase, opened),
     );
     if (focused) body.querySelector(`[data-action="${focused}"]`)?.focus();
   };
@@ -318,8 +344,11 @@ export async function renderDeployment(main, [id], ctx) {
   let lastJson = '';
   async function refresh() {
     const d = await api.get(api.path('deployments', id));
+    const t = await api.get(api.path('deployments', id, 'timeline'));
     if (!ctx.current()) return;
     await devicesOf.refresh();
+    opened = Object.fromEntries((t.batches ?? []).map((b) => [b.index, b.opened_at]));
+    replace(chart, timelineChart(t), chartKey());
     live.textContent = `Updated ${new Date().toLocaleTimeString('en-GB')}; refreshes every ${POLL_MS / 1000} s while shown.`;
     const json = JSON.stringify(d);
     if (json === lastJson) return;
@@ -330,12 +359,32 @@ export async function renderDeployment(main, [id], ctx) {
   await poll(ctx, POLL_MS, refresh);
 }
 
+/** Devices that reported `failed` or `rolled_back`. */
+function failedOf(d) {
+  const c = d.progress?.counts ?? {};
+  return Number(c.failed ?? 0) + Number(c.rolled_back ?? 0);
+}
+
+function chartKey() {
+  return h(
+    'ul',
+    { class: 'legend', 'aria-hidden': 'true' },
+    h('li', {}, h('span', { class: 'swatch state-installed' }), 'installed'),
+    h('li', {}, h('span', { class: 'swatch state-failed' }), 'failed'),
+    h('li', {}, h('span', { class: 'swatch limit' }), 'failure threshold'),
+    h('li', {}, h('span', { class: 'swatch batch' }), 'batch opened'),
+    h('li', {}, h('span', { class: 'swatch hold' }), 'paused, resumed or aborted'),
+  );
+}
+
 function rolloutText(r) {
   const batches = r.batches ?? [];
   const parts = [];
   parts.push(batches.length ? `batches ${batches.join(' → ')} %` : 'all at once');
   if (r.success_threshold !== undefined) parts.push(`next batch at ${percent(r.success_threshold)} success`);
-  if (r.failure_threshold !== undefined) parts.push(`auto-abort above ${percent(r.failure_threshold)} failures`);
+  if (r.failure_threshold !== undefined) {
+    parts.push(`${r.on_failure === 'pause' ? 'auto-pause' : 'auto-abort'} above ${percent(r.failure_threshold)} failures`);
+  }
   return parts.join('; ');
 }
 
@@ -353,7 +402,7 @@ function batchState(b, phase) {
   return stateBadge(b.open ? 'open' : 'waiting');
 }
 
-function batchesTable(batches, phase) {
+function batchesTable(batches, phase, opened = {}) {
   if (!batches.length) return null;
   return h(
     'section',
@@ -365,6 +414,7 @@ function batchesTable(batches, phase) {
         { label: 'Reaches', cell: (b) => `${b.percent} %`, class: 'num' },
         { label: 'Devices', cell: (b) => String(b.devices), class: 'num' },
         { label: 'Offered', cell: (b) => batchState(b, phase) },
+        { label: 'Opened', cell: (b) => (opened[b.index] ? time(opened[b.index]) : '—') },
         {
           label: 'Progress',
           cell: (b) => {

@@ -81,7 +81,15 @@ export async function renderFleet(main, _args, ctx) {
   const group = h('select', { name: 'group' }, h('option', { value: '' }, 'all groups'));
   const state = select('status', 'any status', STATUSES.map((s) => [s, s]));
   const accel = select('accelerator', 'any NPU', ACCELERATORS.map((a) => [a, a]));
-  const notSeen = select('not_seen_minutes', 'any time', NOT_SEEN.slice(1));
+  // A threshold from a link (the dashboard's "offline": a few poll intervals) is offered too.
+  const linked = params.get('not_seen_minutes');
+  const notSeen = select(
+    'not_seen_minutes',
+    'any time',
+    linked && /^\d+$/.test(linked) && !NOT_SEEN.some(([v]) => v === linked)
+      ? [...NOT_SEEN.slice(1), [linked, `over ${linked} minutes`]]
+      : NOT_SEEN.slice(1),
+  );
   const version = h('input', { name: 'version', autocomplete: 'off', placeholder: 'e.g. 1.2.0', size: 10, value: params.get('version') ?? '' });
   const search = h('input', { type: 'search', name: 'q', autocomplete: 'off', placeholder: 'id or name', value: params.get('q') ?? '' });
   const list = h('div', {});

@@ -19,6 +19,7 @@ use crate::device::snapshot::{
 use crate::device::targets::targets;
 use crate::device::token_index::{self, TokenIndex};
 use crate::fleet::rollout;
+use crate::fleet::window::Window;
 use crate::store::{PackDigest, PackStore};
 
 #[derive(sqlx::FromRow)]
@@ -107,6 +108,16 @@ pub(super) async fn build(
     )
     .fetch_all(&mut *conn)
     .await?;
+    let members: Vec<(i64, String)> = sqlx::query_as(
+        "SELECT m.deployment_id, m.device_id FROM deployment_members m \
+         JOIN deployments d ON d.id = m.deployment_id WHERE d.state <> 'aborted'",
+    )
+    .fetch_all(&mut *conn)
+    .await?;
+    let windows: Vec<(String, i64, i64, String)> =
+        sqlx::query_as("SELECT grp, start_minute, end_minute, time_zone FROM group_windows")
+            .fetch_all(&mut *conn)
+            .await?;
     let updates: Vec<(i64, Vec<u8>)> =
         sqlx::query_as("SELECT sequence, record FROM keyring_updates ORDER BY sequence")
             .fetch_all(&mut *conn)
@@ -121,10 +132,27 @@ pub(super) async fn build(
     for (deployment, device) in started {
         started_by.entry(deployment).or_default().insert(device);
     }
+    let mut members_of: HashMap<i64, std::collections::HashSet<String>> = HashMap::new();
+    for (deployment, device) in members {
+        members_of.entry(deployment).or_default().insert(device);
+    }
+    let windows = windows
+        .into_iter()
+        .filter_map(|(grp, start, end, zone)| match Window::new(start, end, &zone) {
+            Some(w) => Some((grp, w)),
+            None => {
+                // Offered as if it had none rather than held forever by a window nobody can read.
+                tracing::error!(group = %grp, zone = %zone, "maintenance window: unknown time zone");
+                None
+            }
+        })
+        .collect();
     let offers = Arc::new(Offers {
         rows: offers,
         manifests,
         started: started_by,
+        members: members_of,
+        windows,
     });
     let fleet = Gathered {
         generation,
@@ -220,6 +248,7 @@ async fn assemble(
             &entries,
             offer.target_group.as_deref(),
             offer.target_device.as_deref(),
+            offers.members.get(&offer.id),
             offer.accel,
         );
         let open = usize::try_from(offer.open_batches).unwrap_or(0);

@@ -19,6 +19,7 @@ use axum::http::HeaderValue;
 
 use crate::device::last_seen::LastSeen;
 use crate::device::snapshot::{Assignment, DeviceEntry, PackEntry, ReleaseEntry, Snapshot};
+use crate::fleet::window::Window;
 use crate::http::ranges;
 
 /// What a manifest poll is answered, besides the headers every manifest answer carries
@@ -36,11 +37,14 @@ pub enum Poll<'s> {
 /// The decision of a manifest poll with `seq` (at most `i64::MAX`) from `device`, whose
 /// snapshot assigns it `assignment`, at `now_ms`, and its bookkeeping in `seen`: the device is
 /// seen, and noted as offered on a 200. `none_match` says whether the request's `If-None-Match` names an
-/// `ETag`. Allocates nothing once the device's last-seen entry exists.
+/// `ETag`. `window`: its group's maintenance window, outside which nothing new is offered (a
+/// device that already holds the manifest still gets 304). Allocates nothing once the device's
+/// last-seen entry exists.
 pub fn poll<'s>(
     seen: &LastSeen,
     device: &DeviceEntry,
     assignment: Option<&'s Arc<Assignment>>,
+    window: Option<&Window>,
     seq: u64,
     now_ms: i64,
     none_match: impl FnOnce(&HeaderValue) -> bool,
@@ -51,6 +55,9 @@ pub fn poll<'s>(
     };
     if none_match(&a.etag) {
         return Poll::NotModified(a);
+    }
+    if window.is_some_and(|w| !w.open_at(now_ms)) {
+        return Poll::Nothing;
     }
     seen.offered(&device.id, a.deployment_id, now_ms);
     Poll::Offer(a)
@@ -190,18 +197,18 @@ mod tests {
         // A device at the assignment's sequence (1) or above has nothing newer.
         for seq in [1, 2, i64::MAX as u64] {
             assert!(matches!(
-                poll(&seen, &device, assignment, seq, 1_000, never),
+                poll(&seen, &device, assignment, None, seq, 1_000, never),
                 Poll::Nothing
             ));
         }
         assert!(seen.take_offers(&device.id).offers().is_empty());
         // Nothing assigned: nothing, whatever the sequence.
         assert!(matches!(
-            poll(&seen, &device, None, 0, 1_000, never),
+            poll(&seen, &device, None, None, 0, 1_000, never),
             Poll::Nothing
         ));
         // The ETag it names: 304, not an offer.
-        let named = poll(&seen, &device, assignment, 0, 2_000, |etag| {
+        let named = poll(&seen, &device, assignment, None, 0, 2_000, |etag| {
             etag.as_bytes() == b"\"m1-1\""
         });
         assert!(matches!(named, Poll::NotModified(a) if a.sequence == 1));
@@ -209,11 +216,54 @@ mod tests {
         // Below it: the manifest, noted as offered once, at the earliest time.
         for now in [3_000, 4_000] {
             assert!(matches!(
-                poll(&seen, &device, assignment, 0, now, never),
+                poll(&seen, &device, assignment, None, 0, now, never),
                 Poll::Offer(a) if a.sequence == 1
             ));
         }
         assert_eq!(seen.take_offers(&device.id).offers(), &[(1, 3_000)]);
+    }
+
+    #[test]
+    fn offers_nothing_new_outside_the_maintenance_window() {
+        let sha = "ab".repeat(32);
+        let (snapshot, device) = snapshot_with(&sha, "\"e\"", 100);
+        let assignment = snapshot.assignment(&device.id);
+        let seen = LastSeen::default();
+        let never = |_: &HeaderValue| false;
+        // 02:00-03:00 UTC; 1_768_435_200_000 is a midnight UTC.
+        let window = Window::new(120, 180, "UTC").unwrap();
+        let midnight = 1_768_435_200_000;
+        assert!(matches!(
+            poll(
+                &seen,
+                &device,
+                assignment,
+                Some(&window),
+                0,
+                midnight,
+                never
+            ),
+            Poll::Nothing
+        ));
+        // The manifest it already holds is still answered 304 outside the window.
+        assert!(matches!(
+            poll(
+                &seen,
+                &device,
+                assignment,
+                Some(&window),
+                0,
+                midnight,
+                |_| true
+            ),
+            Poll::NotModified(_)
+        ));
+        assert!(seen.take_offers(&device.id).offers().is_empty());
+        let inside = midnight + 150 * 60_000;
+        assert!(matches!(
+            poll(&seen, &device, assignment, Some(&window), 0, inside, never),
+            Poll::Offer(_)
+        ));
     }
 
     #[test]

@@ -573,6 +573,7 @@ fn plan(
                 &lane.state.polling.last_seen,
                 device,
                 enrolled.assignment.as_ref(),
+                snapshot.window(&device.group),
                 seq,
                 crate::time::ms_of(now),
                 |etag| ranges::none_match_values(seen.if_none_match(), etag),

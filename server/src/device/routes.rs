@@ -191,6 +191,7 @@ fn answer_manifest(
         &state.polling.last_seen,
         &device.entry,
         device.snapshot.assignment(&device.entry.id),
+        device.snapshot.window(&device.entry.group),
         q.seq,
         now_ms(),
         |etag| ranges::none_match(headers, etag),
@@ -511,7 +512,8 @@ struct Reported {
 
 /// Whether `device` is among the targets the open batches of `d` offer (the same rule the poll
 /// cache applies). Once every batch is open (the last is 100 %: every target), the device's own
-/// entry answers; before, its rank among the deployment's targets (their rows, read by group).
+/// entry answers (and a retry's members); before, its rank among the deployment's targets (their
+/// rows, read by group).
 async fn offered(
     conn: &mut crate::db::Conn,
     d: &Reported,
@@ -519,12 +521,13 @@ async fn offered(
 ) -> Result<bool, ApiError> {
     let batches: Vec<u8> = serde_json::from_str(&d.batches).map_err(ApiError::internal)?;
     let open = usize::try_from(d.open_batches).unwrap_or(0);
+    let members = crate::fleet::deployments::members(conn, d.id).await?;
     if open >= batches.len() && batches.last() == Some(&100) {
         let member = match (d.target_group.as_deref(), d.target_device.as_deref()) {
             (Some(group), _) => device.group == group,
             (None, Some(id)) => *device.id == *id,
             (None, None) => false,
-        };
+        } && members.as_ref().is_none_or(|m| m.contains(&*device.id));
         return Ok(member && i64::from(device.accel) == d.accel);
     }
     let devices = target_rows(conn, d.target_group.as_deref(), d.target_device.as_deref()).await?;
@@ -532,6 +535,7 @@ async fn offered(
         &devices,
         d.target_group.as_deref(),
         d.target_device.as_deref(),
+        members.as_ref(),
         d.accel,
     );
     let n = rollout::offered_count(&batches, open, ranked.len());

@@ -11,6 +11,7 @@ use sha2::{Digest as _, Sha256};
 use npub_core::manifest::ROTATION_BYTES;
 
 use crate::device::token_index::{TokenDigest, TokenIndex};
+use crate::fleet::window::Window;
 
 /// A device that may call the device API.
 #[derive(Debug)]
@@ -182,6 +183,10 @@ pub(super) struct Offers {
     /// ones it is still offered to. A paused deployment holds: a device that has not started is
     /// offered what it would be without it.
     pub(super) started: HashMap<i64, std::collections::HashSet<String>>,
+    /// For each retry deployment, the devices it retries: the only ones it targets.
+    pub(super) members: HashMap<i64, std::collections::HashSet<String>>,
+    /// Maintenance windows by group (`crate::fleet::window`), checked at each poll.
+    pub(super) windows: HashMap<String, Window>,
 }
 
 /// The `fleet_generation` a committed change moved to ([`crate::device::generation::bump_generation`]).
@@ -238,6 +243,14 @@ impl Snapshot {
     /// What `device` is offered now.
     pub fn assignment(&self, device: &str) -> Option<&Arc<Assignment>> {
         self.assignments.get(device)
+    }
+
+    /// The maintenance window of `group`, if it has one.
+    pub fn window(&self, group: &str) -> Option<&Window> {
+        if self.offers.windows.is_empty() {
+            return None;
+        }
+        self.offers.windows.get(group)
     }
 
     /// An assigned pack's bytes.

@@ -1,5 +1,6 @@
 //! Who a deployment reaches, from the snapshot's devices or from rows: the same ranking and
 //! accelerator filter for both.
+use std::collections::HashSet;
 use std::sync::Arc;
 
 use crate::device::snapshot::DeviceEntry;
@@ -73,11 +74,13 @@ impl Target for Arc<DeviceEntry> {
 }
 
 /// The ranked target ids of a deployment among `devices` (unrevoked), borrowed from them, and
-/// how many of its group were skipped for another accelerator.
+/// how many of its group were skipped for another accelerator. `members`: a retry's devices, the
+/// only ones of its group (or device) it targets.
 pub fn targets<'d, T: Target>(
     devices: &'d [T],
     group: Option<&str>,
     device: Option<&str>,
+    members: Option<&HashSet<String>>,
     pack_accel: i64,
 ) -> (Vec<&'d str>, u64) {
     let mut ids = Vec::new();
@@ -87,7 +90,7 @@ pub fn targets<'d, T: Target>(
             (Some(g), _) => d.group() == g,
             (None, Some(id)) => d.id() == id,
             (None, None) => false,
-        };
+        } && members.is_none_or(|m| m.contains(d.id()));
         if !member {
             continue;
         }

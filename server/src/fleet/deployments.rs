@@ -1,5 +1,12 @@
 //! `/api/v1/deployments`: create (next sequence, signed manifests), list, progress, pause,
-//! resume, abort.
+//! resume, abort, retry the failed devices.
+//!
+//! A retry (`…/retry-failed`) is a deployment like any other, of the same version with the next
+//! sequence, whose targets are narrowed to the devices listed in `deployment_members` (the ones
+//! that failed the retried deployment): every rule that finds a deployment's targets (the poll
+//! snapshot, a report's "was it offered", progress, the per-device list) narrows it the same way
+//! ([`members`]). With `on_failure: pause` a deployment pauses itself at its failure threshold
+//! instead of aborting (`rollout.rs`).
 //!
 //! A deployment's `state`: `active` (batches open as successes come in), `paused` (open batches
 //! are offered only to devices that had started on it, no new batch opens), `aborted` (no longer offered; final). Its `phase`
@@ -15,7 +22,9 @@ use utoipa::{IntoParams, ToSchema};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use super::rollout::{self, Decision, DeviceState, Progress, Rollout};
+use std::collections::HashSet;
+
+use super::rollout::{self, Decision, DeviceState, OnFailure, Progress, Rollout};
 use super::states::{self, DeploymentState, TargetState};
 use super::targeting::{self, DeploymentDevice, Plan, Reported};
 use crate::auth::Operator;
@@ -89,6 +98,12 @@ pub struct Deployment {
     pub phase: String,
     /// Why it was aborted.
     pub abort_reason: Option<String>,
+    /// Why it paused itself (its failures exceeded the threshold with `on_failure: pause`);
+    /// `null` when an operator paused it or it is not paused.
+    pub pause_reason: Option<String>,
+    /// The deployment whose failed devices it retries (`…/retry-failed`); its targets are those
+    /// devices only.
+    pub retry_of: Option<i64>,
     /// Its rollout policy.
     pub rollout: Rollout,
     /// Batches offered so far.
@@ -196,6 +211,7 @@ pub fn router() -> OpenApiRouter<AppState> {
         .routes(routes!(pause))
         .routes(routes!(resume))
         .routes(routes!(abort))
+        .routes(routes!(retry_failed))
 }
 
 /// Creates a deployment: takes the next sequence and signs a manifest for every hardware class
@@ -252,6 +268,7 @@ async fn create_deployment(
         target,
         rollout,
         "deploy",
+        None,
     )
     .await?;
     Ok((StatusCode::CREATED, JsonResponse(d)).into_response())
@@ -323,9 +340,13 @@ async fn plan_for(
     v: &VersionFacts,
     target: &Target,
     rollout: &Rollout,
+    members: Option<&HashSet<String>>,
 ) -> Result<Plan, ApiError> {
-    let candidates =
+    let mut candidates =
         targeting::candidates(conn, target.group.as_deref(), target.device.as_deref()).await?;
+    if let Some(m) = members {
+        candidates.retain(|c| m.contains(&c.id));
+    }
     let plan = Plan::new(&candidates, v.accel, &rollout.batches);
     plan.require_targets(&describe(target), v.accel, candidates.len())?;
     Ok(plan)
@@ -343,7 +364,7 @@ pub(crate) async fn preview(
     let mut conn = state.db.acquire().await?;
     let v = version_facts(&mut conn, model, version).await?;
     release_gate(&mut conn, model, version, &v).await?;
-    let plan = plan_for(&mut conn, &v, &target, rollout).await?;
+    let plan = plan_for(&mut conn, &v, &target, rollout, None).await?;
     let running: Vec<(String,)> = sqlx::query_as(
         "SELECT d.id FROM devices d JOIN versions v ON v.id = d.current_version_id \
          WHERE v.sha256 = $1",
@@ -401,7 +422,17 @@ struct VersionFacts {
     io_digest: Option<String>,
 }
 
-/// Creates a deployment of `model`/`version` (shared with rollback); audited as `kind`.
+/// A retry's source deployment and the devices it retries.
+pub(crate) struct Retry {
+    /// The deployment retried.
+    pub of: i64,
+    /// Its failed devices, the only targets of the retry.
+    pub devices: HashSet<String>,
+}
+
+/// Creates a deployment of `model`/`version` (shared with rollback and retry); audited as `kind`
+/// (`deployment.retry` for a retry).
+#[allow(clippy::too_many_arguments)]
 pub(crate) async fn create(
     state: &AppState,
     op: &Operator,
@@ -410,6 +441,7 @@ pub(crate) async fn create(
     target: Target,
     rollout: Rollout,
     kind: &str,
+    retry: Option<Retry>,
 ) -> Result<Deployment, ApiError> {
     rollout.check()?;
     if let Some(g) = &target.group {
@@ -418,15 +450,35 @@ pub(crate) async fn create(
     let mut tx = FleetChange::begin(state).await?;
     let v = version_facts(&mut tx, model, version).await?;
     release_gate(&mut tx, model, version, &v).await?;
-    plan_for(&mut tx, &v, &target, &rollout).await?;
-    let mut classes: Vec<(i64,)> = sqlx::query_as(
-        "SELECT DISTINCT hw_class FROM devices WHERE revoked_at IS NULL \
-         AND (grp = $1 OR id = $2)",
-    )
-    .bind(target.group.as_deref())
-    .bind(target.device.as_deref())
-    .fetch_all(&mut *tx)
-    .await?;
+    let members = retry.as_ref().map(|r| &r.devices);
+    plan_for(&mut tx, &v, &target, &rollout, members).await?;
+    // A retry signs for the classes of its own devices only; anything else for its target's.
+    let mut classes: Vec<(i64,)> = match members {
+        None => {
+            sqlx::query_as(
+                "SELECT DISTINCT hw_class FROM devices WHERE revoked_at IS NULL \
+                 AND (grp = $1 OR id = $2)",
+            )
+            .bind(target.group.as_deref())
+            .bind(target.device.as_deref())
+            .fetch_all(&mut *tx)
+            .await?
+        }
+        Some(m) => {
+            let rows: Vec<(String, i64)> = sqlx::query_as(
+                "SELECT id, hw_class FROM devices WHERE revoked_at IS NULL \
+                 AND (grp = $1 OR id = $2)",
+            )
+            .bind(target.group.as_deref())
+            .bind(target.device.as_deref())
+            .fetch_all(&mut *tx)
+            .await?;
+            rows.into_iter()
+                .filter(|(id, _)| m.contains(id))
+                .map(|(_, class)| (class,))
+                .collect()
+        }
+    };
     classes.push((i64::from(HW_CLASS_RA8P1),));
     classes.sort_unstable();
     classes.dedup();
@@ -439,8 +491,9 @@ pub(crate) async fn create(
     let batches = serde_json::to_string(&rollout.batches).map_err(ApiError::internal)?;
     let (id,): (i64,) = sqlx::query_as(
         "INSERT INTO deployments (sequence, version_id, target_group, target_device, kind, batches, \
-         success_threshold, failure_threshold, open_batches, state, created_at, created_by) \
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 1, 'active', $9, $10) RETURNING id",
+         success_threshold, failure_threshold, open_batches, state, created_at, created_by, \
+         on_failure, retry_of) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 1, 'active', $9, $10, $11, $12) RETURNING id",
     )
     .bind(sequence)
     .bind(v.id)
@@ -452,8 +505,23 @@ pub(crate) async fn create(
     .bind(rollout.failure_threshold)
     .bind(now)
     .bind(op.token_id)
+    .bind(rollout.on_failure.as_str())
+    .bind(retry.as_ref().map(|r| r.of))
     .fetch_one(&mut *tx)
     .await?;
+    if let Some(r) = &retry {
+        let mut devices: Vec<&String> = r.devices.iter().collect();
+        devices.sort();
+        for device in devices {
+            sqlx::query(
+                "INSERT INTO deployment_members (deployment_id, device_id) VALUES ($1, $2)",
+            )
+            .bind(id)
+            .bind(device)
+            .execute(&mut *tx)
+            .await?;
+        }
+    }
 
     let key = state
         .keys
@@ -499,15 +567,17 @@ pub(crate) async fn create(
     tx.commit(
         Record::Audit {
             op,
-            action: if kind == "rollback" {
-                "deployment.rollback"
-            } else {
-                "deployment.create"
+            action: match (kind, &retry) {
+                (_, Some(_)) => "deployment.retry",
+                ("rollback", None) => "deployment.rollback",
+                _ => "deployment.create",
             },
             object: format!("deployments/{id}"),
             detail: serde_json::json!({
                 "sequence": sequence, "model": model, "version": version, "sha256": v.sha256,
                 "group": target.group, "device": target.device, "rollout": rollout,
+                "retry_of": retry.as_ref().map(|r| r.of),
+                "devices": retry.as_ref().map(|r| r.devices.len()),
             }),
         },
         Effect::Fleet,
@@ -547,6 +617,9 @@ struct DeploymentRow {
     batches: String,
     success_threshold: f64,
     failure_threshold: f64,
+    on_failure: String,
+    acknowledged_failures: i64,
+    retry_of: Option<i64>,
     open_batches: i64,
     created_at: i64,
     created_by: String,
@@ -557,7 +630,8 @@ macro_rules! select_deployment {
     () => {
         "SELECT d.id, d.sequence, d.kind, m.name AS model, v.version, \
      v.sha256, v.size, v.accel, d.target_group, d.target_device, d.state, d.abort_reason, d.batches, \
-     d.success_threshold, d.failure_threshold, d.open_batches, d.created_at, t.name AS created_by \
+     d.success_threshold, d.failure_threshold, d.on_failure, d.acknowledged_failures, d.retry_of, \
+     d.open_batches, d.created_at, t.name AS created_by \
      FROM deployments d JOIN versions v ON v.id = d.version_id JOIN models m ON m.id = v.model_id \
      JOIN tokens t ON t.id = d.created_by"
     };
@@ -569,8 +643,24 @@ impl DeploymentRow {
             batches: serde_json::from_str(&self.batches).unwrap_or_default(),
             success_threshold: self.success_threshold,
             failure_threshold: self.failure_threshold,
+            on_failure: OnFailure::from_db(&self.on_failure),
         }
     }
+}
+
+/// The devices a retry deployment targets (`None`: not a retry, its whole group or device).
+pub(crate) async fn members(conn: &mut Conn, id: i64) -> Result<Option<HashSet<String>>, ApiError> {
+    let rows: Vec<(Option<i64>, Option<String>)> = sqlx::query_as(
+        "SELECT d.retry_of, m.device_id FROM deployments d \
+         LEFT JOIN deployment_members m ON m.deployment_id = d.id WHERE d.id = $1",
+    )
+    .bind(id)
+    .fetch_all(&mut *conn)
+    .await?;
+    if rows.first().is_none_or(|(retry_of, _)| retry_of.is_none()) {
+        return Ok(None);
+    }
+    Ok(Some(rows.into_iter().filter_map(|(_, d)| d).collect()))
 }
 
 /// The ranked target states of a deployment, and how many devices were incompatible.
@@ -584,10 +674,12 @@ async fn target_states(
         row.target_device.as_deref(),
     )
     .await?;
+    let members = members(conn, row.id).await?;
     let (ranked, incompatible) = targets(
         &devices,
         row.target_group.as_deref(),
         row.target_device.as_deref(),
+        members.as_ref(),
         row.accel,
     );
     let reports: Vec<(String, String)> =
@@ -652,8 +744,15 @@ async fn render(conn: &mut Conn, row: DeploymentRow) -> Result<Deployment, ApiEr
         } else {
             row.state.as_str().to_owned()
         },
+        pause_reason: row
+            .abort_reason
+            .clone()
+            .filter(|_| row.state == DeploymentState::Paused),
+        abort_reason: row
+            .abort_reason
+            .filter(|_| row.state == DeploymentState::Aborted),
+        retry_of: row.retry_of,
         state: row.state,
-        abort_reason: row.abort_reason,
         rollout,
         open_batches: open,
         progress,
@@ -667,6 +766,11 @@ async fn render(conn: &mut Conn, row: DeploymentRow) -> Result<Deployment, ApiEr
         created_at: rfc3339(row.created_at),
         created_by: row.created_by,
     })
+}
+
+/// When deployment `id` was created (unix ms).
+pub(crate) async fn created_ms(conn: &mut Conn, id: i64) -> Result<i64, ApiError> {
+    Ok(load_row(conn, id).await?.created_at)
 }
 
 /// One deployment with its progress.
@@ -760,12 +864,15 @@ async fn deployment_devices(
     }
     let mut conn = state.db.acquire().await?;
     let row = load_row(&mut conn, id).await?;
-    let candidates = targeting::candidates(
+    let mut candidates = targeting::candidates(
         &mut conn,
         row.target_group.as_deref(),
         row.target_device.as_deref(),
     )
     .await?;
+    if let Some(m) = members(&mut conn, id).await? {
+        candidates.retain(|c| m.contains(&c.id));
+    }
     let plan = Plan::new(&candidates, row.accel, &row.rollout().batches);
     let reported: Vec<(String, String, String, Option<String>, i64)> = sqlx::query_as(
         "SELECT dd.device_id, d.name, dd.state, dd.reason, dd.updated_at FROM device_deployments dd \
@@ -917,6 +1024,114 @@ async fn abort(
     .await
 }
 
+/// `POST /api/v1/deployments/{id}/retry-failed` body (optional).
+#[derive(Debug, Default, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RetryRequest {
+    /// Staged rollout for the retry; omitted: every failed device at once, with the retried
+    /// deployment's thresholds and `on_failure`.
+    pub rollout: Option<Rollout>,
+}
+
+/// Retries the failed devices of a deployment: a new deployment of the same version with the
+/// next, higher sequence (a new signed manifest), whose only targets are the devices that
+/// reported `failed` or `rolled_back` on this one and are still its targets. Being newer, the
+/// retry is what those devices are offered; the retried deployment goes on for the others as it
+/// was (a deployment paused at its failure threshold stays paused until resumed). 409 when no
+/// device failed.
+#[utoipa::path(
+    post,
+    path = "/api/v1/deployments/{id}/retry-failed",
+    tag = "deployments",
+    params(("id" = i64, Path, description = "deployment id")),
+    request_body(content = RetryRequest, content_type = "application/json", description = "optional"),
+    security(("token" = [])),
+    responses(
+        (status = 201, body = Deployment, description = "the retry"),
+        (status = 401, body = ErrorBody), (status = 404, body = ErrorBody),
+        (status = 409, body = ErrorBody, description = "no device failed on it"),
+        (status = 422, body = ErrorBody),
+    )
+)]
+async fn retry_failed(
+    State(state): State<AppState>,
+    op: Operator,
+    Path(id): Path<i64>,
+    body: axum::body::Bytes,
+) -> Result<(StatusCode, JsonResponse<Deployment>), ApiError> {
+    // The body is optional: none (or whitespace) is `{}`.
+    let body: RetryRequest = if body.trim_ascii().is_empty() {
+        RetryRequest::default()
+    } else {
+        serde_json::from_slice(&body).map_err(|e| {
+            ApiError::invalid(format!("the JSON body does not fit this request: {e}"))
+        })?
+    };
+    if let Some(r) = &body.rollout {
+        r.check()?;
+    }
+    let (row, failed) = {
+        let mut conn = state.db.acquire().await?;
+        let row = load_row(&mut conn, id).await?;
+        let members = members(&mut conn, id).await?;
+        let devices = target_rows(
+            &mut conn,
+            row.target_group.as_deref(),
+            row.target_device.as_deref(),
+        )
+        .await?;
+        let (ranked, _) = targets(
+            &devices,
+            row.target_group.as_deref(),
+            row.target_device.as_deref(),
+            members.as_ref(),
+            row.accel,
+        );
+        let reported: Vec<(String,)> = sqlx::query_as(
+            "SELECT device_id FROM device_deployments WHERE deployment_id = $1 \
+             AND state IN ('failed', 'rolled_back')",
+        )
+        .bind(id)
+        .fetch_all(&mut *conn)
+        .await?;
+        let ranked: HashSet<&str> = ranked.into_iter().collect();
+        let failed: HashSet<String> = reported
+            .into_iter()
+            .map(|(d,)| d)
+            .filter(|d| ranked.contains(d.as_str()))
+            .collect();
+        (row, failed)
+    };
+    if failed.is_empty() {
+        return Err(ApiError::Conflict(format!(
+            "deployment {id}: none of its targets reported failed or rolled_back; nothing to retry"
+        )));
+    }
+    let rollout = body.rollout.unwrap_or_else(|| Rollout {
+        batches: vec![100],
+        ..row.rollout()
+    });
+    let target = Target {
+        group: row.target_group.clone(),
+        device: row.target_device.clone(),
+    };
+    let made = create(
+        &state,
+        &op,
+        &row.model,
+        &row.version,
+        target,
+        rollout,
+        &row.kind,
+        Some(Retry {
+            of: id,
+            devices: failed,
+        }),
+    )
+    .await?;
+    Ok((StatusCode::CREATED, JsonResponse(made)))
+}
+
 async fn transition(
     state: &AppState,
     op: &Operator,
@@ -942,8 +1157,21 @@ async fn transition(
         .execute(&mut *tx)
         .await?;
     if to == DeploymentState::Active {
+        // The operator resumes over the failures counted now: with `on_failure: pause` only a
+        // failure after this pauses it again.
+        let (states, _) = target_states(&mut tx, &row).await?;
+        let open = usize::try_from(row.open_batches).unwrap_or(0);
+        let failures =
+            rollout::progress(&row.rollout().batches, open, &states, 0).failures_offered();
+        sqlx::query("UPDATE deployments SET acknowledged_failures = $1 WHERE id = $2")
+            .bind(i64::try_from(failures).unwrap_or(i64::MAX))
+            .bind(id)
+            .execute(&mut *tx)
+            .await?;
         evaluate_in(&mut tx, id).await?;
     }
+    // Webhooks: a deployment state change by an operator (pause, resume, abort) is recorded
+    // here.
     tx.commit(
         Record::Audit {
             op,
@@ -971,10 +1199,12 @@ pub(crate) async fn evaluate_in(conn: &mut Conn, id: i64) -> Result<bool, ApiErr
     let (states, _) = target_states(conn, &row).await?;
     let rollout = row.rollout();
     let open = usize::try_from(row.open_batches).unwrap_or(0);
+    let acknowledged = u64::try_from(row.acknowledged_failures).unwrap_or(0);
     match rollout::decide(
         &rollout,
         open,
         row.state == DeploymentState::Paused,
+        acknowledged,
         &states,
     ) {
         Decision::Stay => Ok(false),
@@ -991,10 +1221,27 @@ pub(crate) async fn evaluate_in(conn: &mut Conn, id: i64) -> Result<bool, ApiErr
             .await?;
             Ok(true)
         }
+        Decision::Pause(reason) => {
+            if !rollout::claim_pause(conn, id, &reason).await? {
+                return Ok(false);
+            }
+            tracing::warn!(deployment = id, %reason, "deployment auto-paused");
+            // Webhooks: a deployment state change (active -> paused, threshold hit) is recorded
+            // here, in the transaction that made it.
+            audit::record_system(
+                conn,
+                "deployment.auto_pause",
+                &format!("deployments/{id}"),
+                serde_json::json!({"sequence": row.sequence, "reason": reason}),
+            )
+            .await?;
+            Ok(true)
+        }
         Decision::Abort(reason) => {
             if !rollout::claim_abort(conn, id, row.state, &reason).await? {
                 return Ok(false);
             }
+            // Webhooks: a deployment state change (-> aborted, threshold hit) is recorded here.
             tracing::warn!(deployment = id, %reason, "deployment auto-aborted");
             audit::record_system(
                 conn,

@@ -40,6 +40,8 @@ pub struct GroupInfo {
     pub devices: i64,
     /// Sequence of the newest deployment to it, if any.
     pub latest_sequence: Option<i64>,
+    /// Its maintenance window: updates are offered to its devices only inside it.
+    pub window: Option<super::window::WindowSpec>,
 }
 
 /// `POST /api/v1/groups/{group}/rollback` body.
@@ -92,22 +94,40 @@ async fn list_groups(
     State(state): State<AppState>,
     _op: Operator,
 ) -> Result<JsonResponse<Vec<GroupInfo>>, ApiError> {
-    let rows: Vec<(String, i64, Option<i64>)> = sqlx::query_as(
+    type Row = (
+        String,
+        i64,
+        Option<i64>,
+        Option<i64>,
+        Option<i64>,
+        Option<String>,
+    );
+    let rows: Vec<Row> = sqlx::query_as(
         "SELECT g.grp, \
            (SELECT COUNT(*) FROM devices d WHERE d.grp = g.grp AND d.revoked_at IS NULL), \
-           (SELECT MAX(sequence) FROM deployments p WHERE p.target_group = g.grp) \
+           (SELECT MAX(sequence) FROM deployments p WHERE p.target_group = g.grp), \
+           w.start_minute, w.end_minute, w.time_zone \
          FROM (SELECT grp FROM devices UNION SELECT target_group FROM deployments \
-               WHERE target_group IS NOT NULL) g ORDER BY g.grp",
+               WHERE target_group IS NOT NULL UNION SELECT grp FROM group_windows) g \
+         LEFT JOIN group_windows w ON w.grp = g.grp ORDER BY g.grp",
     )
     .fetch_all(&state.db)
     .await?;
     Ok(JsonResponse(
         rows.into_iter()
-            .map(|(group, devices, latest_sequence)| GroupInfo {
-                group,
-                devices,
-                latest_sequence,
-            })
+            .map(
+                |(group, devices, latest_sequence, start, end, zone)| GroupInfo {
+                    group,
+                    devices,
+                    latest_sequence,
+                    window: match (start, end, zone) {
+                        (Some(s), Some(e), Some(z)) => {
+                            Some(super::window::WindowSpec::of_row(s, e, z))
+                        }
+                        _ => None,
+                    },
+                },
+            )
             .collect(),
     ))
 }
@@ -165,6 +185,7 @@ async fn rollback(
                 target(),
                 rollout.clone(),
                 "rollback",
+                None,
             )
             .await?,
         );

@@ -4,12 +4,15 @@
 //! |-----------------|----------------------------------------------------------------------------|
 //! | [`devices`]     | `POST/GET /api/v1/devices`, `GET/DELETE /api/v1/devices/{id}`, `…/revoke`   |
 //! | [`device_edit`] | `PATCH /api/v1/devices/{id}`, `POST /api/v1/devices/{id}/token`             |
-//! | [`deployments`] | `POST/GET /api/v1/deployments`, `GET …/{id}`, `POST …/{id}/pause|resume|abort` |
+//! | [`deployments`] | `POST/GET /api/v1/deployments`, `GET …/{id}`, `POST …/{id}/pause|resume|abort|retry-failed` |
 //! | [`groups`]      | `GET /api/v1/groups`, `POST /api/v1/groups/{group}/rollback`               |
 //! | [`targeting`]   | who a deployment reaches, device by device (previews, per-device lists)    |
 //! | [`rollout`]     | batch membership, progress counts, batch opening and auto-abort             |
 //! | [`history`]     | each device's timeline: offers and reports                                  |
 //! | [`change`]      | after a committed change: this replica's snapshot brought up to it          |
+//! | [`maintenance`] | `PUT/DELETE /api/v1/groups/{group}/window`: maintenance windows per group   |
+//! | [`window`]      | a maintenance window, as the device decision asks it whether it is open     |
+//! | [`summary`]     | `GET /api/v1/fleet/summary`, `GET /api/v1/deployments/{id}/timeline`: the dashboard |
 //!
 //! Operator routes take the operator extractor ([`crate::auth::Operator`]); the device API
 //! (`crate::device`) takes the device extractor, which only knows device tokens: neither kind of
@@ -27,9 +30,12 @@ pub mod devices;
 pub mod groups;
 pub mod history;
 pub mod listing;
+pub mod maintenance;
 pub mod rollout;
 pub mod states;
+pub mod summary;
 pub mod targeting;
+pub mod window;
 
 /// The fleet's tags in the OpenAPI document.
 #[derive(OpenApi)]
@@ -45,4 +51,6 @@ pub fn router() -> OpenApiRouter<AppState> {
         .merge(devices::router())
         .merge(deployments::router())
         .merge(groups::router())
+        .merge(maintenance::router())
+        .merge(summary::router())
 }

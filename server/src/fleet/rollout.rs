@@ -12,7 +12,9 @@
 //!   `success_threshold`.
 //! * **Auto-abort**: when the share of offered devices that reported `failed` or `rolled_back`
 //!   exceeds `failure_threshold`, the deployment is aborted: it is no longer offered; devices that
-//!   installed it keep it.
+//!   installed it keep it. With `on_failure: pause` it is paused instead (it holds, as an
+//!   operator's pause does); resuming it acknowledges the failures counted then, and it pauses
+//!   again only when a failure comes after the resume with the share still above the threshold.
 //!
 //! ## Exactly one replica acts on each transition
 //! Several replicas may evaluate the same deployment at once (reports for it arrive at each).
@@ -64,6 +66,39 @@ pub struct Rollout {
     /// Default 0.2.
     #[serde(default = "default_failure")]
     pub failure_threshold: f64,
+    /// What happens when the failures exceed `failure_threshold`: `abort` (default) or `pause`.
+    #[serde(default)]
+    pub on_failure: OnFailure,
+}
+
+/// What a deployment does when its failures exceed its threshold.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum OnFailure {
+    /// Abort it: final; it is no longer offered.
+    #[default]
+    Abort,
+    /// Pause it: it holds until an operator resumes it (or retries its failed devices).
+    Pause,
+}
+
+impl OnFailure {
+    /// The database spelling (`deployments.on_failure`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            OnFailure::Abort => "abort",
+            OnFailure::Pause => "pause",
+        }
+    }
+
+    /// From the database spelling (unknown: abort, the safe side).
+    pub fn from_db(s: &str) -> Self {
+        if s == "pause" {
+            OnFailure::Pause
+        } else {
+            OnFailure::Abort
+        }
+    }
 }
 
 fn default_batches() -> Vec<u8> {
@@ -83,6 +118,7 @@ impl Rollout {
             batches: vec![100],
             success_threshold: DEFAULT_SUCCESS_THRESHOLD,
             failure_threshold: DEFAULT_FAILURE_THRESHOLD,
+            on_failure: OnFailure::Abort,
         }
     }
 
@@ -312,25 +348,36 @@ pub enum Decision {
     Open(usize),
     /// Abort, for this reason.
     Abort(String),
+    /// Pause (the rollout's `on_failure: pause`), for this reason.
+    Pause(String),
 }
 
-/// Decides from `progress`: abort first (failures exceed the threshold), then open as many
-/// batches as the success rate allows (several at once when a batch adds no device).
+/// Decides from `progress`: abort (or pause) first when failures exceed the threshold, then open
+/// as many batches as the success rate allows (several at once when a batch adds no device).
+/// `acknowledged`: the failures among offered devices an operator resumed it over; with
+/// `on_failure: pause` it pauses only once there are more.
 pub fn decide(
     rollout: &Rollout,
     open_batches: usize,
     paused: bool,
+    acknowledged: u64,
     ranked: &[DeviceState],
 ) -> Decision {
     let p = progress(&rollout.batches, open_batches, ranked, 0);
     if p.offered > 0 && p.failure_rate > rollout.failure_threshold {
-        return Decision::Abort(format!(
-            "auto-abort: {} of {} offered devices failed ({:.2} > failure_threshold {:.2})",
-            p.counts_failures_offered(),
-            p.offered,
-            p.failure_rate,
-            rollout.failure_threshold
-        ));
+        let failed = p.failures_offered();
+        let why = format!(
+            "{failed} of {} offered devices failed ({:.2} > failure_threshold {:.2})",
+            p.offered, p.failure_rate, rollout.failure_threshold
+        );
+        match rollout.on_failure {
+            OnFailure::Abort => return Decision::Abort(format!("auto-abort: {why}")),
+            OnFailure::Pause if paused => return Decision::Stay,
+            OnFailure::Pause if failed > acknowledged => {
+                return Decision::Pause(format!("auto-pause: {why}"));
+            }
+            OnFailure::Pause => {}
+        }
     }
     if paused {
         return Decision::Stay;
@@ -351,7 +398,8 @@ pub fn decide(
 }
 
 impl Progress {
-    fn counts_failures_offered(&self) -> u64 {
+    /// Failures among the devices of open batches.
+    pub fn failures_offered(&self) -> u64 {
         self.batches
             .iter()
             .filter(|b| b.open)
@@ -376,6 +424,24 @@ pub(crate) async fn claim_open(
     .bind(to as i64)
     .bind(id)
     .bind(from as i64)
+    .fetch_optional(&mut *conn)
+    .await?;
+    Ok(claimed.is_some())
+}
+
+/// Claims the auto-pause of deployment `id` while it is `active`: true when this caller paused
+/// it (and must audit it).
+pub(crate) async fn claim_pause(
+    conn: &mut Conn,
+    id: i64,
+    reason: &str,
+) -> Result<bool, sqlx::Error> {
+    let claimed: Option<(i64,)> = sqlx::query_as(
+        "UPDATE deployments SET state = 'paused', abort_reason = $1 \
+         WHERE id = $2 AND state = 'active' RETURNING id",
+    )
+    .bind(reason)
+    .bind(id)
     .fetch_optional(&mut *conn)
     .await?;
     Ok(claimed.is_some())
@@ -411,6 +477,7 @@ mod tests {
             batches: vec![5, 25, 100],
             success_threshold: 0.9,
             failure_threshold: 0.2,
+            on_failure: OnFailure::Abort,
         }
     }
 
@@ -437,14 +504,14 @@ mod tests {
     #[test]
     fn opens_the_next_batch_on_success_and_skips_empty_batches() {
         let mut states = vec![Pending; 10];
-        assert_eq!(decide(&policy(), 1, false, &states), Decision::Stay);
+        assert_eq!(decide(&policy(), 1, false, 0, &states), Decision::Stay);
         states[0] = Installed;
-        assert_eq!(decide(&policy(), 1, false, &states), Decision::Open(2));
-        assert_eq!(decide(&policy(), 1, true, &states), Decision::Stay);
+        assert_eq!(decide(&policy(), 1, false, 0, &states), Decision::Open(2));
+        assert_eq!(decide(&policy(), 1, true, 0, &states), Decision::Stay);
         // 10 targets: batches [1, 3, 10]; one bound of the first three is not enough.
-        assert_eq!(decide(&policy(), 2, false, &states), Decision::Stay);
+        assert_eq!(decide(&policy(), 2, false, 0, &states), Decision::Stay);
         let one = vec![Bound];
-        assert_eq!(decide(&policy(), 1, false, &one), Decision::Open(3));
+        assert_eq!(decide(&policy(), 1, false, 0, &one), Decision::Open(3));
     }
 
     #[test]
@@ -452,18 +519,41 @@ mod tests {
         let mut states = vec![Pending; 10];
         states[0] = Failed;
         assert!(matches!(
-            decide(&policy(), 1, false, &states),
+            decide(&policy(), 1, false, 0, &states),
             Decision::Abort(_)
         ));
         assert!(matches!(
-            decide(&policy(), 1, true, &states),
+            decide(&policy(), 1, true, 0, &states),
             Decision::Abort(_)
         ));
         let mut states = vec![Installed; 10];
         states[9] = RolledBack;
         states[8] = Failed;
         // 2 of 10 = 0.2: not above the threshold.
-        assert_eq!(decide(&policy(), 3, false, &states), Decision::Stay);
+        assert_eq!(decide(&policy(), 3, false, 0, &states), Decision::Stay);
+    }
+
+    #[test]
+    fn pauses_instead_when_asked_and_again_only_on_a_new_failure() {
+        let pausing = Rollout {
+            on_failure: OnFailure::Pause,
+            ..policy()
+        };
+        let mut states = vec![Pending; 10];
+        states[0] = Failed;
+        assert!(matches!(
+            decide(&pausing, 1, false, 0, &states),
+            Decision::Pause(why) if why.starts_with("auto-pause: 1 of 1")
+        ));
+        // Already paused: it stays paused, never aborts.
+        assert_eq!(decide(&pausing, 1, true, 0, &states), Decision::Stay);
+        // Resumed over that one failure: no pause until another comes.
+        assert_eq!(decide(&pausing, 1, false, 1, &states), Decision::Stay);
+        states[1] = RolledBack;
+        assert!(matches!(
+            decide(&pausing, 2, false, 1, &states),
+            Decision::Pause(_)
+        ));
     }
 
     #[test]

@@ -198,6 +198,14 @@ fn parameter_rules() -> Vec<(&'static str, &'static str, Rule)> {
             ),
         ),
         (
+            "/api/v1/fleet/summary",
+            "offline_minutes",
+            Rule::Int {
+                min: 1,
+                max: 525_600,
+            },
+        ),
+        (
             "/api/v1/device/manifest",
             "seq",
             Rule::Int {
@@ -301,6 +309,21 @@ fn property_rules() -> Vec<(&'static str, &'static str, Rule)> {
         ("Rollout", "batches", batch),
         ("Rollout", "success_threshold", share()),
         ("Rollout", "failure_threshold", share()),
+        (
+            "WindowSpec",
+            "start",
+            text("^([01][0-9]|2[0-3]):[0-5][0-9]$", 5),
+        ),
+        (
+            "WindowSpec",
+            "end",
+            text("^([01][0-9]|2[0-3]):[0-5][0-9]$", 5),
+        ),
+        (
+            "WindowSpec",
+            "time_zone",
+            text("^[A-Za-z0-9_+/-]{1,64}$", 64),
+        ),
         (
             "StatusReport",
             "sequence",

@@ -9,6 +9,7 @@ mod harness;
 
 mod admin;
 mod audit;
+mod dashboard;
 mod deployment_devices;
 mod device;
 mod device_page;

@@ -309,7 +309,7 @@ async fn a_deployments_devices_page_in_rollout_order() {
 type Statement = (String, Vec<Bind>);
 
 /// What the backend's planner says it would do for `sql`, one line per step.
-async fn plan(s: &TestServer, sql: &str, binds: Vec<Bind>) -> Vec<String> {
+pub(crate) async fn plan(s: &TestServer, sql: &str, binds: Vec<Bind>) -> Vec<String> {
     let mut conn = s.state.db.acquire().await.unwrap();
     match Backend::of(&s.state.db) {
         Backend::Sqlite => {
@@ -344,7 +344,7 @@ async fn plan(s: &TestServer, sql: &str, binds: Vec<Bind>) -> Vec<String> {
 
 /// Asserts that `table` (as `alias`) is read through an index (`index` when given) and, unless
 /// `sorts`, that no sort by id follows: a keyset page stops at its end.
-fn assert_indexed(
+pub(crate) fn assert_indexed(
     what: &str,
     plan: &[String],
     (table, alias): (&str, &str),

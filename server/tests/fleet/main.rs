@@ -6,6 +6,8 @@ mod common;
 mod support;
 
 mod access;
+mod control;
+mod dashboard;
 mod delivery;
 mod device_edit;
 mod device_page;

@@ -46,6 +46,7 @@ async fn every_view_fits_a_phone_screen() {
         );
         ui.sign_in().await;
         for (route, heading) in [
+            ("dashboard", "Dashboard"),
             ("models", "Models"),
             ("models/person-detect", "person-detect"),
             ("models/person-detect/versions/1.0.0", "person-detect 1.0.0"),

@@ -1,6 +1,6 @@
 //! The device's HTTP client (`http_io`, as the simulator runs it over a `TcpStream`) against a
 //! minimal device-API server on loopback: manifest poll with the sequence, Range downloads, status
-//! reports, bearer token on every request; a redirected download followed once, without the token.
+//! reports, bearer token on every request; a redirected download followed, without the token (chains: `redirects.rs`).
 mod common;
 
 use std::io::{BufRead, BufReader, Read, Write};

@@ -98,8 +98,9 @@ impl<F: NorFlash + Mapped, C: MonotonicCounter> Agent<F, C> {
         );
         // Everything is read before anything is written: a heal that a power cut stops must not
         // keep the rest from being read.
-        let mut journal = Journal::mount(&mut flash, &layout)?;
-        let (mut keystore, stored) = KeyStore::mount(&mut flash, &layout)?;
+        let key = device.trust.device_key();
+        let mut journal = Journal::mount(&mut flash, &layout, key)?;
+        let (mut keystore, stored) = KeyStore::mount(&mut flash, &layout, key)?;
         let floor = counter.read()?;
         let recorded = journal.state().last_sequence();
         // Checked before anything is written: a heal would make the bogus floor the journal's.

@@ -296,7 +296,8 @@ impl<F: NorFlash + Mapped, C: MonotonicCounter> Agent<F, C> {
     fn rebuild_from_descriptors(&mut self, arena: &mut Arena<'_>) -> Result<(), Error> {
         let mut found: [Option<(PackId, bool)>; 2] = [None, None];
         for slot in Slot::ALL {
-            let Some(d) = descriptor::read(&mut self.flash, &self.layout, slot)? else {
+            let key = self.device.trust.device_key();
+            let Some(d) = descriptor::read(&mut self.flash, &self.layout, slot, key)? else {
                 continue;
             };
             if !d.revoked && self.verify_for_boot(slot, &d.pack, arena).is_ok() {

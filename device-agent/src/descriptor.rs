@@ -18,7 +18,7 @@
 //! | 8      | 8    | `sequence` | its manifest sequence                      |
 //! | 16     | 32   | `sha256`   | its SHA-256 from the manifest              |
 //! | 48     | 76   | reserved   | 0                                          |
-//! | 124    | 4    | `crc`      | CRC-32 of bytes 0..124                     |
+//! | 124    | 4    | `crc`      | CRC-32 of bytes 0..124; with a device key their MAC (`seal.rs`) |
 //!
 //! The sector is erased whenever an install (or a resumed one) starts on the slot, before any
 //! pack byte is erased, so a descriptor never describes bytes that are being replaced. Each part
@@ -33,6 +33,7 @@ use crate::error::Error;
 use crate::ids::{PackId, Slot};
 use crate::layout::Layout;
 use crate::record;
+use crate::seal::DeviceKey;
 
 /// `"NPD1"` little-endian.
 pub const DESCRIPTOR_MAGIC: u32 = 0x3144_504E;
@@ -62,9 +63,10 @@ pub(crate) fn write<F: NorFlash>(
     layout: &Layout,
     slot: Slot,
     pack: &PackId,
+    key: Option<&DeviceKey>,
 ) -> Result<(), Error> {
     let at = layout.descriptor::<F>(slot);
-    let record = encode(pack);
+    let record = encode(pack, key);
     if record::program(flash, &[at], &record, &mut [0u8; PART_BYTES])? {
         Ok(())
     } else {
@@ -100,13 +102,14 @@ pub(crate) fn read<F: NorFlash>(
     flash: &mut F,
     layout: &Layout,
     slot: Slot,
+    key: Option<&DeviceKey>,
 ) -> Result<Option<Descriptor>, Error> {
     let at = layout.descriptor::<F>(slot);
     let mut buf = [0u8; PART_BYTES];
-    if record::read(flash, at, &mut buf, DESCRIPTOR_MAGIC)? != record::Read::Framed {
+    if record::read(flash, at, &mut buf, DESCRIPTOR_MAGIC, key)? != record::Read::Framed {
         return Ok(None);
     }
-    let Some(pack) = decode(&buf, layout.pack_capacity::<F>()) else {
+    let Some(pack) = decode(&buf, layout.pack_capacity::<F>(), key) else {
         return Ok(None);
     };
     Ok(Some(Descriptor {
@@ -128,17 +131,17 @@ fn mark_set<F: NorFlash>(flash: &mut F, at: u32) -> Result<bool, Error> {
     Ok(touched >= 2)
 }
 
-fn encode(pack: &PackId) -> [u8; PART_BYTES] {
+fn encode(pack: &PackId, key: Option<&DeviceKey>) -> [u8; PART_BYTES] {
     let mut r = [0u8; PART_BYTES];
     r[4..8].copy_from_slice(&pack.len.to_le_bytes());
     r[8..16].copy_from_slice(&pack.sequence.to_le_bytes());
     r[16..48].copy_from_slice(&pack.sha256);
-    record::frame(&mut r, DESCRIPTOR_MAGIC);
+    record::frame(&mut r, DESCRIPTOR_MAGIC, key);
     r
 }
 
-fn decode(r: &[u8; PART_BYTES], pack_capacity: u32) -> Option<PackId> {
-    if !record::is_framed(r, DESCRIPTOR_MAGIC) || r[48..CRC_AT].iter().any(|&b| b != 0) {
+fn decode(r: &[u8; PART_BYTES], pack_capacity: u32, key: Option<&DeviceKey>) -> Option<PackId> {
+    if !record::is_framed(r, DESCRIPTOR_MAGIC, key) || r[48..CRC_AT].iter().any(|&b| b != 0) {
         return None;
     }
     let mut seq = [0u8; 8];
@@ -165,13 +168,23 @@ mod tests {
             len: 900,
             sha256: [0x3C; 32],
         };
-        let r = encode(&pack);
-        assert_eq!(decode(&r, 1000), Some(pack));
-        assert_eq!(decode(&r, 899), None, "longer than the slot");
+        let r = encode(&pack, None);
+        assert_eq!(decode(&r, 1000, None), Some(pack));
+        assert_eq!(decode(&r, 899, None), None, "longer than the slot");
+        let key = DeviceKey::new([5; 32]);
+        assert_eq!(
+            decode(&encode(&pack, Some(&key)), 1000, Some(&key)),
+            Some(pack)
+        );
+        assert_eq!(
+            decode(&r, 1000, Some(&key)),
+            None,
+            "a CRC where a MAC belongs"
+        );
         for bit in 0..PART_BYTES * 8 {
             let mut bad = r;
             bad[bit / 8] ^= 1 << (bit % 8);
-            assert_eq!(decode(&bad, 1000), None, "bit {bit}");
+            assert_eq!(decode(&bad, 1000, None), None, "bit {bit}");
         }
     }
 }

@@ -774,7 +774,8 @@ impl<F: NorFlash + Mapped, C: MonotonicCounter> Agent<F, C> {
                 return Err(e);
             }
         };
-        match descriptor::write(&mut self.flash, &self.layout, target, &pack) {
+        let key = self.device.trust.device_key();
+        match descriptor::write(&mut self.flash, &self.layout, target, &pack, key) {
             Ok(()) => {}
             Err(e @ Error::DescriptorReadBack { .. }) => {
                 let _ = self.commit(self.state().fail(target));

@@ -57,7 +57,7 @@
 //! | 18     | 2    | reserved        | 0                                                               |
 //! | 20     | 52   | slot A          | slot entry, below                                               |
 //! | 72     | 52   | slot B          | slot entry                                                      |
-//! | 124    | 4    | `crc`           | CRC-32 (IEEE) of bytes 0..124                                   |
+//! | 124    | 4    | `crc`           | CRC-32 (IEEE) of bytes 0..124; with a device key their MAC (`seal.rs`) |
 //!
 //! Slot entry (52 bytes):
 //!
@@ -81,6 +81,7 @@ use crate::error::Error;
 use crate::ids::{PackId, Slot};
 use crate::layout::Layout;
 use crate::record;
+use crate::seal::DeviceKey;
 use crate::state::{SlotState, State, Status};
 
 /// One record's size: a power of two, so any `WRITE_SIZE` up to 128 divides it.
@@ -118,6 +119,8 @@ pub(crate) struct Journal {
     /// A bank whose only record was a lone copy of a session's first commit, set aside at mount
     /// for the previous state in the other bank: erase it before anything else.
     discard: Option<usize>,
+    /// What the records are authenticated under (`seal.rs`).
+    key: Option<DeviceKey>,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -142,7 +145,11 @@ impl Journal {
     /// Reads both banks and recovers the newest state (or [`State::FACTORY`] on a blank device).
     /// Programs nothing.
     #[inline(never)]
-    pub(crate) fn mount<F: NorFlash>(flash: &mut F, layout: &Layout) -> Result<Self, Error> {
+    pub(crate) fn mount<F: NorFlash>(
+        flash: &mut F,
+        layout: &Layout,
+        key: Option<&DeviceKey>,
+    ) -> Result<Self, Error> {
         const {
             assert!(
                 RECORD_BYTES % F::WRITE_SIZE == 0,
@@ -167,7 +174,7 @@ impl Journal {
                 let mut second_blank = false;
                 for (copy, buf) in copies.iter_mut().enumerate() {
                     let at = record_offset(layout, bank, unit, copy);
-                    match read_record(flash, at, capacity, buf)? {
+                    match read_record(flash, at, (capacity, key), buf)? {
                         Read::Record => found[copy] = true,
                         Read::Blank => second_blank = copy == 1,
                         Read::Bad => {}
@@ -213,7 +220,8 @@ impl Journal {
         }
         // The winner decoded when it was read, so it decodes again; were it not to, the journal
         // would mount as holding no record (boot then rebuilds from the slot descriptors).
-        let found = newest.zip(decode(&records[0], capacity));
+        let found = newest.zip(decode(&records[0], capacity, key));
+        let key = key.copied();
         Ok(match found {
             Some(((seq, bank, single_copy, _), (_, state))) => Journal {
                 state,
@@ -221,6 +229,7 @@ impl Journal {
                 session: None,
                 single_copy,
                 discard,
+                key,
             },
             None => Journal {
                 state: State::FACTORY,
@@ -228,6 +237,7 @@ impl Journal {
                 session: None,
                 single_copy: false,
                 discard,
+                key,
             },
         })
     }
@@ -299,7 +309,7 @@ impl Journal {
         self.erase_discarded(flash, layout)?;
         for _ in 0..COMMIT_ATTEMPTS {
             let (bank, unit, seq) = self.next_unit(flash, layout)?;
-            let record = encode(seq, &state);
+            let record = encode(seq, &state, self.key.as_ref());
             if self.write_unit(flash, layout, bank, unit, &record)? {
                 self.state = state;
                 self.newest = Some((bank, seq));
@@ -395,12 +405,12 @@ impl Journal {
 fn read_record<F: NorFlash>(
     flash: &mut F,
     at: u32,
-    capacity: u32,
+    (capacity, key): (u32, Option<&DeviceKey>),
     buf: &mut [u8; RECORD_BYTES],
 ) -> Result<Read, Error> {
-    Ok(match record::read(flash, at, buf, RECORD_MAGIC)? {
+    Ok(match record::read(flash, at, buf, RECORD_MAGIC, key)? {
         record::Read::Blank => Read::Blank,
-        record::Read::Framed if decode(buf, capacity).is_some() => Read::Record,
+        record::Read::Framed if decode(buf, capacity, key).is_some() => Read::Record,
         record::Read::Framed | record::Read::Bad => Read::Bad,
     })
 }
@@ -415,7 +425,7 @@ fn record_offset(layout: &Layout, bank: usize, unit: u32, copy: usize) -> u32 {
 
 /// The record bytes for `state` with record sequence `seq` (see the module's table).
 #[inline(never)]
-pub(crate) fn encode(seq: u32, state: &State) -> [u8; RECORD_BYTES] {
+pub(crate) fn encode(seq: u32, state: &State, key: Option<&DeviceKey>) -> [u8; RECORD_BYTES] {
     let mut r = [0u8; RECORD_BYTES];
     r[4..8].copy_from_slice(&seq.to_le_bytes());
     r[8..16].copy_from_slice(&state.last_sequence().to_le_bytes());
@@ -425,7 +435,7 @@ pub(crate) fn encode(seq: u32, state: &State) -> [u8; RECORD_BYTES] {
         let at = SLOT_ENTRY_AT[slot.index()];
         encode_slot(&state.slot(slot), &mut r[at..at + SLOT_ENTRY_BYTES]);
     }
-    record::frame(&mut r, RECORD_MAGIC);
+    record::frame(&mut r, RECORD_MAGIC, key);
     r
 }
 
@@ -449,8 +459,12 @@ fn encode_slot(s: &SlotState, out: &mut [u8]) {
 /// The record's sequence and state, or `None` when it is not a valid version-2 record for slots
 /// of `pack_capacity` bytes (torn, half-erased, bit-rotted, never written, or inconsistent).
 #[inline(never)]
-pub(crate) fn decode(r: &[u8; RECORD_BYTES], pack_capacity: u32) -> Option<(u32, State)> {
-    if !record::is_framed(r, RECORD_MAGIC) || r[18..20] != [0; 2] {
+pub(crate) fn decode(
+    r: &[u8; RECORD_BYTES],
+    pack_capacity: u32,
+    key: Option<&DeviceKey>,
+) -> Option<(u32, State)> {
+    if !record::is_framed(r, RECORD_MAGIC, key) || r[18..20] != [0; 2] {
         return None;
     }
     let active = match r[16] {
@@ -539,36 +553,36 @@ mod tests {
 
     #[test]
     fn a_record_decodes_to_what_was_encoded() {
-        let r = encode(77, &sample());
-        assert_eq!(decode(&r, CAPACITY), Some((77, sample())));
+        let r = encode(77, &sample(), None);
+        assert_eq!(decode(&r, CAPACITY, None), Some((77, sample())));
     }
 
     #[test]
     fn rejects_every_single_bit_flip() {
-        let r = encode(3, &sample());
+        let r = encode(3, &sample(), None);
         for bit in 0..RECORD_BYTES * 8 {
             let mut bad = r;
             bad[bit / 8] ^= 1 << (bit % 8);
-            assert_eq!(decode(&bad, CAPACITY), None, "bit {bit}");
+            assert_eq!(decode(&bad, CAPACITY, None), None, "bit {bit}");
         }
     }
 
     #[test]
     fn rejects_a_blank_record() {
-        assert_eq!(decode(&[0xFF; RECORD_BYTES], CAPACITY), None);
+        assert_eq!(decode(&[0xFF; RECORD_BYTES], CAPACITY, None), None);
     }
 
     #[test]
     fn rejects_a_crc_valid_record_whose_pack_is_longer_than_the_slot() {
-        let r = encode(3, &sample());
-        assert_eq!(decode(&r, 69_999), None);
+        let r = encode(3, &sample(), None);
+        assert_eq!(decode(&r, 69_999, None), None);
     }
 
     #[test]
     fn rejects_a_crc_valid_record_whose_active_slot_is_not_confirmed() {
         let s = sample();
         let bad = State::from_parts(9, 0, Some(Slot::A), [s.slot(Slot::A), s.slot(Slot::B)]);
-        assert_eq!(decode(&encode(3, &bad), CAPACITY), None);
+        assert_eq!(decode(&encode(3, &bad, None), CAPACITY, None), None);
     }
 
     #[test]
@@ -576,10 +590,10 @@ mod tests {
         let layout = layout();
         let mut flash = Emu::new(layout.end() as usize);
         for n in 1..=20 {
-            let mut j = Journal::mount(&mut flash, &layout).unwrap();
+            let mut j = Journal::mount(&mut flash, &layout, None).unwrap();
             j.commit(&mut flash, &layout, numbered(n)).unwrap();
             j.commit(&mut flash, &layout, numbered(n + 100)).unwrap();
-            let j = Journal::mount(&mut flash, &layout).unwrap();
+            let j = Journal::mount(&mut flash, &layout, None).unwrap();
             assert_eq!(*j.state(), numbered(n + 100));
             assert!(!j.needs_refresh());
         }
@@ -590,17 +604,17 @@ mod tests {
     fn survives_a_misread_of_either_copy_at_mount() {
         let layout = layout();
         let mut flash = Emu::new(layout.end() as usize);
-        let mut j = Journal::mount(&mut flash, &layout).unwrap();
+        let mut j = Journal::mount(&mut flash, &layout, None).unwrap();
         j.commit(&mut flash, &layout, numbered(1)).unwrap();
         j.commit(&mut flash, &layout, numbered(2)).unwrap();
         // Unit 1 of bank 0 holds state 2: one glitch in each copy, and a stuck bit in copy 0.
         flash.glitch_read(record_offset(&layout, 0, 1, 0) + 9, 3);
         flash.glitch_read(record_offset(&layout, 0, 1, 1) + 40, 0);
-        let j = Journal::mount(&mut flash, &layout).unwrap();
+        let j = Journal::mount(&mut flash, &layout, None).unwrap();
         assert_eq!(*j.state(), numbered(2));
         assert!(!j.needs_refresh());
         flash.flip_on_read(record_offset(&layout, 0, 1, 0) + 9, 3);
-        let j = Journal::mount(&mut flash, &layout).unwrap();
+        let j = Journal::mount(&mut flash, &layout, None).unwrap();
         assert_eq!(*j.state(), numbered(2));
         assert!(j.needs_refresh(), "one copy left: commit it again");
     }
@@ -613,15 +627,15 @@ mod tests {
         // only trace of state 2; so state 1 stands, and bank 1 is erased before anything else.
         let layout = layout();
         let mut flash = Emu::new(layout.end() as usize);
-        let mut j = Journal::mount(&mut flash, &layout).unwrap();
+        let mut j = Journal::mount(&mut flash, &layout, None).unwrap();
         j.commit(&mut flash, &layout, numbered(1)).unwrap();
         flash.power_on();
-        let mut j = Journal::mount(&mut flash, &layout).unwrap();
+        let mut j = Journal::mount(&mut flash, &layout, None).unwrap();
         // The session erase, then the first copy; the second copy never starts.
         flash.cut(Cut::BeforeOp(flash.ops() + 2));
         assert!(j.commit(&mut flash, &layout, numbered(2)).is_err());
         flash.power_on();
-        let mut j = Journal::mount(&mut flash, &layout).unwrap();
+        let mut j = Journal::mount(&mut flash, &layout, None).unwrap();
         assert_eq!(*j.state(), numbered(1), "the previous state stands");
         assert!(!j.needs_refresh());
         let first_copy = record_offset(&layout, 1, 0, 0);
@@ -635,10 +649,10 @@ mod tests {
         flash.read(first_copy, &mut buf).unwrap();
         assert_eq!(buf, [0xFF; 4], "its bank was erased");
         // It can no longer come back, and the next commit works.
-        let j2 = Journal::mount(&mut flash, &layout).unwrap();
+        let j2 = Journal::mount(&mut flash, &layout, None).unwrap();
         assert_eq!(*j2.state(), numbered(1));
         j.commit(&mut flash, &layout, numbered(3)).unwrap();
-        let j = Journal::mount(&mut flash, &layout).unwrap();
+        let j = Journal::mount(&mut flash, &layout, None).unwrap();
         assert_eq!(*j.state(), numbered(3));
         assert_eq!(flash.violations(), 0);
     }
@@ -649,17 +663,17 @@ mod tests {
         // (committed again at once, as for any record found in one copy).
         let layout = layout();
         let mut flash = Emu::new(layout.end() as usize);
-        let mut j = Journal::mount(&mut flash, &layout).unwrap();
+        let mut j = Journal::mount(&mut flash, &layout, None).unwrap();
         j.commit(&mut flash, &layout, numbered(1)).unwrap();
         flash.power_on();
-        let mut j = Journal::mount(&mut flash, &layout).unwrap();
+        let mut j = Journal::mount(&mut flash, &layout, None).unwrap();
         flash.cut(Cut::During {
             op: flash.ops() + 2,
             after_bytes: 100,
         });
         assert!(j.commit(&mut flash, &layout, numbered(2)).is_err());
         flash.power_on();
-        let j = Journal::mount(&mut flash, &layout).unwrap();
+        let j = Journal::mount(&mut flash, &layout, None).unwrap();
         assert_eq!(*j.state(), numbered(2));
         assert!(j.needs_refresh());
     }
@@ -670,7 +684,7 @@ mod tests {
         for seed in 0..32 {
             let mut flash = Emu::new(layout.end() as usize);
             flash.seed(seed);
-            let mut j = Journal::mount(&mut flash, &layout).unwrap();
+            let mut j = Journal::mount(&mut flash, &layout, None).unwrap();
             j.commit(&mut flash, &layout, numbered(1)).unwrap();
             // Cut inside the first copy of the next commit.
             flash.cut(Cut::During {
@@ -679,14 +693,14 @@ mod tests {
             });
             assert!(j.commit(&mut flash, &layout, numbered(2)).is_err());
             flash.power_on();
-            let mut j = Journal::mount(&mut flash, &layout).unwrap();
+            let mut j = Journal::mount(&mut flash, &layout, None).unwrap();
             let seen = *j.state();
             assert!(seen == numbered(1) || seen == numbered(2));
             j.commit(&mut flash, &layout, numbered(3)).unwrap();
             // However the torn copy reads from now on, the acknowledged commit stands.
             for _ in 0..8 {
                 flash.power_on();
-                let j = Journal::mount(&mut flash, &layout).unwrap();
+                let j = Journal::mount(&mut flash, &layout, None).unwrap();
                 assert_eq!(*j.state(), numbered(3), "seed {seed}");
             }
             assert_eq!(flash.violations(), 0);
@@ -699,7 +713,7 @@ mod tests {
         for seed in 0..32 {
             let mut flash = Emu::new(layout.end() as usize);
             flash.seed(seed);
-            let mut j = Journal::mount(&mut flash, &layout).unwrap();
+            let mut j = Journal::mount(&mut flash, &layout, None).unwrap();
             j.commit(&mut flash, &layout, numbered(1)).unwrap();
             for n in 2..12 {
                 // Every commit is cut at its first byte: the torn word may read blank.
@@ -709,11 +723,11 @@ mod tests {
                 });
                 let _ = j.commit(&mut flash, &layout, numbered(n));
                 flash.power_on();
-                j = Journal::mount(&mut flash, &layout).unwrap();
+                j = Journal::mount(&mut flash, &layout, None).unwrap();
                 j.commit(&mut flash, &layout, numbered(n + 100)).unwrap();
             }
             assert_eq!(flash.violations(), 0, "seed {seed}");
-            let j = Journal::mount(&mut flash, &layout).unwrap();
+            let j = Journal::mount(&mut flash, &layout, None).unwrap();
             assert_eq!(*j.state(), numbered(111));
         }
     }
@@ -722,7 +736,7 @@ mod tests {
     fn a_copy_that_reads_back_wrong_costs_a_unit_not_the_commit() {
         let layout = layout();
         let mut flash = Emu::new(layout.end() as usize);
-        let mut j = Journal::mount(&mut flash, &layout).unwrap();
+        let mut j = Journal::mount(&mut flash, &layout, None).unwrap();
         j.commit(&mut flash, &layout, numbered(1)).unwrap();
         // The next commit programs unit 1 of bank 0: a bit of its second copy rots at once.
         let at = record_offset(&layout, 0, 1, 1) + 20;
@@ -730,12 +744,15 @@ mod tests {
         j.commit(&mut flash, &layout, numbered(2)).unwrap();
         // And a glitch on the first copy of the unit that holds it now.
         flash.glitch_read(record_offset(&layout, 0, 2, 0) + 9, 0);
-        let j = Journal::mount(&mut flash, &layout).unwrap();
+        let j = Journal::mount(&mut flash, &layout, None).unwrap();
         assert_eq!(*j.state(), numbered(2));
         let mut buf = [0u8; RECORD_BYTES];
         flash
             .read(record_offset(&layout, 0, 2, 1), &mut buf)
             .unwrap();
-        assert_eq!(decode(&buf, CAPACITY).map(|(_, s)| s), Some(numbered(2)));
+        assert_eq!(
+            decode(&buf, CAPACITY, None).map(|(_, s)| s),
+            Some(numbered(2))
+        );
     }
 }

@@ -38,7 +38,7 @@
 //! |     18 |      2 | reserved          | 0                                                        |
 //! |     20 | 36 × 12 | entries          | `public_key` (32), `revoked` (1: 0 or 1), reserved (3)   |
 //! |    452 |     56 | reserved          | 0                                                        |
-//! |    508 |      4 | `crc`             | CRC-32 (IEEE) of bytes 0..508                            |
+//! |    508 |      4 | `crc`             | CRC-32 (IEEE) of bytes 0..508; with a device key their MAC (`seal.rs`) |
 //!
 //! Key ids are not stored: they are derived from the public keys. Stability: version 1 of this
 //! layout (the magic's last byte); a firmware that changes it must change the magic. An unknown
@@ -68,7 +68,7 @@
 //! |     12 | 33 × 8 | keys              | `public_key` (32), `revoked` (1: 0 or 1)                  |
 //! |    276 | 44 × 8 | policies          | npub-core's `ReleasePolicy::encode` (44 bytes each)       |
 //! |    628 |    136 | reserved          | 0                                                        |
-//! |    764 |      4 | `crc`             | CRC-32 (IEEE) of bytes 0..764                            |
+//! |    764 |      4 | `crc`             | CRC-32 (IEEE) of bytes 0..764; with a device key their MAC |
 use embedded_storage::nor_flash::NorFlash;
 use npub_core::manifest::Keyring;
 use npub_core::release::{
@@ -78,6 +78,7 @@ use npub_core::release::{
 use crate::error::Error;
 use crate::layout::Layout;
 use crate::record;
+use crate::seal::DeviceKey;
 
 /// Keys a device's keyring holds, trusted and revoked (a revoked key keeps its entry for good).
 pub const KEYRING_CAPACITY: usize = 12;
@@ -129,6 +130,7 @@ pub struct Trust {
     release_count: usize,
     release_roots: [[u8; 32]; MAX_ROOTS],
     release_root_count: usize,
+    device_key: Option<DeviceKey>,
 }
 
 impl Trust {
@@ -142,6 +144,7 @@ impl Trust {
         release_count: 0,
         release_roots: [[0; 32]; MAX_ROOTS],
         release_root_count: 0,
+        device_key: None,
     };
 
     /// `factory` signing keys and `roots`. Refuses more than [`KEYRING_CAPACITY`] factory keys or
@@ -225,6 +228,21 @@ impl Trust {
         Ok(self)
     }
 
+    /// This trust with the device-unique key its state in flash (journal, keyring, release
+    /// trust, slot descriptors) is authenticated under: each record's check word becomes a MAC
+    /// under it instead of a CRC, and a record whose MAC fails is read as a torn one
+    /// (`seal.rs` says what that protects against, and why the key must be there from the
+    /// first boot).
+    pub const fn with_device_key(mut self, key: DeviceKey) -> Self {
+        self.device_key = Some(key);
+        self
+    }
+
+    /// The device key, if the firmware supplied one.
+    pub const fn device_key(&self) -> Option<&DeviceKey> {
+        self.device_key.as_ref()
+    }
+
     /// The release roots.
     pub fn release_roots(&self) -> &[[u8; 32]] {
         &self.release_roots[..self.release_root_count]
@@ -260,6 +278,8 @@ struct Newest {
 #[derive(Debug, Clone)]
 pub(crate) struct KeyStore {
     newest: Option<Newest>,
+    /// What the records are authenticated under (`seal.rs`).
+    key: Option<DeviceKey>,
 }
 
 impl KeyStore {
@@ -269,6 +289,7 @@ impl KeyStore {
     pub(crate) fn mount<F: NorFlash>(
         flash: &mut F,
         layout: &Layout,
+        key: Option<&DeviceKey>,
     ) -> Result<(Self, Option<Stored>), Error> {
         const {
             assert!(
@@ -290,7 +311,7 @@ impl KeyStore {
             for bank in 0..2 {
                 let mut found = [None; 2];
                 for (copy, buf) in copies.iter_mut().enumerate() {
-                    found[copy] = read_copy(flash, record_offset(layout, bank, copy), buf)?;
+                    found[copy] = read_copy(flash, record_offset(layout, bank, copy), buf, key)?;
                 }
                 let (pick, durable) = match found {
                     [Some(_), Some(_)] if copies[0] == copies[1] => (0, true),
@@ -301,7 +322,7 @@ impl KeyStore {
                 };
                 let generation = record::word(&copies[pick], 4);
                 let release = if copies[pick][17] == 1 {
-                    match read_release(flash, layout, bank, generation)? {
+                    match read_release(flash, layout, bank, generation, key)? {
                         Some(release) => Some(release),
                         // Its release record never became whole: the commit did not reach its
                         // keyring copies, this bank is skipped like a torn copy.
@@ -321,13 +342,14 @@ impl KeyStore {
                 }
             }
         }
-        let keyring = newest.and_then(|_| decode(&best)).map(|(_, k)| k);
+        let keyring = newest.and_then(|_| decode(&best, key)).map(|(_, k)| k);
         let newest = newest.filter(|_| keyring.is_some());
         let stored = keyring.map(|keyring| Stored {
             keyring,
             release: best_release,
         });
-        Ok((KeyStore { newest }, stored))
+        let key = key.copied();
+        Ok((KeyStore { newest, key }, stored))
     }
 
     /// Whether the newest record is in one copy only, and should be committed again.
@@ -367,10 +389,11 @@ impl KeyStore {
                 n.generation.checked_add(1).ok_or(Error::KeyringExhausted)?,
             ),
         };
-        let mut record = encode(generation, keyring);
+        let key = self.key;
+        let mut record = encode(generation, keyring, key.as_ref());
         if active {
             record[17] = 1;
-            record::frame(&mut record, KEYRING_MAGIC);
+            record::frame(&mut record, KEYRING_MAGIC, key.as_ref());
         }
         for _ in 0..COMMIT_ATTEMPTS {
             let start = layout.keyring_bank(bank);
@@ -381,7 +404,8 @@ impl KeyStore {
             }
             flash.erase(start, start + layout.keyring_bank_bytes)?;
             // The release record first: the keyring record, written next, is the commit point.
-            if active && !program_release(flash, layout, bank, generation, release)? {
+            if active && !program_release(flash, layout, (bank, generation), release, key.as_ref())?
+            {
                 continue;
             }
             let copies = [0, 1].map(|copy| record_offset(layout, bank, copy));
@@ -411,9 +435,10 @@ fn read_copy<F: NorFlash>(
     flash: &mut F,
     at: u32,
     buf: &mut [u8; KEYRING_RECORD_BYTES],
+    key: Option<&DeviceKey>,
 ) -> Result<Option<u32>, Error> {
-    Ok(match record::read(flash, at, buf, KEYRING_MAGIC)? {
-        record::Read::Framed => decode(buf).map(|(generation, _)| generation),
+    Ok(match record::read(flash, at, buf, KEYRING_MAGIC, key)? {
+        record::Read::Framed => decode(buf, key).map(|(generation, _)| generation),
         record::Read::Blank | record::Read::Bad => None,
     })
 }
@@ -439,6 +464,7 @@ fn read_release<F: NorFlash>(
     layout: &Layout,
     bank: usize,
     generation: u32,
+    key: Option<&DeviceKey>,
 ) -> Result<Option<DeviceReleaseTrust>, Error> {
     if (layout.keyring_bank_bytes as usize) < RELEASE_BANK_BYTES {
         return Ok(None);
@@ -446,7 +472,7 @@ fn read_release<F: NorFlash>(
     let mut buf = [0u8; RELEASE_RECORD_BYTES];
     for copy in 0..2 {
         let at = release_offset(layout, bank, copy);
-        if record::read(flash, at, &mut buf, RELEASE_MAGIC)? == record::Read::Framed
+        if record::read(flash, at, &mut buf, RELEASE_MAGIC, key)? == record::Read::Framed
             && record::word(&buf, 4) == generation
             && let Some(trust) = decode_release(&buf)
         {
@@ -461,11 +487,11 @@ fn read_release<F: NorFlash>(
 fn program_release<F: NorFlash>(
     flash: &mut F,
     layout: &Layout,
-    bank: usize,
-    generation: u32,
+    (bank, generation): (usize, u32),
     release: &DeviceReleaseTrust,
+    key: Option<&DeviceKey>,
 ) -> Result<bool, Error> {
-    let record = encode_release(generation, release);
+    let record = encode_release(generation, release, key);
     let copies = [0, 1].map(|copy| release_offset(layout, bank, copy));
     record::program(flash, &copies, &record, &mut [0u8; RELEASE_RECORD_BYTES])
 }
@@ -474,6 +500,7 @@ fn program_release<F: NorFlash>(
 pub(crate) fn encode_release(
     generation: u32,
     trust: &DeviceReleaseTrust,
+    key: Option<&DeviceKey>,
 ) -> [u8; RELEASE_RECORD_BYTES] {
     let mut r = [0u8; RELEASE_RECORD_BYTES];
     r[4..8].copy_from_slice(&generation.to_le_bytes());
@@ -492,7 +519,7 @@ pub(crate) fn encode_release(
     }
     r[8] = keys;
     r[9] = policies;
-    record::frame(&mut r, RELEASE_MAGIC);
+    record::frame(&mut r, RELEASE_MAGIC, key);
     r
 }
 
@@ -529,7 +556,11 @@ fn record_offset(layout: &Layout, bank: usize, copy: usize) -> u32 {
 }
 
 /// The record bytes for `keyring` at `generation` (see the module's table).
-pub(crate) fn encode(generation: u32, keyring: &DeviceKeyring) -> [u8; KEYRING_RECORD_BYTES] {
+pub(crate) fn encode(
+    generation: u32,
+    keyring: &DeviceKeyring,
+    key: Option<&DeviceKey>,
+) -> [u8; KEYRING_RECORD_BYTES] {
     let mut r = [0u8; KEYRING_RECORD_BYTES];
     r[4..8].copy_from_slice(&generation.to_le_bytes());
     r[8..16].copy_from_slice(&keyring.update_sequence().to_le_bytes());
@@ -541,13 +572,13 @@ pub(crate) fn encode(generation: u32, keyring: &DeviceKeyring) -> [u8; KEYRING_R
         count += 1;
     }
     r[16] = count;
-    record::frame(&mut r, KEYRING_MAGIC);
+    record::frame(&mut r, KEYRING_MAGIC, key);
     r
 }
 
 /// The generation and keyring a record holds, or `None` when it is not a whole, valid one.
-fn decode(r: &[u8; KEYRING_RECORD_BYTES]) -> Option<(u32, DeviceKeyring)> {
-    if !record::is_framed(r, KEYRING_MAGIC) {
+fn decode(r: &[u8; KEYRING_RECORD_BYTES], key: Option<&DeviceKey>) -> Option<(u32, DeviceKeyring)> {
+    if !record::is_framed(r, KEYRING_MAGIC, key) {
         return None;
     }
     let count = usize::from(r[16]);
@@ -584,10 +615,18 @@ mod tests {
         ring.add(&KeyPair::from_seed([2; 32]).public_key()).unwrap();
         ring.revoke(a).unwrap();
         ring.set_update_sequence(7);
-        let r = encode(3, &ring);
-        assert_eq!(decode(&r), Some((3, ring)));
+        let r = encode(3, &ring, None);
+        assert_eq!(decode(&r, None), Some((3, ring.clone())));
         let mut bad = r;
         bad[40] ^= 1;
-        assert_eq!(decode(&bad), None);
+        assert_eq!(decode(&bad, None), None);
+        // Under a device key: the same bytes with a MAC for the check word, and a CRC refused.
+        let key = DeviceKey::new([9; 32]);
+        let sealed = encode(3, &ring, Some(&key));
+        assert_eq!(sealed[..CRC_AT], r[..CRC_AT]);
+        assert_eq!(decode(&sealed, Some(&key)), Some((3, ring)));
+        assert_eq!(decode(&r, Some(&key)), None, "a CRC is not a MAC");
+        assert_eq!(decode(&sealed, Some(&DeviceKey::new([8; 32]))), None);
+        assert_eq!(decode(&sealed, None), None, "a MAC is not a CRC");
     }
 }

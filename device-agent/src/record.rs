@@ -5,7 +5,7 @@
 //! |------------|------|---------|--------------------------------------------------------|
 //! | 0          | 4    | `magic` | the record kind and its layout version, little-endian  |
 //! | 4          | n−8  | body    | the kind's own fields (journal.rs, keystore.rs, descriptor.rs) |
-//! | n−4        | 4    | `crc`   | CRC-32 (IEEE) of bytes 0..n−4                          |
+//! | n−4        | 4    | `crc`   | CRC-32 (IEEE) of bytes 0..n−4; with a device key, the first 4 bytes of their HMAC-SHA256 instead (`seal.rs`) |
 //!
 //! | rule                                                   | why                                                    |
 //! |--------------------------------------------------------|--------------------------------------------------------|
@@ -19,6 +19,7 @@
 use embedded_storage::nor_flash::NorFlash;
 
 use crate::error::Error;
+use crate::seal::DeviceKey;
 
 /// A journal record's size (its table is in `journal.rs`): a power of two, so any `WRITE_SIZE` up
 /// to 128 divides it. Here, not in `journal.rs`, because the layout's checks need it too.
@@ -39,24 +40,33 @@ pub const MISREAD_REREADS: usize = 2;
 pub(crate) enum Read {
     /// Every byte `0xFF`: never programmed (or a torn program that left nothing).
     Blank,
-    /// Magic and CRC check: the buffer holds the record, for its kind to decode.
+    /// Magic and check word check: the buffer holds the record, for its kind to decode.
     Framed,
     /// Neither, after every re-read: torn, rotted or another layout.
     Bad,
 }
 
-/// Frames `record` (magic in its first word, CRC-32 in its last).
-pub(crate) fn frame(record: &mut [u8], magic: u32) {
-    record[..4].copy_from_slice(&magic.to_le_bytes());
-    let crc_at = record.len() - 4;
-    let crc = crate::crc::crc32(&record[..crc_at]);
-    record[crc_at..].copy_from_slice(&crc.to_le_bytes());
+/// The check word of `body` (a record without its last word): its CRC-32, or under `key` its
+/// MAC (`seal.rs`).
+fn check_word(body: &[u8], key: Option<&DeviceKey>) -> u32 {
+    match key {
+        None => crate::crc::crc32(body),
+        Some(key) => key.check_word(body),
+    }
 }
 
-/// Whether `record` carries `magic` and a CRC-32 that checks.
-pub(crate) fn is_framed(record: &[u8], magic: u32) -> bool {
+/// Frames `record` (magic in its first word, the check word in its last).
+pub(crate) fn frame(record: &mut [u8], magic: u32, key: Option<&DeviceKey>) {
+    record[..4].copy_from_slice(&magic.to_le_bytes());
     let crc_at = record.len() - 4;
-    word(record, 0) == magic && word(record, crc_at) == crate::crc::crc32(&record[..crc_at])
+    let check = check_word(&record[..crc_at], key);
+    record[crc_at..].copy_from_slice(&check.to_le_bytes());
+}
+
+/// Whether `record` carries `magic` and a check word that checks (under `key`, if any).
+pub(crate) fn is_framed(record: &[u8], magic: u32, key: Option<&DeviceKey>) -> bool {
+    let crc_at = record.len() - 4;
+    word(record, 0) == magic && word(record, crc_at) == check_word(&record[..crc_at], key)
 }
 
 /// The little-endian word at `at`.
@@ -67,20 +77,21 @@ pub(crate) fn word(record: &[u8], at: usize) -> u32 {
 }
 
 /// Reads the copy at `at` into `buf` (its length is the record's), again when it is not framed
-/// with `magic`.
+/// with `magic` (under `key`: a record whose MAC fails is read as a torn one).
 #[inline(never)]
 pub(crate) fn read<F: NorFlash>(
     flash: &mut F,
     at: u32,
     buf: &mut [u8],
     magic: u32,
+    key: Option<&DeviceKey>,
 ) -> Result<Read, Error> {
     for _ in 0..=MISREAD_REREADS {
         flash.read(at, buf)?;
         if buf.iter().all(|&b| b == 0xFF) {
             return Ok(Read::Blank);
         }
-        if is_framed(buf, magic) {
+        if is_framed(buf, magic, key) {
             return Ok(Read::Framed);
         }
     }

@@ -433,6 +433,12 @@ typedef struct {
   // The longest the stream transport waits between two `clock.feed` calls, in ms; 0 =
   // `NPUB_DEFAULT_BUDGET_MS`.
   uint32_t budget_ms;
+  // The device-unique key (32 bytes, read at open) the agent's records in flash (journal,
+  // keyring, slot descriptors) are authenticated under: each carries a MAC under it instead
+  // of a CRC, and one rewritten without it is refused like a torn record. On the RA8P1,
+  // derive it from the hardware unique key; never a constant of the image. NULL: CRC only.
+  // Set it from the first boot: records written without it read as torn under it.
+  const uint8_t (*device_key)[32];
 } npub_config;
 
 // One model input or output, bound.

@@ -695,6 +695,11 @@ unsafe fn build(c: &npub_config) -> Result<Live, (i32, &'static str, Detail)> {
                 "a release root is not a usable ed25519 public key",
             ))
         })?;
+    // SAFETY: NULL, or 32 readable bytes, as the header documents.
+    let trust = match unsafe { c.device_key.as_ref() } {
+        Some(key) => trust.with_device_key(device_agent::DeviceKey::new(*key)),
+        None => trust,
+    };
     let io_bindings: Option<&'static [u8]> = match NonNull::new(c.io_bindings.cast_mut()) {
         // SAFETY: `io_bindings_len` bytes that live while the agent lives, as documented.
         Some(p) => Some(unsafe { core::slice::from_raw_parts(p.as_ptr(), c.io_bindings_len) }),

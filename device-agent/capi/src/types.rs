@@ -406,6 +406,12 @@ pub struct npub_config {
     /// The longest the stream transport waits between two `clock.feed` calls, in ms; 0 =
     /// `NPUB_DEFAULT_BUDGET_MS`.
     pub budget_ms: u32,
+    /// The device-unique key (32 bytes, read at open) the agent's records in flash (journal,
+    /// keyring, slot descriptors) are authenticated under: each carries a MAC under it instead
+    /// of a CRC, and one rewritten without it is refused like a torn record. On the RA8P1,
+    /// derive it from the hardware unique key; never a constant of the image. NULL: CRC only.
+    /// Set it from the first boot: records written without it read as torn under it.
+    pub device_key: *const [u8; 32],
 }
 
 /// One model input or output, bound.

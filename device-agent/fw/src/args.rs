@@ -15,6 +15,7 @@
 //! | `--hw-class N`     | the board's hardware class, as the server signs it                    | 1 |
 //! | `--watchdog-ms N`  | arm the CMSDK watchdog: the board resets after N ms without a feed (`watchdog.rs`) | off |
 //! | `--starve-once F`  | with `--watchdog-ms`: stop feeding once the download passes 256 KiB, unless `F` exists (then create it) | off |
+//! | `--demo-device-key` | authenticate the flash records under the QEMU demo's device key (public: a demonstration, not a secret; `main.rs`) | CRC only |
 //! | `--attempts N`     | with `--once`: polls that failed for the network or the flash before giving up (exit 1) | 100 |
 //!
 //! Values cannot contain spaces. Anything before the first `--` word (QEMU puts the kernel's
@@ -46,6 +47,7 @@ pub struct Args {
     pub attempts: u32,
     pub watchdog_ms: u32,
     pub starve_once: Option<&'static str>,
+    pub demo_device_key: bool,
 }
 
 /// Parses `line`; the error names the flag.
@@ -69,6 +71,7 @@ pub fn parse(line: &'static str) -> Result<Args, &'static str> {
         attempts: 100,
         watchdog_ms: 0,
         starve_once: None,
+        demo_device_key: false,
     };
     let (mut trusts, mut roots, mut releases, mut release_roots) = (0, 0, 0, 0);
     while let Some(flag) = words.next() {
@@ -105,6 +108,7 @@ pub fn parse(line: &'static str) -> Result<Args, &'static str> {
                 release_roots += 1;
             }
             "--once" => args.once = true,
+            "--demo-device-key" => args.demo_device_key = true,
             "--window-kib" => {
                 args.window_kib = number(
                     value("--window-kib needs a number")?,

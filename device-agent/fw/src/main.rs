@@ -27,8 +27,8 @@ use cortex_m_rt::{ExceptionFrame, entry, exception};
 use cortex_m_semihosting::{debug, hprintln};
 use device_agent::http_io::{Backoff, Clock, Config, HttpIo};
 use device_agent::{
-    Agent, Arena, Booted, Device, Error, JournalOnly, Layout, Poll, RecordingNpu, Report,
-    ReportState, Transport, Trust,
+    Agent, Arena, Booted, Device, DeviceKey, Error, JournalOnly, Layout, Poll, RecordingNpu,
+    Report, ReportState, Transport, Trust,
 };
 use npub_core::Accel;
 use smoltcp::iface::SocketStorage;
@@ -64,6 +64,11 @@ static mut TCP_RX: [u8; net::TCP_RX_BYTES] = [0; net::TCP_RX_BYTES];
 static mut TCP_TX: [u8; net::TCP_TX_BYTES] = [0; net::TCP_TX_BYTES];
 
 type Flash = FileNor;
+
+/// **The QEMU demo's device key: public, the same in every image, NOT A SECRET.** It shows the
+/// records' MAC path (`--demo-device-key`) and protects nothing. An RA8P1 derives its key from
+/// the hardware unique key at start-up (`device-agent/README.md`, "The trust state's key").
+const DEMO_DEVICE_KEY: [u8; 32] = *b"npub QEMU demo key: NOT A SECRET";
 
 #[entry]
 fn main() -> ! {
@@ -131,6 +136,12 @@ fn run() -> Result<(), Fail> {
     let line = semi::cmdline(cmdline).ok_or(Fail::Args("semihosting gave no command line"))?;
     let args = args::parse(line).map_err(Fail::Args)?;
     let trust = trust(&args)?;
+    let trust = if args.demo_device_key {
+        hprintln!("trust: records sealed under the QEMU demo device key (public, not a secret)");
+        trust.with_device_key(DeviceKey::new(DEMO_DEVICE_KEY))
+    } else {
+        trust
+    };
 
     let slot_bytes = args.slot_kib.saturating_mul(1024);
     if slot_bytes == 0 || slot_bytes as usize > (XIP_BYTES - 4 * BANK_BYTES as usize) / 2 {

@@ -214,13 +214,11 @@ pub enum HttpError {
         /// The redirect's status.
         status: u16,
     },
-    /// A redirect to a scheme other than `http` (`ftp:`, `file:` …).
+    /// A redirect to a scheme other than `http` or `https` (`ftp:`, `file:` …).
     RedirectNotHttp,
-    /// A redirect to `https`: TLS is the network stack's business, not this transport's.
-    RedirectToHttps,
-    /// The redirect's target answered with another redirect: one hop only.
-    RedirectAgain {
-        /// Its status.
+    /// The download was redirected more than [`super::MAX_REDIRECTS`] times in a row.
+    TooManyRedirects {
+        /// The last hop's status: another redirect.
         status: u16,
     },
 }
@@ -274,9 +272,8 @@ impl HttpError {
             HttpError::BodyTruncated { .. } => "body ended before its Content-Length",
             HttpError::TrailingBytes { .. } => "bytes past the end of the pack body",
             HttpError::RedirectWithoutLocation { .. } => "redirect without a usable Location",
-            HttpError::RedirectNotHttp => "redirect to a scheme other than HTTP",
-            HttpError::RedirectToHttps => "redirect to HTTPS, which this transport does not speak",
-            HttpError::RedirectAgain { .. } => "a redirect's target redirected again",
+            HttpError::RedirectNotHttp => "redirect to a scheme other than HTTP or HTTPS",
+            HttpError::TooManyRedirects { .. } => "too many redirects in a row",
         }
     }
 }
@@ -384,18 +381,15 @@ impl fmt::Display for HttpError {
             HttpError::RedirectWithoutLocation { status } => write!(
                 f,
                 "pack: {status} redirect without a Location this transport can follow (an \
-                 absolute http:// URL or a path)"
+                 absolute http:// or https:// URL, or a path)"
             ),
             HttpError::RedirectNotHttp => {
-                f.write_str("pack: redirect to a scheme other than http://")
+                f.write_str("pack: redirect to a scheme other than http:// or https://")
             }
-            HttpError::RedirectToHttps => f.write_str(
-                "pack: redirect to https://, which this transport does not speak (TLS belongs to \
-                 the network stack); serve packs from the npub server instead",
-            ),
-            HttpError::RedirectAgain { status } => write!(
+            HttpError::TooManyRedirects { status } => write!(
                 f,
-                "pack: the redirect's target answered {status}, another redirect (one hop only)"
+                "pack: redirected {} times and then once more ({status}); not followed",
+                super::MAX_REDIRECTS
             ),
         }
     }

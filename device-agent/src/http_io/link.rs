@@ -28,6 +28,21 @@ pub trait Link: Read + Write {
         Err(HttpError::Tls(TlsFailure::Unsupported))
     }
 
+    /// Opens a TLS connection to a redirect's `https://` target (`host:port`, another origin
+    /// than the server's): authenticated under the name `host` as for [`Link::connect_tls`], but
+    /// **without** the device's client certificate, which is for the npub server alone, and
+    /// without resuming a session made with it. A link without TLS refuses (the default), so a
+    /// link that has a client identity must implement this to follow `https://` redirects.
+    fn connect_tls_anonymous(
+        &mut self,
+        host: &str,
+        port: u16,
+        timeout_ms: u32,
+    ) -> Result<(), HttpError> {
+        let _ = (host, port, timeout_ms);
+        Err(HttpError::Tls(TlsFailure::Unsupported))
+    }
+
     /// Closes the connection; nothing more is read from it. Closing a closed link does nothing.
     fn close(&mut self);
 }

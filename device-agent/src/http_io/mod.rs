@@ -185,11 +185,51 @@ pub struct Stats {
     pub connects: u32,
     /// Manifest polls answered 304 (the kept manifest handed out again).
     pub not_modified: u32,
-    /// Range requests the server redirected, each followed once (also counted in
-    /// `pack_requests`).
+    /// Redirect hops followed (a range request redirected twice counts 2; each hop is also
+    /// counted in `pack_requests`).
     pub redirects: u32,
     /// Pack bytes handed to the agent.
     pub pack_bytes: u64,
+}
+
+/// Redirects of one range request followed in a row, at most: a presigned URL is one; a CDN
+/// in front of a bucket, or a bucket that moved, may add one or two.
+pub const MAX_REDIRECTS: usize = 4;
+
+/// Whether `status` redirects a `GET` (the download's only method, so 301, 302 and 303 mean
+/// what 307 and 308 do).
+const fn is_redirect(status: u16) -> bool {
+    matches!(status, 301 | 302 | 303 | 307 | 308)
+}
+
+/// How a connection is opened.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Security {
+    Plain,
+    /// TLS, presenting the device's identity if the link has one: the npub server only.
+    Tls,
+    /// TLS without the device's identity: a redirect's target on another origin.
+    TlsAnonymous,
+}
+
+/// Where one redirect hop went: its authority at `tx[at..at + len]` (the request's `Host`),
+/// the host its first `host_len` bytes.
+#[derive(Debug, Clone, Copy)]
+struct Hop {
+    at: usize,
+    len: usize,
+    host_len: usize,
+    port: u16,
+    security: Security,
+}
+
+/// The origin a `Location` that is a path is relative to.
+#[derive(Debug, Clone, Copy)]
+enum Origin {
+    /// The npub server (the first redirect).
+    Server,
+    /// The previous hop's target.
+    Hop(Hop),
 }
 
 /// The state of the one connection.
@@ -454,7 +494,11 @@ impl<'a, L: Link, C: Clock> HttpIo<'a, L, C> {
                 self.config.budget_ms,
                 (server.host(), server.port()),
                 timeout,
-                server.is_tls(),
+                if server.is_tls() {
+                    Security::Tls
+                } else {
+                    Security::Plain
+                },
             )?;
             self.stats.connects += 1;
             self.conn = Conn::Idle;
@@ -869,7 +913,7 @@ impl<'a, L: Link, C: Clock> HttpIo<'a, L, C> {
         }
         let len = self.pack_request(sha256, offset, last)?;
         let mut head = self.exchange(Call::Pack, len, deadline)?;
-        if matches!(head.status, 301 | 302 | 303 | 307 | 308) {
+        if is_redirect(head.status) {
             head = self.follow_redirect(&head, offset, last, deadline)?;
         }
         match head.status {
@@ -943,22 +987,73 @@ impl<'a, L: Link, C: Clock> HttpIo<'a, L, C> {
     }
 
     /// The same range from where the server's `head` redirects it (a presigned URL of a
-    /// bucket: `--presign-downloads`), once: a plain `GET` with the `Range`, without the token
-    /// (the URL is its own authorisation, and a bucket must never see a device's token) and
-    /// without retries (the next poll asks the server again, for a fresh URL). The answer is
-    /// checked like the server's. (Out of line: `pack`'s frame is on the download's deep path.)
+    /// bucket: `--presign-downloads`), following at most [`MAX_REDIRECTS`] hops: each a plain
+    /// `GET` with the `Range`, without the token (the URL is its own authorisation, and a bucket
+    /// must never see a device's token), over TLS without the device's client certificate when
+    /// the hop leaves the server (`https://`), and without retries (the next poll asks the
+    /// server again, for a fresh URL). The answer is checked like the server's. (Out of line:
+    /// `pack`'s frame is on the download's deep path.)
     #[inline(never)]
     fn follow_redirect(
         &mut self,
-        head: &Head,
+        first: &Head,
         offset: u32,
         last: u32,
         deadline: u64,
     ) -> Result<Head, HttpError> {
-        let status = head.status;
-        let (a, b) = head
-            .location
-            .ok_or(HttpError::RedirectWithoutLocation { status })?;
+        let mut head = *first;
+        let mut from = Origin::Server;
+        for _ in 0..MAX_REDIRECTS {
+            let status = head.status;
+            let location = head
+                .location
+                .ok_or(HttpError::RedirectWithoutLocation { status })?;
+            // Built while the Location is still in the receive buffer.
+            let (len, hop) = self.hop_request(status, location, from, (offset, last))?;
+            // The redirect's own body, then its connection: the range comes from elsewhere.
+            self.skip_body(Call::Pack, &head, deadline)?;
+            self.close();
+            let left = deadline.saturating_sub(self.clock.now_ms());
+            let timeout = u64::from(self.config.timeouts.connect_ms).min(left) as u32;
+            // Printable ASCII, checked by `Redirect::parse` (or the server's own host).
+            let host = core::str::from_utf8(&self.tx[hop.at..hop.at + hop.host_len])
+                .map_err(|_| HttpError::RedirectWithoutLocation { status })?;
+            connect_fed(
+                &mut self.link,
+                &mut self.clock,
+                self.config.budget_ms,
+                (host, hop.port),
+                timeout,
+                hop.security,
+            )?;
+            self.stats.connects += 1;
+            self.stats.redirects += 1;
+            self.conn = Conn::Idle;
+            self.foreign = true;
+            head = self.send_and_read_head(Call::Pack, len, deadline)?;
+            if !is_redirect(head.status) {
+                return Ok(head);
+            }
+            from = Origin::Hop(hop);
+        }
+        Err(HttpError::TooManyRedirects {
+            status: head.status,
+        })
+    }
+
+    /// Writes the request of one hop into the transmit buffer: `GET` the `Location` at
+    /// `rx[location]` (absolute, or a path on the origin `from`), with `Range: bytes=O-L`.
+    /// Returns its length and where it goes (its authority is the request's `Host`, in `tx`).
+    fn hop_request(
+        &mut self,
+        status: u16,
+        (a, b): (u16, u16),
+        from: Origin,
+        (offset, last): (u32, u32),
+    ) -> Result<(usize, Hop), HttpError> {
+        const GET: &[u8] = b"GET ";
+        const HOST: &[u8] = b" HTTP/1.1\r\nHost: ";
+        let too_long = HttpError::RequestTooLong { call: Call::Pack };
         let location = &self.rx[usize::from(a)..usize::from(b)];
         let to = Redirect::parse(location).map_err(|e| match e {
             HttpError::RedirectWithoutLocation { .. } => {
@@ -966,64 +1061,67 @@ impl<'a, L: Link, C: Clock> HttpIo<'a, L, C> {
             }
             e => e,
         })?;
-        // The request, built from the Location while it is still in the receive buffer; the
-        // host is read back from the `Host` header when connecting.
-        let mut c = Cursor::new(&mut self.tx);
-        let server = self.config.server;
         let part = |(x, y): (usize, usize)| &location[x..y];
         let target = match part(to.target) {
             b"" => &b"/"[..],
             t => t,
         };
-        let host_at = c
-            .put(b"GET ")
-            .and_then(|()| c.put(target))
-            .and_then(|()| c.put(b" HTTP/1.1\r\nHost: "))
-            .map(|()| c.len())
-            .map_err(|_| HttpError::RequestTooLong { call: Call::Pack })?;
-        let (host_len, port) = match (to.authority, to.host) {
-            (Some(authority), Some(host)) => {
-                c.put(part(authority))
-                    .map_err(|_| HttpError::RequestTooLong { call: Call::Pack })?;
-                (host.1 - host.0, to.port)
+        // The authority first, where it goes: a path keeps the previous hop's, which is in
+        // `tx` already (its `Host`) and moves to its new place before the prefix is written.
+        let at = GET.len() + target.len() + HOST.len();
+        let hop = match (to.authority, to.host, from) {
+            (Some(authority), Some(host), _) => {
+                let authority = part(authority);
+                self.tx
+                    .get_mut(at..at + authority.len())
+                    .ok_or(too_long)?
+                    .copy_from_slice(authority);
+                Hop {
+                    at,
+                    len: authority.len(),
+                    host_len: host.1 - host.0,
+                    port: to.port,
+                    security: if to.tls {
+                        Security::TlsAnonymous
+                    } else {
+                        Security::Plain
+                    },
+                }
             }
-            _ => {
-                write!(c, "{}:{}", server.host(), server.port())
-                    .map_err(|_| HttpError::RequestTooLong { call: Call::Pack })?;
-                (server.host().len(), server.port())
+            (_, _, Origin::Server) => {
+                let server = self.config.server;
+                let mut c = Cursor::new(self.tx.get_mut(at..).ok_or(too_long)?);
+                write!(c, "{}:{}", server.host(), server.port()).map_err(|_| too_long)?;
+                Hop {
+                    at,
+                    len: c.len(),
+                    host_len: server.host().len(),
+                    port: server.port(),
+                    // A path on an `https://` server stays on its TLS: the same origin.
+                    security: if server.is_tls() {
+                        Security::Tls
+                    } else {
+                        Security::Plain
+                    },
+                }
+            }
+            (_, _, Origin::Hop(prev)) => {
+                if at + prev.len > TX_BYTES {
+                    return Err(too_long);
+                }
+                self.tx.copy_within(prev.at..prev.at + prev.len, at);
+                Hop { at, ..prev }
             }
         };
-        let len = write!(c, "\r\nRange: bytes={offset}-{last}\r\n\r\n")
-            .map(|()| c.len())
-            .map_err(|_| HttpError::RequestTooLong { call: Call::Pack })?;
-        // The redirect's own body, then the server's connection: the range comes from elsewhere.
-        self.skip_body(Call::Pack, head, deadline)?;
-        self.close();
-        let left = deadline.saturating_sub(self.clock.now_ms());
-        let timeout = u64::from(self.config.timeouts.connect_ms).min(left) as u32;
-        // Printable ASCII, checked by `Redirect::parse` (or the server's own host).
-        let host = core::str::from_utf8(&self.tx[host_at..host_at + host_len])
-            .map_err(|_| HttpError::RedirectWithoutLocation { status })?;
-        // A path on an `https://` server stays on TLS; an absolute `http://` target is plain.
-        connect_fed(
-            &mut self.link,
-            &mut self.clock,
-            self.config.budget_ms,
-            (host, port),
-            timeout,
-            to.authority.is_none() && server.is_tls(),
-        )?;
-        self.stats.connects += 1;
-        self.stats.redirects += 1;
-        self.conn = Conn::Idle;
-        self.foreign = true;
-        let head = self.send_and_read_head(Call::Pack, len, deadline)?;
-        if (300..400).contains(&head.status) && head.status != 304 {
-            return Err(HttpError::RedirectAgain {
-                status: head.status,
-            });
-        }
-        Ok(head)
+        let mut c = Cursor::new(&mut self.tx[..at]);
+        c.put(GET)
+            .and_then(|()| c.put(target))
+            .and_then(|()| c.put(HOST))
+            .map_err(|_| too_long)?;
+        let rest = at + hop.len;
+        let mut c = Cursor::new(&mut self.tx[rest..]);
+        write!(c, "\r\nRange: bytes={offset}-{last}\r\n\r\n").map_err(|_| too_long)?;
+        Ok((rest + c.len(), hop))
     }
 
     fn pack_request(
@@ -1149,13 +1247,20 @@ fn connect_fed<L: Link, C: Clock>(
     budget_ms: u32,
     (host, port): (&str, u16),
     timeout_ms: u32,
-    tls: bool,
+    security: Security,
 ) -> Result<(), HttpError> {
-    if tls {
-        // The host's TLS link (the firmware has none yet) connects and shakes hands in one call,
-        // within the connect timeout: fed before it, not during it.
-        clock.feed();
-        return link.connect_tls(host, port, timeout_ms);
+    // The host's TLS link (the firmware has none yet) connects and shakes hands in one call,
+    // within the connect timeout: fed before it, not during it.
+    match security {
+        Security::Plain => {}
+        Security::Tls => {
+            clock.feed();
+            return link.connect_tls(host, port, timeout_ms);
+        }
+        Security::TlsAnonymous => {
+            clock.feed();
+            return link.connect_tls_anonymous(host, port, timeout_ms);
+        }
     }
     let until = clock.now_ms().saturating_add(u64::from(timeout_ms));
     loop {

@@ -123,6 +123,9 @@ enum Conn {
 /// connections (rustls's in-memory ticket cache in the configuration).
 pub struct TlsLink {
     config: Option<Arc<ClientConfig>>,
+    /// `config` without the client certificate and with a session cache of its own: a
+    /// redirect's target on another origin ([`Link::connect_tls_anonymous`]).
+    anonymous: Option<Arc<ClientConfig>>,
     conn: Option<Conn>,
 }
 
@@ -139,7 +142,73 @@ impl TlsLink {
     /// A closed link trusting what `config` trusts (from [`trust_file`]); `None`: plain
     /// `http://` only (an `https://` URL is refused with [`TlsFailure::Unsupported`]).
     pub fn new(config: Option<Arc<ClientConfig>>) -> Self {
-        Self { config, conn: None }
+        let anonymous = config.as_ref().map(|c| {
+            let mut a = ClientConfig::clone(c);
+            a.client_auth_cert_resolver = Arc::new(NoIdentity);
+            // Tickets of sessions made with the identity stay with them.
+            a.resumption = rustls::client::Resumption::default();
+            Arc::new(a)
+        });
+        Self {
+            config,
+            anonymous,
+            conn: None,
+        }
+    }
+
+    fn handshake(
+        &mut self,
+        config: Option<Arc<ClientConfig>>,
+        host: &str,
+        port: u16,
+        timeout_ms: u32,
+    ) -> Result<(), HttpError> {
+        self.close();
+        let config = config.ok_or(HttpError::Tls(TlsFailure::Unsupported))?;
+        let name = ServerName::try_from(host.to_owned())
+            .map_err(|_| HttpError::BadUrl("the host is not a DNS name or an IP address"))?;
+        let started = Instant::now();
+        let mut tcp = tcp_connect(host, port, timeout_ms).map_err(HttpError::Connect)?;
+        let mut session = ClientConnection::new(config, name)
+            .map_err(|_| HttpError::Tls(TlsFailure::Handshake))?;
+        let budget = Duration::from_millis(u64::from(timeout_ms.max(1)));
+        while session.is_handshaking() {
+            let left = budget.saturating_sub(started.elapsed());
+            if left.is_zero() {
+                return Err(HttpError::Connect(ErrorKind::TimedOut));
+            }
+            tcp.set_read_timeout(Some(left))
+                .map_err(|e| HttpError::Connect(kind(&e)))?;
+            match session.complete_io(&mut tcp) {
+                Ok(_) => {}
+                Err(e) => {
+                    let _ = tcp.shutdown(Shutdown::Both);
+                    return Err(failure(&e));
+                }
+            }
+        }
+        tcp.set_read_timeout(Some(TICK))
+            .map_err(|e| HttpError::Connect(kind(&e)))?;
+        self.conn = Some(Conn::Tls(Box::new(StreamOwned::new(session, tcp))));
+        Ok(())
+    }
+}
+
+/// Presents no client certificate, whatever the server asks.
+#[derive(Debug)]
+struct NoIdentity;
+
+impl rustls::client::ResolvesClientCert for NoIdentity {
+    fn resolve(
+        &self,
+        _root_hint_subjects: &[&[u8]],
+        _sigschemes: &[rustls::SignatureScheme],
+    ) -> Option<Arc<rustls::sign::CertifiedKey>> {
+        None
+    }
+
+    fn has_certs(&self) -> bool {
+        false
     }
 }
 
@@ -207,37 +276,16 @@ impl Link for TlsLink {
     }
 
     fn connect_tls(&mut self, host: &str, port: u16, timeout_ms: u32) -> Result<(), HttpError> {
-        self.close();
-        let config = self
-            .config
-            .clone()
-            .ok_or(HttpError::Tls(TlsFailure::Unsupported))?;
-        let name = ServerName::try_from(host.to_owned())
-            .map_err(|_| HttpError::BadUrl("the host is not a DNS name or an IP address"))?;
-        let started = Instant::now();
-        let mut tcp = tcp_connect(host, port, timeout_ms).map_err(HttpError::Connect)?;
-        let mut session = ClientConnection::new(config, name)
-            .map_err(|_| HttpError::Tls(TlsFailure::Handshake))?;
-        let budget = Duration::from_millis(u64::from(timeout_ms.max(1)));
-        while session.is_handshaking() {
-            let left = budget.saturating_sub(started.elapsed());
-            if left.is_zero() {
-                return Err(HttpError::Connect(ErrorKind::TimedOut));
-            }
-            tcp.set_read_timeout(Some(left))
-                .map_err(|e| HttpError::Connect(kind(&e)))?;
-            match session.complete_io(&mut tcp) {
-                Ok(_) => {}
-                Err(e) => {
-                    let _ = tcp.shutdown(Shutdown::Both);
-                    return Err(failure(&e));
-                }
-            }
-        }
-        tcp.set_read_timeout(Some(TICK))
-            .map_err(|e| HttpError::Connect(kind(&e)))?;
-        self.conn = Some(Conn::Tls(Box::new(StreamOwned::new(session, tcp))));
-        Ok(())
+        self.handshake(self.config.clone(), host, port, timeout_ms)
+    }
+
+    fn connect_tls_anonymous(
+        &mut self,
+        host: &str,
+        port: u16,
+        timeout_ms: u32,
+    ) -> Result<(), HttpError> {
+        self.handshake(self.anonymous.clone(), host, port, timeout_ms)
     }
 
     fn close(&mut self) {

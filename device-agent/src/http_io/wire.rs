@@ -97,15 +97,17 @@ pub struct Redirect {
     pub authority: Option<(usize, usize)>,
     /// The host alone.
     pub host: Option<(usize, usize)>,
-    /// The TCP port (80 when not given).
+    /// The TCP port (80, or 443 for `https`, when not given).
     pub port: u16,
+    /// `https://`: the hop is made over TLS.
+    pub tls: bool,
     /// The request target: path and query.
     pub target: (usize, usize),
 }
 
 impl Redirect {
-    /// Parses a `Location`: an absolute `http://HOST[:PORT]/PATH[?QUERY]`, or a `/PATH[?QUERY]` on
-    /// the server that redirected. Printable ASCII only, so nothing can end a header line.
+    /// Parses a `Location`: an absolute `http[s]://HOST[:PORT]/PATH[?QUERY]`, or a `/PATH[?QUERY]`
+    /// on the origin that redirected. Printable ASCII only, so nothing can end a header line.
     pub fn parse(location: &[u8]) -> Result<Self, HttpError> {
         let unusable = HttpError::RedirectWithoutLocation { status: 0 };
         if location.is_empty() || !location.iter().all(|b| b.is_ascii_graphic()) {
@@ -116,6 +118,7 @@ impl Redirect {
                 authority: None,
                 host: None,
                 port: 0,
+                tls: false,
                 target: (0, location.len()),
             });
         }
@@ -124,10 +127,8 @@ impl Redirect {
                 .get(..s.len())
                 .is_some_and(|l| l.eq_ignore_ascii_case(s))
         };
-        if scheme_is(b"https://") {
-            return Err(HttpError::RedirectToHttps);
-        }
-        if !scheme_is(b"http://") {
+        let tls = scheme_is(b"https://");
+        if !tls && !scheme_is(b"http://") {
             let scheme = location.iter().position(|&b| b == b':');
             return Err(match scheme {
                 Some(i) if i > 0 && location[..i].iter().all(u8::is_ascii_alphabetic) => {
@@ -136,7 +137,7 @@ impl Redirect {
                 _ => unusable,
             });
         }
-        let start = 7;
+        let start = if tls { 8 } else { 7 };
         let end = location[start..]
             .iter()
             .position(|&b| b == b'/')
@@ -151,7 +152,7 @@ impl Redirect {
                     .filter(|&p| p != 0)
                     .ok_or(unusable)?,
             ),
-            None => (authority.len(), 80),
+            None => (authority.len(), if tls { 443 } else { 80 }),
         };
         if host_len == 0 || authority.contains(&b'@') {
             return Err(unusable);
@@ -160,6 +161,7 @@ impl Redirect {
             authority: Some((start, end)),
             host: Some((start, start + host_len)),
             port,
+            tls,
             // An empty path is the root.
             target: if end == location.len() {
                 (0, 0)
@@ -418,6 +420,10 @@ mod tests {
         }
     }
 
+    fn part2(loc: &[u8], (a, b): (usize, usize)) -> &[u8] {
+        &loc[a..b]
+    }
+
     #[test]
     fn reads_a_redirect_location_as_authority_host_port_and_target() {
         let loc = b"http://127.0.0.1:9000/bucket/p?X-Amz-Signature=ab";
@@ -428,7 +434,15 @@ mod tests {
         assert_eq!(r.port, 9000);
         assert_eq!(part(r.target), b"/bucket/p?X-Amz-Signature=ab");
         let r = Redirect::parse(b"HTTP://bucket.example").unwrap();
-        assert_eq!((r.port, r.target), (80, (0, 0)), "no path: the root");
+        assert_eq!(
+            (r.port, r.tls, r.target),
+            (80, false, (0, 0)),
+            "no path: the root"
+        );
+        let loc = b"https://bucket.example/p";
+        let r = Redirect::parse(loc).unwrap();
+        assert_eq!((r.port, r.tls), (443, true));
+        assert_eq!(part2(loc, r.host.unwrap()), b"bucket.example");
         let r = Redirect::parse(b"/elsewhere?x=1").unwrap();
         assert_eq!(
             (r.authority, r.target),
@@ -441,7 +455,11 @@ mod tests {
     fn rejects_redirect_locations_it_cannot_follow() {
         for (bad, want) in [
             (&b""[..], HttpError::RedirectWithoutLocation { status: 0 }),
-            (b"https://bucket.example/p", HttpError::RedirectToHttps),
+            (b"file:///etc/passwd", HttpError::RedirectNotHttp),
+            (
+                b"https://",
+                HttpError::RedirectWithoutLocation { status: 0 },
+            ),
             (b"ftp://bucket.example/p", HttpError::RedirectNotHttp),
             (
                 b"//bucket.example/p",

@@ -138,12 +138,26 @@ pub fn trust() -> Trust {
 }
 
 pub fn device() -> Device {
+    let trust = match SEALED.with(std::cell::Cell::get) {
+        Some(key) => trust().with_device_key(device_agent::DeviceKey::new(key)),
+        None => trust(),
+    };
     Device {
         hw_class: HW_CLASS,
         accel: Accel::EthosU55_256,
         io_bindings: None,
-        trust: trust(),
+        trust,
     }
+}
+
+thread_local! {
+    /// The device key [`device`] gives the test running on this thread (`None`: CRC records).
+    static SEALED: std::cell::Cell<Option<[u8; 32]>> = const { std::cell::Cell::new(None) };
+}
+
+/// From now on, on this thread, [`device`] authenticates its records under `key`.
+pub fn seal_records_with(key: Option<[u8; 32]>) {
+    SEALED.with(|s| s.set(key));
 }
 
 /// A second signing key, for rotations.

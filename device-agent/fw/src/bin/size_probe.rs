@@ -14,8 +14,8 @@ use core::ptr::{addr_of, addr_of_mut, read_volatile};
 
 use cortex_m_rt::entry;
 use device_agent::{
-    Agent, Arena, Device, Layout, NorCounter, RecordingNpu, Report, Transport, TransportError,
-    Trust,
+    Agent, Arena, Device, DeviceKey, Layout, NorCounter, RecordingNpu, Report, Transport,
+    TransportError, Trust,
 };
 use embedded_storage::nor_flash::{
     ErrorType, NorFlash, NorFlashError, NorFlashErrorKind, ReadNorFlash,
@@ -177,8 +177,11 @@ fn main() -> ! {
             read_volatile(addr_of!(ROOT)),
         )
     };
-    // With a release key and root: the release check and the release record are linked in.
-    let Ok(trust) = Trust::new(&[key], &[root]).and_then(|t| t.with_release(&[key], &[root]))
+    // With a release key and root: the release check and the release record are linked in;
+    // with a device key, the records' MAC (issue 35).
+    let Ok(trust) = Trust::new(&[key], &[root])
+        .and_then(|t| t.with_release(&[key], &[root]))
+        .map(|t| t.with_device_key(DeviceKey::new(root)))
     else {
         loop {
             cortex_m::asm::wfi();

@@ -104,6 +104,21 @@ fn capture(path: &Path) -> (Vec<u8>, Vec<u8>, Vec<Vec<u8>>) {
     (up, down, frames)
 }
 
+/// The TCP frames of a capture: how many, their bytes on the wire (Ethernet headers included),
+/// and the TCP payload among them. For the figures (docs/performance.md).
+fn wire_bytes(pcap: &Path) -> (usize, usize, usize) {
+    let (up, down, frames) = capture(pcap);
+    let tcp: Vec<&Vec<u8>> = frames
+        .iter()
+        .filter(|f| f.len() >= 34 && f[12..14] == [0x08, 0x00] && f[23] == 6)
+        .collect();
+    (
+        tcp.len(),
+        tcp.iter().map(|f| f.len()).sum(),
+        up.len() + down.len(),
+    )
+}
+
 /// Whether `needle` appears in `hay`.
 fn contains(hay: &[u8], needle: &[u8]) -> bool {
     hay.windows(needle.len()).any(|w| w == needle)
@@ -212,6 +227,10 @@ fn the_firmware_installs_and_rolls_back_over_tls_with_nothing_in_clear() {
         &["--pcap", pcap.to_str().unwrap()],
     );
     assert!(status.success(), "{log}");
+    let (frames, bytes, payload) = wire_bytes(&pcap);
+    println!(
+        "wire: a nothing-new poll over plain HTTP: {frames} TCP frames, {bytes} bytes ({payload} of TCP payload)"
+    );
     let (up, _, _) = capture(&pcap);
     assert!(
         contains(&up, plain_token.as_bytes()),
@@ -248,8 +267,14 @@ fn rejects_a_server_the_ca_file_does_not_vouch_for() {
 
     // Accepted: the server's own key, pinned.
     let pinned = write("pinned.pem", &public_key(&leaf));
-    let (status, log) = boot(&base, &["--ca", &pinned]);
+    let pcap = dir.path().join("pinned.pcap");
+    let (status, log) = boot(&base, &["--ca", &pinned, "--pcap", pcap.to_str().unwrap()]);
     assert!(status.success(), "{log}");
+    let (frames, bytes, payload) = wire_bytes(&pcap);
+    println!(
+        "wire: a nothing-new poll over TLS 1.3, full handshake: {frames} TCP frames, {bytes} bytes \
+         ({payload} of TCP payload)"
+    );
     assert!(log.contains("the server's P-256 key, pinned"), "{log}");
     assert!(log.contains("up to date: sequence 0"), "{log}");
     let seen = fleet.device("dev-1");

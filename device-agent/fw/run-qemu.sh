@@ -17,6 +17,7 @@
 # seeded from the host's /dev/urandom unless --tls-seed gives 64 hex digits. That seed is a DEMO:
 # QEMU's board has no TRNG, a device seeds from its own. --pcap FILE records every frame of the
 # guest's NIC (QEMU's filter-dump) into FILE, to see what crosses the wire.
+# NPUB_QEMU_EXTRA adds QEMU flags (docs/performance.md: -icount shift=0 for the handshake's count).
 # NPUB_FW_ELF=path skips the build and boots that image. Ctrl-A X quits QEMU.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"

@@ -87,10 +87,7 @@ fn main() -> ! {
             debug::EXIT_FAILURE
         }
     };
-    hprintln!(
-        "stack: {} bytes at the deepest",
-        stack::peak(stack::top()).0
-    );
+    hprintln!("stack: {} bytes at the deepest", stack::deepest_overall());
     debug::exit(code);
     halt()
 }
@@ -149,7 +146,8 @@ fn run() -> Result<(), Fail> {
     let line = semi::cmdline(cmdline).ok_or(Fail::Args("semihosting gave no command line"))?;
     let args = args::parse(line).map_err(Fail::Args)?;
     let trust = trust(&args)?;
-    let tls_trust = tls_trust(&args, ca_der)?;
+    // The record buffer is free until the link takes it: the PEM is read into it.
+    let tls_trust = tls_trust(&args, ca_der, &mut tls_read[..])?;
 
     let slot_bytes = args.slot_kib.saturating_mul(1024);
     if slot_bytes == 0 || slot_bytes as usize > (XIP_BYTES - 4 * BANK_BYTES as usize) / 2 {
@@ -258,15 +256,20 @@ fn trust(args: &Args) -> Result<Trust, Fail> {
         .map_err(|_| Fail::Args("--release-trust/--release-root: unusable keys"))
 }
 
-/// The `--ca` anchor and the handshake's generator, seeded by the TRNG stand-in.
-fn tls_trust(args: &Args, der: &'static mut [u8]) -> Result<Option<tls::Trust>, Fail> {
+/// The `--ca` anchor and the handshake's generator, seeded by the TRNG stand-in; the PEM is read
+/// into `scratch` (not a buffer of its own on the stack: its frame would lie below every poll's).
+fn tls_trust(
+    args: &Args,
+    der: &'static mut [u8],
+    scratch: &mut [u8],
+) -> Result<Option<tls::Trust>, Fail> {
     let (Some(path), Some(seed)) = (args.ca, args.tls_seed) else {
         return Ok(None);
     };
     let file =
         semi::File::open(path, semi::Mode::Read).ok_or(Fail::Trust("--ca", path, "cannot open"))?;
-    let mut pem = [0u8; 2 * CA_DER_BYTES];
-    let n = file.read(&mut pem);
+    let pem = &mut scratch[..2 * CA_DER_BYTES];
+    let n = file.read(pem);
     let anchor =
         x509::Anchor::from_pem(&pem[..n], der).map_err(|e| Fail::Trust("--ca", path, e.what()))?;
     let what = match anchor {
@@ -401,6 +404,9 @@ fn poll_loop(
         }
         hprintln!("poll: after sequence {}", state.last_sequence());
         let (t0, s0) = (clock::now_ms(), t.io.stats());
+        // Painted afresh: the figure is this poll's alone, whatever ran deeper before it (the
+        // whole run's deepest is kept by `stack::repaint`).
+        stack::repaint();
         let sp = stack::sp();
         let outcome = poll_once(agent, t, npu, arena);
         let poll_stack = stack::peak(sp).1;

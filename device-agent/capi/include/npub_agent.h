@@ -162,6 +162,15 @@
 // A transport callback: the connection failed or broke.
 #define NPUB_IO_ERROR -2
 
+// `stream.connect` with `NPUB_TRANSPORT_TLS_STREAM`: the server's certificate was refused (not
+// issued by the CA the firmware trusts, another host name, expired …; your TLS stack's log says
+// which).
+#define NPUB_IO_TLS_CERTIFICATE -3
+
+// `stream.connect` with `NPUB_TRANSPORT_TLS_STREAM`: the TLS handshake failed otherwise (an
+// alert, no common version or cipher, a bad record).
+#define NPUB_IO_TLS_HANDSHAKE -4
+
 // `fetch_manifest`: a manifest was written (its length in `*len`).
 #define NPUB_MANIFEST 1
 
@@ -173,6 +182,13 @@
 
 // Whole-request callbacks (`npub_config.requests`).
 #define NPUB_TRANSPORT_REQUESTS 2
+
+// The byte stream (`npub_config.stream`) to an `https://` server, TLS done by the firmware's own
+// stack (mbedTLS on FSP): `stream.connect` returns 0 only once the handshake completed and the
+// server's certificate was verified (mbedTLS: `MBEDTLS_SSL_VERIFY_REQUIRED`, the URL's host
+// given to `mbedtls_ssl_set_hostname`), and `read`/`write` carry the plaintext. The agent writes
+// nothing, its token least of all, before that `connect` returned 0.
+#define NPUB_TRANSPORT_TLS_STREAM 3
 
 // NPU1 `accel` words (`npub_config.accel`).
 #define NPUB_ACCEL_U55_128 3
@@ -268,13 +284,16 @@ typedef struct {
 typedef struct {
   // Passed to every callback.
   void *ctx;
-  // `http://HOST[:PORT][/PATH]` (HOST an IPv4 literal or a name your connect resolves);
+  // `http://HOST[:PORT][/PATH]` (HOST an IPv4 literal or a name your connect resolves), or
+  // `https://…` with `NPUB_TRANSPORT_TLS_STREAM`;
   // NUL-terminated, kept by the caller while the agent lives.
   const char *server_url;
   // The device token; NUL-terminated, kept by the caller while the agent lives.
   const char *token;
   // Opens a connection to `host` (`host_len` bytes, not NUL-terminated) : `port`, giving up
-  // after `timeout_ms`: 0, `NPUB_IO_TIMEOUT` or `NPUB_IO_ERROR`.
+  // after `timeout_ms`: 0, `NPUB_IO_TIMEOUT` or `NPUB_IO_ERROR`. With
+  // `NPUB_TRANSPORT_TLS_STREAM`, the TLS handshake too (the server verified for `host`), or
+  // `NPUB_IO_TLS_CERTIFICATE` / `NPUB_IO_TLS_HANDSHAKE`.
   int32_t (*connect)(void*, const char*, size_t, uint16_t, uint32_t);
   // Reads at most `len` bytes: how many (1..len), 0 when the peer closed, `NPUB_IO_TIMEOUT`
   // when nothing arrived within a short wait (tens of ms), `NPUB_IO_ERROR`.

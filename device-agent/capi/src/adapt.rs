@@ -8,7 +8,7 @@
 use core::cell::Cell;
 use core::ffi::c_char;
 
-use device_agent::http_io::{Clock, HttpIo, Link};
+use device_agent::http_io::{Clock, HttpError, HttpIo, Link, TlsFailure};
 use device_agent::{
     CounterError, Mapped, MonotonicCounter, Npu, NpuRegisters, Report, Transport, TransportError,
 };
@@ -309,6 +309,8 @@ impl Mapped for CFlash {
 pub struct CLink {
     pub ops: npub_stream,
     pub fault: Option<Fault>,
+    /// `NPUB_TRANSPORT_TLS_STREAM`: `ops.connect` does the TLS handshake (`https://` only).
+    pub tls: bool,
 }
 
 /// A stream error: its kind.
@@ -411,6 +413,33 @@ impl Link for CLink {
             0 => Ok(()),
             NPUB_IO_ERROR => Err(ErrorKind::ConnectionRefused),
             rc => Err(self.code("stream.connect", rc).0),
+        }
+    }
+
+    fn connect_tls(&mut self, host: &str, port: u16, timeout_ms: u32) -> Result<(), HttpError> {
+        if !self.tls {
+            return Err(HttpError::Tls(TlsFailure::Unsupported));
+        }
+        let connect = self
+            .ops
+            .connect
+            .ok_or(HttpError::Connect(ErrorKind::NotConnected))?;
+        // SAFETY: `host` is live for `host.len()` bytes; the callback only reads it.
+        let rc = unsafe {
+            connect(
+                self.ops.ctx,
+                host.as_ptr().cast::<c_char>(),
+                host.len(),
+                port,
+                timeout_ms,
+            )
+        };
+        match rc {
+            0 => Ok(()),
+            NPUB_IO_ERROR => Err(HttpError::Connect(ErrorKind::ConnectionRefused)),
+            NPUB_IO_TLS_CERTIFICATE => Err(HttpError::Tls(TlsFailure::BadCertificate)),
+            NPUB_IO_TLS_HANDSHAKE => Err(HttpError::Tls(TlsFailure::Handshake)),
+            rc => Err(HttpError::Connect(self.code("stream.connect", rc).0)),
         }
     }
 

@@ -590,7 +590,7 @@ unsafe fn build(c: &npub_config) -> Result<Live, (i32, &'static str, Detail)> {
         last: Cell::new(0),
     };
     let transport = match c.transport {
-        NPUB_TRANSPORT_STREAM => {
+        NPUB_TRANSPORT_STREAM | NPUB_TRANSPORT_TLS_STREAM => {
             let s = &c.stream;
             for (missing, field) in [
                 (s.connect.is_none(), "stream.connect"),
@@ -613,6 +613,19 @@ unsafe fn build(c: &npub_config) -> Result<Live, (i32, &'static str, Detail)> {
                 .to_str()
                 .map_err(|_| bad(ConfigError::NotUtf8("stream.token")))?;
             let mut http = HttpConfig::new(url, token).map_err(|e| bad(ConfigError::Http(e)))?;
+            let tls = c.transport == NPUB_TRANSPORT_TLS_STREAM;
+            if http.server().is_tls() != tls {
+                return Err(bad(ConfigError::Invalid(
+                    "transport",
+                    u64::from(c.transport),
+                    if tls {
+                        "NPUB_TRANSPORT_TLS_STREAM needs an https:// stream.server_url"
+                    } else {
+                        "an https:// stream.server_url needs NPUB_TRANSPORT_TLS_STREAM (stream.connect \
+                         does the TLS handshake)"
+                    },
+                )));
+            }
             if s.window_bytes != 0 {
                 http = http.with_window_bytes(s.window_bytes);
             }
@@ -624,6 +637,7 @@ unsafe fn build(c: &npub_config) -> Result<Live, (i32, &'static str, Detail)> {
             let link = CLink {
                 ops: *s,
                 fault: None,
+                tls,
             };
             CTransport::Stream(HttpIo::new(link, clock(), http))
         }
@@ -646,7 +660,7 @@ unsafe fn build(c: &npub_config) -> Result<Live, (i32, &'static str, Detail)> {
             return Err(bad(ConfigError::Invalid(
                 "transport",
                 other.into(),
-                "must be NPUB_TRANSPORT_STREAM (1) or NPUB_TRANSPORT_REQUESTS (2)",
+                "must be NPUB_TRANSPORT_STREAM (1), NPUB_TRANSPORT_REQUESTS (2) or NPUB_TRANSPORT_TLS_STREAM (3)",
             )));
         }
     };

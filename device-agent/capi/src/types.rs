@@ -149,6 +149,13 @@ pub const NPUB_E_ABI: i32 = -19;
 pub const NPUB_IO_TIMEOUT: i32 = -1;
 /// A transport callback: the connection failed or broke.
 pub const NPUB_IO_ERROR: i32 = -2;
+/// `stream.connect` with `NPUB_TRANSPORT_TLS_STREAM`: the server's certificate was refused (not
+/// issued by the CA the firmware trusts, another host name, expired …; your TLS stack's log says
+/// which).
+pub const NPUB_IO_TLS_CERTIFICATE: i32 = -3;
+/// `stream.connect` with `NPUB_TRANSPORT_TLS_STREAM`: the TLS handshake failed otherwise (an
+/// alert, no common version or cipher, a bad record).
+pub const NPUB_IO_TLS_HANDSHAKE: i32 = -4;
 /// `fetch_manifest`: a manifest was written (its length in `*len`).
 pub const NPUB_MANIFEST: i32 = 1;
 /// `fetch_manifest`: the server has nothing newer.
@@ -158,6 +165,12 @@ pub const NPUB_NO_MANIFEST: i32 = 0;
 pub const NPUB_TRANSPORT_STREAM: u32 = 1;
 /// Whole-request callbacks (`npub_config.requests`).
 pub const NPUB_TRANSPORT_REQUESTS: u32 = 2;
+/// The byte stream (`npub_config.stream`) to an `https://` server, TLS done by the firmware's own
+/// stack (mbedTLS on FSP): `stream.connect` returns 0 only once the handshake completed and the
+/// server's certificate was verified (mbedTLS: `MBEDTLS_SSL_VERIFY_REQUIRED`, the URL's host
+/// given to `mbedtls_ssl_set_hostname`), and `read`/`write` carry the plaintext. The agent writes
+/// nothing, its token least of all, before that `connect` returned 0.
+pub const NPUB_TRANSPORT_TLS_STREAM: u32 = 3;
 
 /// NPU1 `accel` words (`npub_config.accel`).
 pub const NPUB_ACCEL_U55_128: u32 = 3;
@@ -229,13 +242,16 @@ pub struct npub_layout {
 pub struct npub_stream {
     /// Passed to every callback.
     pub ctx: *mut c_void,
-    /// `http://HOST[:PORT][/PATH]` (HOST an IPv4 literal or a name your connect resolves);
+    /// `http://HOST[:PORT][/PATH]` (HOST an IPv4 literal or a name your connect resolves), or
+    /// `https://…` with `NPUB_TRANSPORT_TLS_STREAM`;
     /// NUL-terminated, kept by the caller while the agent lives.
     pub server_url: *const c_char,
     /// The device token; NUL-terminated, kept by the caller while the agent lives.
     pub token: *const c_char,
     /// Opens a connection to `host` (`host_len` bytes, not NUL-terminated) : `port`, giving up
-    /// after `timeout_ms`: 0, `NPUB_IO_TIMEOUT` or `NPUB_IO_ERROR`.
+    /// after `timeout_ms`: 0, `NPUB_IO_TIMEOUT` or `NPUB_IO_ERROR`. With
+    /// `NPUB_TRANSPORT_TLS_STREAM`, the TLS handshake too (the server verified for `host`), or
+    /// `NPUB_IO_TLS_CERTIFICATE` / `NPUB_IO_TLS_HANDSHAKE`.
     pub connect: Option<unsafe extern "C" fn(*mut c_void, *const c_char, usize, u16, u32) -> i32>,
     /// Reads at most `len` bytes: how many (1..len), 0 when the peer closed, `NPUB_IO_TIMEOUT`
     /// when nothing arrived within a short wait (tens of ms), `NPUB_IO_ERROR`.

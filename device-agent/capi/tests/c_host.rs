@@ -2,8 +2,15 @@
 //! UndefinedBehaviorSanitizer and linked with this crate's static library, pulls a deployment
 //! from a real npub server on loopback over a POSIX socket, installs, binds and prints the job;
 //! then (memory transport, the server's own manifests and packs) the bad calls, a failed
-//! self-test, and a power cut at every flash operation of one upgrade.
+//! self-test, and a power cut at every flash operation of one upgrade. Over TLS
+//! (`NPUB_TRANSPORT_TLS_STREAM`): the C program's own TLS stack (OpenSSL on the host, standing in
+//! for the mbedTLS of an FSP build) behind the same four stream callbacks installs from a server
+//! started with a certificate, and refuses it under another CA.
 mod common;
+
+/// The server tests' certificates (a CA, server certificates), made in the test.
+#[path = "../../../server/tests/tls/certs.rs"]
+mod certs;
 
 use std::path::PathBuf;
 use std::process::Command;
@@ -28,15 +35,12 @@ fn staticlib() -> PathBuf {
     lib
 }
 
-#[test]
-fn a_c_program_installs_from_a_real_server_and_survives_every_power_cut() {
-    let dir = tempfile::tempdir().unwrap();
-    let fleet = LiveServer::start(&dir.path().join("server"));
-    let served = fleet.deploy_two_versions();
-    let data = dir.path().join("data.c");
-    write_data_c(&served, &data);
+/// The C program (`agent_test.c`, `host_main.c`, the served packs in `data.c`) built in `dir`.
+fn host_program(dir: &std::path::Path, served: &common::Served) -> PathBuf {
+    let data = dir.join("data.c");
+    write_data_c(served, &data);
     let c = crate_dir().join("tests/c");
-    let exe = dir.path().join("host_test");
+    let exe = dir.join("host_test");
     run(Command::new("gcc")
         .args(["-std=c99", "-g", "-O1", "-Wall", "-Wextra", "-Werror"])
         .args([
@@ -52,8 +56,17 @@ fn a_c_program_installs_from_a_real_server_and_survives_every_power_cut() {
         .arg(c.join("host_main.c"))
         .arg(&data)
         .arg(staticlib())
-        .args(["-lpthread", "-ldl", "-lm", "-o"])
+        .args(["-lssl", "-lcrypto", "-lpthread", "-ldl", "-lm", "-o"])
         .arg(&exe));
+    exe
+}
+
+#[test]
+fn a_c_program_installs_from_a_real_server_and_survives_every_power_cut() {
+    let dir = tempfile::tempdir().unwrap();
+    let fleet = LiveServer::start(&dir.path().join("server"));
+    let served = fleet.deploy_two_versions();
+    let exe = host_program(dir.path(), &served);
     let out = run(Command::new(&exe)
         .arg(&fleet.url)
         .arg(&served.token)
@@ -64,5 +77,41 @@ fn a_c_program_installs_from_a_real_server_and_survives_every_power_cut() {
     assert!(out.contains("driver payload in the arena"), "{out}");
     assert!(out.contains("PASSED: 0 failures"), "{out}");
     // The server saw the C device install the pack.
+    fleet.stop();
+}
+
+#[test]
+fn a_c_program_installs_over_its_own_tls_stream_and_refuses_another_ca() {
+    let dir = tempfile::tempdir().unwrap();
+    let ca = certs::Ca::new("npub test CA");
+    let (cert, key) = ca
+        .server(&["localhost", "127.0.0.1"], certs::Validity::Now)
+        .write(dir.path(), "server");
+    let fleet = LiveServer::start_tls(&dir.path().join("server"), &cert, &key);
+    assert!(
+        fleet.device_url.starts_with("https://"),
+        "{}",
+        fleet.device_url
+    );
+    let served = fleet.deploy_two_versions();
+    let exe = host_program(dir.path(), &served);
+    let ca_file = ca.write(dir.path(), "ca");
+    let other = certs::Ca::new("another CA").write(dir.path(), "other-ca");
+    let out = run(Command::new(&exe)
+        .arg("--tls")
+        .arg(&fleet.device_url)
+        .arg(&served.token)
+        .arg(&ca_file)
+        .arg(&other)
+        .env("ASAN_OPTIONS", "detect_leaks=0:abort_on_error=1")
+        .env("UBSAN_OPTIONS", "print_stacktrace=1"));
+    println!("{out}");
+    assert!(out.contains("installed over TLS: slot"), "{out}");
+    assert!(out.contains("tls: 1 handshakes"), "{out}");
+    assert!(
+        out.contains("under another CA: ") && out.contains("TLS: the server's certificate"),
+        "{out}"
+    );
+    assert!(out.contains("PASSED: 0 failures"), "{out}");
     fleet.stop();
 }

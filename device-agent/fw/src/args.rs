@@ -16,6 +16,8 @@
 //! | `--watchdog-ms N`  | arm the CMSDK watchdog: the board resets after N ms without a feed (`watchdog.rs`) | off |
 //! | `--starve-once F`  | with `--watchdog-ms`: stop feeding once the download passes 256 KiB, unless `F` exists (then create it) | off |
 //! | `--demo-device-key` | authenticate the flash records under the QEMU demo's device key (public: a demonstration, not a secret; `main.rs`) | CRC only |
+//! | `--ca FILE`        | with an `https://` server: a PEM file, the CA that issued the server's certificate (or that certificate, pinned) or the server's `PUBLIC KEY`, pinned; P-256 only (`x509.rs`) | none: `https://` is refused |
+//! | `--tls-seed HEX`   | with `--ca`: 64 hex digits, the seed of the handshake's random generator. QEMU has no TRNG: a DEMO stand-in (`run-qemu.sh` draws it from the host's `/dev/urandom`) | required with `--ca` |
 //! | `--attempts N`     | with `--once`: polls that failed for the network or the flash before giving up (exit 1) | 100 |
 //!
 //! Values cannot contain spaces. Anything before the first `--` word (QEMU puts the kernel's
@@ -48,6 +50,8 @@ pub struct Args {
     pub watchdog_ms: u32,
     pub starve_once: Option<&'static str>,
     pub demo_device_key: bool,
+    pub ca: Option<&'static str>,
+    pub tls_seed: Option<[u8; 32]>,
 }
 
 /// Parses `line`; the error names the flag.
@@ -72,6 +76,8 @@ pub fn parse(line: &'static str) -> Result<Args, &'static str> {
         watchdog_ms: 0,
         starve_once: None,
         demo_device_key: false,
+        ca: None,
+        tls_seed: None,
     };
     let (mut trusts, mut roots, mut releases, mut release_roots) = (0, 0, 0, 0);
     while let Some(flag) = words.next() {
@@ -139,6 +145,11 @@ pub fn parse(line: &'static str) -> Result<Args, &'static str> {
                     "--watchdog-ms: not a number",
                 )?
             }
+            "--ca" => args.ca = Some(value("--ca needs a file")?),
+            "--tls-seed" => {
+                let v = value("--tls-seed needs 64 hex digits")?;
+                args.tls_seed = Some(hex32(v).ok_or("--tls-seed: not 64 hex digits")?);
+            }
             "--starve-once" => args.starve_once = Some(value("--starve-once needs a file")?),
             _ => return Err("unknown flag (see fw/src/args.rs)"),
         }
@@ -149,6 +160,9 @@ pub fn parse(line: &'static str) -> Result<Args, &'static str> {
     if trusts == 0 {
         return Err("--trust is required");
     }
+    if args.ca.is_some() && args.tls_seed.is_none() {
+        return Err("--tls-seed is required with --ca (the board's TRNG stand-in on QEMU)");
+    }
     Ok(args)
 }
 
@@ -156,10 +170,12 @@ pub fn parse(line: &'static str) -> Result<Args, &'static str> {
 pub fn trust_key(text: &[u8]) -> Option<[u8; 32]> {
     let text = core::str::from_utf8(text).ok()?;
     let line = text.lines().map(str::trim).find(|l| !l.is_empty())?;
-    let hex = line
-        .strip_prefix("npub-ed25519-public-v1 ")?
-        .trim()
-        .as_bytes();
+    hex32(line.strip_prefix("npub-ed25519-public-v1 ")?.trim())
+}
+
+/// 64 hex digits as 32 bytes.
+fn hex32(text: &str) -> Option<[u8; 32]> {
+    let hex = text.as_bytes();
     if hex.len() != 64 {
         return None;
     }

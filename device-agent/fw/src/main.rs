@@ -19,7 +19,9 @@ mod logged;
 mod net;
 mod semi;
 mod stack;
+mod tls;
 mod watchdog;
+mod x509;
 
 use core::ptr::addr_of_mut;
 
@@ -39,6 +41,7 @@ use file_nor::{FileNor, Opened};
 use lan9118::Lan9118;
 use logged::Logged;
 use net::Net;
+use tls::TlsNet;
 
 /// Journal banks of one sector (32 records each); progress journalled every 16 KiB.
 const BANK_BYTES: u32 = file_nor::ERASE as u32;
@@ -62,6 +65,13 @@ static mut CMDLINE: [u8; 1024] = [0; 1024];
 static mut SOCKETS: [SocketStorage<'static>; 2] = [SocketStorage::EMPTY; 2];
 static mut TCP_RX: [u8; net::TCP_RX_BYTES] = [0; net::TCP_RX_BYTES];
 static mut TCP_TX: [u8; net::TCP_TX_BYTES] = [0; net::TCP_TX_BYTES];
+/// The network stack, kept in place for the whole run (the link refers to it).
+static mut NET: Option<Net<'static>> = None;
+static mut TLS_READ: [u8; tls::READ_RECORD_BYTES] = [0; tls::READ_RECORD_BYTES];
+static mut TLS_WRITE: [u8; tls::WRITE_RECORD_BYTES] = [0; tls::WRITE_RECORD_BYTES];
+/// The `--ca` file's DER (a certificate or a key).
+static mut CA_DER: [u8; CA_DER_BYTES] = [0; CA_DER_BYTES];
+const CA_DER_BYTES: usize = 2048;
 
 type Flash = FileNor;
 
@@ -82,10 +92,7 @@ fn main() -> ! {
             debug::EXIT_FAILURE
         }
     };
-    hprintln!(
-        "stack: {} bytes at the deepest",
-        stack::peak(stack::top()).0
-    );
+    hprintln!("stack: {} bytes at the deepest", stack::deepest_overall());
     debug::exit(code);
     halt()
 }
@@ -133,6 +140,14 @@ fn run() -> Result<(), Fail> {
             &mut *addr_of_mut!(TCP_TX),
         )
     };
+    // SAFETY: as above.
+    let (tls_read, tls_write, ca_der) = unsafe {
+        (
+            &mut *addr_of_mut!(TLS_READ),
+            &mut *addr_of_mut!(TLS_WRITE),
+            &mut *addr_of_mut!(CA_DER),
+        )
+    };
     let line = semi::cmdline(cmdline).ok_or(Fail::Args("semihosting gave no command line"))?;
     let args = args::parse(line).map_err(Fail::Args)?;
     let trust = trust(&args)?;
@@ -142,6 +157,8 @@ fn run() -> Result<(), Fail> {
     } else {
         trust
     };
+    // The record buffer is free until the link takes it: the PEM is read into it.
+    let tls_trust = tls_trust(&args, ca_der, &mut tls_read[..])?;
 
     let slot_bytes = args.slot_kib.saturating_mul(1024);
     if slot_bytes == 0 || slot_bytes as usize > (XIP_BYTES - 4 * BANK_BYTES as usize) / 2 {
@@ -189,6 +206,9 @@ fn run() -> Result<(), Fail> {
         ^ semi::unix_time();
     let mut net = Net::new(nic, sockets, tcp_rx, tcp_tx, seed);
     let (addr, router) = net.up(DHCP_MS).ok_or(Fail::NoDhcp)?;
+    // SAFETY: `run` is called once; this is the only reference ever made to `NET`.
+    let net = unsafe { (*addr_of_mut!(NET)).insert(net) };
+    let net = TlsNet::new(net, tls_trust, tls_read, tls_write);
     let m = mac;
     hprintln!(
         "net: {} via {} (LAN9118 {:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x})",
@@ -210,13 +230,15 @@ fn run() -> Result<(), Fail> {
         watchdog::arm(args.watchdog_ms);
         hprintln!("watchdog: armed at {} ms", args.watchdog_ms);
     }
-    let link = core::mem::size_of::<Net<'_>>();
+    let link = core::mem::size_of::<TlsNet>();
     hprintln!(
-        "ram: transport {} B, link {} B (smoltcp interface, LAN9118 frames {} B), TCP buffers {} B, \
-         socket storage {} B",
-        core::mem::size_of::<HttpIo<'_, Net<'_>, SysClock>>() - link,
-        link,
+        "ram: transport {} B, link {} B (smoltcp interface, LAN9118 frames {} B), TLS state {} B, \
+         TLS records {} B, TCP buffers {} B, socket storage {} B",
+        core::mem::size_of::<HttpIo<'_, TlsNet, SysClock>>() - link,
+        core::mem::size_of::<Net<'static>>(),
         core::mem::size_of::<Lan9118>(),
+        link,
+        tls::READ_RECORD_BYTES + tls::WRITE_RECORD_BYTES,
         net::TCP_RX_BYTES + net::TCP_TX_BYTES,
         core::mem::size_of::<[SocketStorage<'static>; 2]>()
     );
@@ -243,6 +265,33 @@ fn trust(args: &Args) -> Result<Trust, Fail> {
             &release_roots[..release_root_count],
         )
         .map_err(|_| Fail::Args("--release-trust/--release-root: unusable keys"))
+}
+
+/// The `--ca` anchor and the handshake's generator, seeded by the TRNG stand-in; the PEM is read
+/// into `scratch` (not a buffer of its own on the stack: its frame would lie below every poll's).
+fn tls_trust(
+    args: &Args,
+    der: &'static mut [u8],
+    scratch: &mut [u8],
+) -> Result<Option<tls::Trust>, Fail> {
+    let (Some(path), Some(seed)) = (args.ca, args.tls_seed) else {
+        return Ok(None);
+    };
+    let file =
+        semi::File::open(path, semi::Mode::Read).ok_or(Fail::Trust("--ca", path, "cannot open"))?;
+    let pem = &mut scratch[..2 * CA_DER_BYTES];
+    let n = file.read(pem);
+    let anchor =
+        x509::Anchor::from_pem(&pem[..n], der).map_err(|e| Fail::Trust("--ca", path, e.what()))?;
+    let what = match anchor {
+        x509::Anchor::Ca { .. } => "a P-256 certificate, the server's issuer or the server pinned",
+        x509::Anchor::Key(_) => "the server's P-256 key, pinned",
+    };
+    hprintln!("tls: --ca {}: {}", path, what);
+    hprintln!(
+        "tls: DEMO seed from the host (--tls-seed): QEMU's board has no TRNG; a device seeds from its own"
+    );
+    Ok(Some(tls::Trust::new(anchor, &mut tls::HostSeed(seed))))
 }
 
 /// The keys in `paths`, into `keys`; how many.
@@ -338,7 +387,7 @@ fn resumable(e: &Error) -> bool {
 #[inline(never)]
 fn poll_once(
     agent: &mut Agent<Flash, JournalOnly>,
-    t: &mut Logged<'_, Net<'_>>,
+    t: &mut Logged<'_, TlsNet>,
     npu: &mut RecordingNpu,
     arena: &mut Arena<'_>,
 ) -> Result<Poll, Error> {
@@ -348,7 +397,7 @@ fn poll_once(
 fn poll_loop(
     args: &Args,
     agent: &mut Agent<Flash, JournalOnly>,
-    t: &mut Logged<'_, Net<'_>>,
+    t: &mut Logged<'_, TlsNet>,
     npu: &mut RecordingNpu,
     arena: &mut Arena<'_>,
 ) -> Result<(), Fail> {
@@ -366,10 +415,23 @@ fn poll_loop(
         }
         hprintln!("poll: after sequence {}", state.last_sequence());
         let (t0, s0) = (clock::now_ms(), t.io.stats());
+        // Painted afresh: the figure is this poll's alone, whatever ran deeper before it (the
+        // whole run's deepest is kept by `stack::repaint`).
+        stack::repaint();
         let sp = stack::sp();
         let outcome = poll_once(agent, t, npu, arena);
         let poll_stack = stack::peak(sp).1;
         let (ms, s) = (clock::now_ms() - t0, t.io.stats());
+        let link = t.io.link();
+        if link.handshakes > 0 {
+            hprintln!(
+                "tls: {} handshakes so far (TLS 1.3, full), the last in {} ms ({} ms of it checking the \
+                 server's certificate and signature)",
+                link.handshakes,
+                link.last_handshake_ms,
+                link.last_checks_ms
+            );
+        }
         match outcome {
             Ok(Poll::UpToDate) => {
                 hprintln!("up to date: sequence {}", agent.state().last_sequence());

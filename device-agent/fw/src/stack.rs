@@ -1,6 +1,8 @@
 //! Peak stack use, measured by painting: fill the unused stack with a pattern before the work,
 //! then find the deepest word the work overwrote.
 use core::ptr::{addr_of, read_volatile, write_volatile};
+use core::sync::atomic::AtomicUsize;
+use core::sync::atomic::Ordering::Relaxed;
 
 /// A value the agent is unlikely to leave on the stack by chance.
 const PAINT: u32 = 0xC5AC_CE55;
@@ -60,4 +62,20 @@ pub fn sp() -> usize {
 pub fn peak(sp: usize) -> (usize, usize) {
     let d = deepest();
     (top() - d, sp.saturating_sub(d))
+}
+
+/// The deepest stack of the whole run, from the top of RAM, across [`repaint`]s (only the main
+/// thread touches it: load and store suffice).
+static DEEPEST: AtomicUsize = AtomicUsize::new(0);
+
+/// Keeps the deepest point so far, then paints again: what follows is measured alone.
+#[inline(never)]
+pub fn repaint() {
+    DEEPEST.store(deepest_overall(), Relaxed);
+    paint();
+}
+
+/// The deepest stack of the whole run (from the top of RAM).
+pub fn deepest_overall() -> usize {
+    DEEPEST.load(Relaxed).max(top() - deepest())
 }

@@ -192,7 +192,10 @@ pub enum Body {
 pub struct LiveServer {
     pub dir: PathBuf,
     pub addr: SocketAddr,
+    /// The operator API (the admin listener's, plain, when the server has one).
     pub url: String,
+    /// The device API: `https://` when the server speaks TLS.
+    pub device_url: String,
     http: reqwest::blocking::Client,
     rt: Option<tokio::runtime::Runtime>,
     shutdown: Option<tokio::sync::oneshot::Sender<()>>,
@@ -216,6 +219,7 @@ impl LiveServer {
             dir: dir.to_owned(),
             addr: "127.0.0.1:0".parse().unwrap(),
             url: String::new(),
+            device_url: String::new(),
             http: reqwest::blocking::Client::new(),
             rt: None,
             shutdown: None,
@@ -243,7 +247,8 @@ impl LiveServer {
         }
         let server = rt.block_on(Server::start(config)).expect("server starts");
         self.addr = server.local_addr();
-        self.url = format!("http://{}", self.addr);
+        self.url = format!("http://{}", server.admin_addr().unwrap_or(self.addr));
+        self.device_url = format!("{}://{}", server.scheme(), self.addr);
         let (tx, rx) = tokio::sync::oneshot::channel::<()>();
         self.task = Some(rt.spawn(server.run(async move {
             let _ = rx.await;

@@ -278,6 +278,21 @@ static int last_error_has(const char *needle) {
 
 /* ---- the checks ---- */
 
+/* A stream whose server is never reached (the scheme checks of bad_calls). */
+static int32_t refused_connect(void *ctx, const char *host, size_t host_len, uint16_t port, uint32_t timeout_ms) {
+  (void)ctx, (void)host, (void)host_len, (void)port, (void)timeout_ms;
+  return NPUB_IO_ERROR;
+}
+static int32_t refused_read(void *ctx, uint8_t *buf, size_t len) {
+  (void)ctx, (void)buf, (void)len;
+  return NPUB_IO_ERROR;
+}
+static int32_t refused_write(void *ctx, const uint8_t *buf, size_t len) {
+  (void)ctx, (void)buf, (void)len;
+  return NPUB_IO_ERROR;
+}
+static void refused_close(void *ctx) { (void)ctx; }
+
 static int bad_calls(void) {
   int failures = 0;
   ram_nor nor = {.mem = flash_mem};
@@ -339,6 +354,28 @@ static int bad_calls(void) {
   memset(msg, 'x', sizeof msg);
   npub_agent_last_error(&agent_storage, msg, 8);
   CHECK(msg[7] == '\0' && msg[8] == 'x', "truncation");
+  {
+    /* TLS is the firmware's stream's: an https:// server needs NPUB_TRANSPORT_TLS_STREAM (its
+     * connect does the handshake), and that transport takes https:// only. */
+    npub_stream plain = c.stream;
+    c.stream.ctx = NULL;
+    c.stream.token = "t0k3n";
+    c.stream.connect = refused_connect;
+    c.stream.read = refused_read;
+    c.stream.write = refused_write;
+    c.stream.close = refused_close;
+    c.transport = NPUB_TRANSPORT_STREAM;
+    c.stream.server_url = "https://127.0.0.1:8443";
+    CHECK(open_agent(&c) == NPUB_E_CONFIG && last_error_has("needs NPUB_TRANSPORT_TLS_STREAM"),
+          "https:// over a plain stream");
+    c.transport = NPUB_TRANSPORT_TLS_STREAM;
+    c.stream.server_url = "http://127.0.0.1:8080";
+    CHECK(open_agent(&c) == NPUB_E_CONFIG && last_error_has("needs an https://"), "http:// over a TLS stream");
+    c.stream.server_url = "https://127.0.0.1:8443";
+    CHECK(open_agent(&c) == NPUB_OK, "https:// over a TLS stream");
+    c.stream = plain;
+    c.transport = NPUB_TRANSPORT_REQUESTS;
+  }
 
   /* Out of order. */
   CHECK(open_agent(&c) == NPUB_OK, "open");

@@ -1,6 +1,10 @@
 /* The host program: installs the server's current deployment over a POSIX socket (the agent's
  * own HTTP client over the stream callbacks), then runs the shared checks. Usage:
- *   host_test URL TOKEN        exit 0 when every check passed */
+ *   host_test URL TOKEN        exit 0 when every check passed
+ *   host_test --tls HTTPS_URL TOKEN CA_FILE OTHER_CA_FILE
+ *                              the install over TLS: the stream callbacks are OpenSSL's (standing in
+ *                              for the mbedTLS of an FSP build), the server checked against
+ *                              CA_FILE; then refused under OTHER_CA_FILE */
 #define _POSIX_C_SOURCE 200809L
 #include <arpa/inet.h>
 #include <errno.h>
@@ -12,6 +16,10 @@
 #include <sys/time.h>
 #include <time.h>
 #include <unistd.h>
+
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+#include <openssl/x509v3.h>
 
 #include "agent_test.h"
 
@@ -75,6 +83,88 @@ static void sock_close(void *ctx) {
   sock *s = ctx;
   if (s->fd >= 0) close(s->fd);
   s->fd = -1;
+}
+
+/* The firmware's own TLS, behind the same four callbacks (NPUB_TRANSPORT_TLS_STREAM): connect
+ * returns only once the server's certificate verified for the host and the handshake completed. */
+typedef struct {
+  sock tcp;
+  SSL_CTX *ctx;
+  SSL *ssl;
+  long handshakes;
+} tls_sock;
+
+static void tls_close(void *ctx) {
+  tls_sock *t = ctx;
+  if (t->ssl) {
+    SSL_shutdown(t->ssl);
+    SSL_free(t->ssl);
+    t->ssl = NULL;
+  }
+  sock_close(&t->tcp);
+}
+
+static int32_t tls_connect(void *ctx, const char *host, size_t host_len, uint16_t port, uint32_t timeout_ms) {
+  tls_sock *t = ctx;
+  char name[64];
+  tls_close(t);
+  int32_t rc = sock_connect(&t->tcp, host, host_len, port, timeout_ms);
+  if (rc != 0) return rc;
+  memcpy(name, host, host_len);
+  name[host_len] = '\0';
+  /* The handshake may take the whole connect timeout; reads after it wait 50 ms, as plain ones. */
+  struct timeval hs = {timeout_ms / 1000, (long)(timeout_ms % 1000) * 1000L};
+  setsockopt(t->tcp.fd, SOL_SOCKET, SO_RCVTIMEO, &hs, sizeof hs);
+  t->ssl = SSL_new(t->ctx);
+  SSL_set_fd(t->ssl, t->tcp.fd);
+  X509_VERIFY_PARAM *param = SSL_get0_param(t->ssl);
+  if (X509_VERIFY_PARAM_set1_ip_asc(param, name) != 1) {
+    SSL_set_tlsext_host_name(t->ssl, name);
+    SSL_set1_host(t->ssl, name);
+  }
+  SSL_set_alpn_protos(t->ssl, (const unsigned char *)"\x08http/1.1", 9);
+  if (SSL_connect(t->ssl) != 1) {
+    long verify = SSL_get_verify_result(t->ssl);
+    printf("tls: handshake refused: %s\n", X509_verify_cert_error_string(verify));
+    tls_close(t);
+    return verify != X509_V_OK ? NPUB_IO_TLS_CERTIFICATE : NPUB_IO_TLS_HANDSHAKE;
+  }
+  struct timeval tv = {0, 50 * 1000};
+  setsockopt(t->tcp.fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  t->handshakes++;
+  return 0;
+}
+
+static int32_t tls_read(void *ctx, uint8_t *buf, size_t len) {
+  tls_sock *t = ctx;
+  if (!t->ssl) return NPUB_IO_ERROR;
+  int n = SSL_read(t->ssl, buf, (int)len);
+  if (n > 0) return n;
+  switch (SSL_get_error(t->ssl, n)) {
+  case SSL_ERROR_ZERO_RETURN: return 0;
+  case SSL_ERROR_WANT_READ: return NPUB_IO_TIMEOUT;
+  case SSL_ERROR_SYSCALL: return errno == EAGAIN || errno == EWOULDBLOCK ? NPUB_IO_TIMEOUT : NPUB_IO_ERROR;
+  default: return NPUB_IO_ERROR;
+  }
+}
+
+static int32_t tls_write(void *ctx, const uint8_t *buf, size_t len) {
+  tls_sock *t = ctx;
+  if (!t->ssl) return NPUB_IO_ERROR;
+  int n = SSL_write(t->ssl, buf, (int)len);
+  return n > 0 ? (int32_t)n : NPUB_IO_ERROR;
+}
+
+static SSL_CTX *tls_trusting(const char *ca_file) {
+  SSL_CTX *ctx = SSL_CTX_new(TLS_client_method());
+  SSL_CTX_set_min_proto_version(ctx, TLS1_3_VERSION);
+  SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, NULL);
+  SSL_CTX_set_options(ctx, SSL_OP_IGNORE_UNEXPECTED_EOF);
+  if (SSL_CTX_load_verify_locations(ctx, ca_file, NULL) != 1) {
+    fprintf(stderr, "cannot load %s\n", ca_file);
+    exit(2);
+  }
+  return ctx;
 }
 
 static uint8_t nor_mem[TEST_FLASH_BYTES] __attribute__((aligned(16)));
@@ -146,9 +236,73 @@ static int install_from_server(const char *url, const char *token) {
   return failures;
 }
 
+/* Boot a blank device and install over TLS, the firmware's TLS stack behind the stream
+ * callbacks; then the same server under another CA: refused before a request is written. */
+static int install_over_tls(const char *url, const char *token, const char *ca, const char *other_ca) {
+  int failures = 0;
+  ram_nor nor = {.mem = nor_mem};
+  tls_sock t = {.tcp = {-1}, .ctx = tls_trusting(ca)};
+  npub_config c;
+  npub_job job;
+  char msg[512];
+  memset(nor_mem, 0xFF, sizeof nor_mem);
+  test_config(&c, &nor, arena, NULL);
+  c.transport = NPUB_TRANSPORT_TLS_STREAM;
+  c.stream.ctx = &t;
+  c.stream.server_url = url;
+  c.stream.token = token;
+  c.stream.connect = tls_connect;
+  c.stream.read = tls_read;
+  c.stream.write = tls_write;
+  c.stream.close = tls_close;
+  c.stream.window_bytes = 32 * 1024;
+  c.budget_ms = 200;
+  int32_t rc = npub_agent_open(&agent, sizeof agent, &c);
+  npub_agent_last_error(&agent, msg, sizeof msg);
+  CHECK(rc == NPUB_OK, "open: %s: %s", npub_result_name(rc), msg);
+  rc = npub_agent_boot(&agent, &job);
+  CHECK(rc == NPUB_E_NO_PACK, "boot of a blank device: %s", npub_result_name(rc));
+  while ((rc = npub_agent_poll(&agent, &job)) == NPUB_IN_PROGRESS) {
+  }
+  npub_agent_last_error(&agent, msg, sizeof msg);
+  CHECK(rc == NPUB_PENDING, "poll over TLS: %s: %s", npub_result_name(rc), msg);
+  rc = npub_agent_confirm(&agent, 0, &job);
+  CHECK(rc == NPUB_OK, "confirm: %s", npub_result_name(rc));
+  test_print_job("installed over TLS", &job);
+  CHECK(job.sequence == npub_test_seq3 && job.pack_bytes == npub_test_pack2_len, "the deployed pack");
+  CHECK(memcmp(nor_mem + (job.slot ? c.layout.slot_offset[1] : c.layout.slot_offset[0]), npub_test_pack2,
+               npub_test_pack2_len) == 0, "the slot holds the server's pack byte for byte");
+  printf("tls: %ld handshakes\n", t.handshakes);
+  tls_close(&t);
+  SSL_CTX_free(t.ctx);
+
+  /* Another CA: connect refuses the certificate, the agent reports it and wrote nothing. */
+  t.ctx = tls_trusting(other_ca);
+  t.handshakes = 0;
+  memset(nor_mem, 0xFF, sizeof nor_mem);
+  rc = npub_agent_open(&agent, sizeof agent, &c);
+  CHECK(rc == NPUB_OK, "open: %s", npub_result_name(rc));
+  npub_agent_boot(&agent, &job);
+  rc = npub_agent_poll(&agent, &job);
+  npub_agent_last_error(&agent, msg, sizeof msg);
+  CHECK(rc == NPUB_E_TRANSPORT && strstr(msg, "TLS: the server's certificate"), "%s: %s",
+        npub_result_name(rc), msg);
+  CHECK(t.handshakes == 0, "no handshake completed");
+  printf("under another CA: %s\n", msg);
+  tls_close(&t);
+  SSL_CTX_free(t.ctx);
+  printf("install over TLS: %d failures\n", failures);
+  return failures;
+}
+
 int main(int argc, char **argv) {
+  if (argc == 6 && strcmp(argv[1], "--tls") == 0) {
+    int failures = install_over_tls(argv[2], argv[3], argv[4], argv[5]);
+    printf("%s: %d failures\n", failures ? "FAILED" : "PASSED", failures);
+    return failures ? 1 : 0;
+  }
   if (argc != 3) {
-    fprintf(stderr, "usage: %s URL TOKEN\n", argv[0]);
+    fprintf(stderr, "usage: %s URL TOKEN | --tls HTTPS_URL TOKEN CA_FILE OTHER_CA_FILE\n", argv[0]);
     return 2;
   }
   int failures = install_from_server(argv[1], argv[2]);

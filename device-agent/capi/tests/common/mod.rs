@@ -13,7 +13,10 @@ const ADMIN: &str = "npub_op_capi-admin-0123456789abcdef0123456789abcdef";
 
 /// A real npub server on its own runtime.
 pub struct LiveServer {
+    /// The operator API (plain: the admin listener when the server speaks TLS).
     pub url: String,
+    /// The device API (`https://` when the server speaks TLS).
+    pub device_url: String,
     http: reqwest::blocking::Client,
     rt: tokio::runtime::Runtime,
     shutdown: Option<tokio::sync::oneshot::Sender<()>>,
@@ -43,6 +46,20 @@ pub struct Rotation {
 
 impl LiveServer {
     pub fn start(dir: &Path) -> Self {
+        Self::start_with(dir, |_| {})
+    }
+
+    /// A server whose device API speaks TLS with the certificate chain and key at `cert`, `key`
+    /// (PEM); the operator API on a plain admin listener on loopback.
+    pub fn start_tls(dir: &Path, cert: &Path, key: &Path) -> Self {
+        Self::start_with(dir, |c| {
+            c.tls_cert = Some(cert.to_owned());
+            c.tls_key = Some(key.to_owned());
+            c.admin_listen = Some("127.0.0.1:0".parse().unwrap());
+        })
+    }
+
+    fn start_with(dir: &Path, tweak: impl FnOnce(&mut Config)) -> Self {
         let rt = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(1)
             .enable_all()
@@ -50,14 +67,20 @@ impl LiveServer {
             .unwrap();
         let mut config = Config::new(dir, "127.0.0.1:0".parse().unwrap());
         config.admin_token = Some(ADMIN.into());
+        tweak(&mut config);
         let server = rt.block_on(Server::start(config)).expect("server starts");
-        let url = format!("http://{}", server.local_addr());
+        let device_url = format!("{}://{}", server.scheme(), server.local_addr());
+        let url = format!(
+            "http://{}",
+            server.admin_addr().unwrap_or(server.local_addr())
+        );
         let (tx, rx) = tokio::sync::oneshot::channel::<()>();
         let task = rt.spawn(server.run(async move {
             let _ = rx.await;
         }));
         Self {
             url,
+            device_url,
             http: reqwest::blocking::Client::new(),
             rt,
             shutdown: Some(tx),

@@ -212,11 +212,20 @@ impl fmt::Display for IoBindingsError {
                 f,
                 "IO binding {record}: bytes is {bytes} but shape × element size is {expected}"
             ),
+            // The value itself with `std` only: formatting an `f32` links about 8 KB of code a
+            // device has no room for; its bits say the same.
+            #[cfg(feature = "std")]
             Self::BadScale { record, bits } => write!(
                 f,
                 "IO binding {record}: scale {} (bits {bits:#010x}) is not 0 or a positive finite \
                  number",
                 f32::from_bits(bits)
+            ),
+            #[cfg(not(feature = "std"))]
+            Self::BadScale { record, bits } => write!(
+                f,
+                "IO binding {record}: scale bits {bits:#010x} are not 0 or a positive finite \
+                 number"
             ),
             Self::ZeroPointWithoutScale { record, zero_point } => write!(
                 f,

@@ -44,6 +44,9 @@ pub struct NewDeployment {
     pub device: Option<String>,
     /// Staged rollout; omitted: everyone at once.
     pub rollout: Option<Rollout>,
+    /// Deploy even though the version's proof against its source model diverged (audited).
+    #[serde(default)]
+    pub override_proof: bool,
 }
 
 /// Where a deployment goes.
@@ -213,7 +216,7 @@ pub fn router() -> OpenApiRouter<AppState> {
         (status = 201, body = Deployment),
         (status = 200, body = Preview, description = "dry_run=true: what it would do; nothing is made"),
         (status = 401, body = ErrorBody), (status = 404, body = ErrorBody),
-        (status = 409, body = ErrorBody, description = "the model is marked release required and the version is not released"),
+        (status = 409, body = ErrorBody, description = "the model is marked release required and the version is not released, or the version's proof diverged and `override_proof` is not set"),
         (status = 422, body = ErrorBody),
     )
 )]
@@ -241,7 +244,15 @@ async fn create_deployment(
     };
     let rollout = body.rollout.unwrap_or_else(Rollout::immediate);
     if q.dry_run {
-        let p = preview(&state, &body.model, &body.version, target, &rollout).await?;
+        let p = preview(
+            &state,
+            &body.model,
+            &body.version,
+            target,
+            &rollout,
+            body.override_proof,
+        )
+        .await?;
         return Ok(JsonResponse(p).into_response());
     }
     let d = create(
@@ -252,6 +263,7 @@ async fn create_deployment(
         target,
         rollout,
         "deploy",
+        body.override_proof,
     )
     .await?;
     Ok((StatusCode::CREATED, JsonResponse(d)).into_response())
@@ -338,11 +350,13 @@ pub(crate) async fn preview(
     version: &str,
     target: Target,
     rollout: &Rollout,
+    override_proof: bool,
 ) -> Result<Preview, ApiError> {
     rollout.check()?;
     let mut conn = state.db.acquire().await?;
     let v = version_facts(&mut conn, model, version).await?;
     release_gate(&mut conn, model, version, &v).await?;
+    crate::catalog::proof::gate(&mut conn, model, version, v.id, override_proof).await?;
     let plan = plan_for(&mut conn, &v, &target, rollout).await?;
     let running: Vec<(String,)> = sqlx::query_as(
         "SELECT d.id FROM devices d JOIN versions v ON v.id = d.current_version_id \
@@ -402,6 +416,7 @@ struct VersionFacts {
 }
 
 /// Creates a deployment of `model`/`version` (shared with rollback); audited as `kind`.
+#[allow(clippy::too_many_arguments)]
 pub(crate) async fn create(
     state: &AppState,
     op: &Operator,
@@ -410,6 +425,7 @@ pub(crate) async fn create(
     target: Target,
     rollout: Rollout,
     kind: &str,
+    override_proof: bool,
 ) -> Result<Deployment, ApiError> {
     rollout.check()?;
     if let Some(g) = &target.group {
@@ -418,6 +434,8 @@ pub(crate) async fn create(
     let mut tx = FleetChange::begin(state).await?;
     let v = version_facts(&mut tx, model, version).await?;
     release_gate(&mut tx, model, version, &v).await?;
+    let overridden =
+        crate::catalog::proof::gate(&mut tx, model, version, v.id, override_proof).await?;
     plan_for(&mut tx, &v, &target, &rollout).await?;
     let mut classes: Vec<(i64,)> = sqlx::query_as(
         "SELECT DISTINCT hw_class FROM devices WHERE revoked_at IS NULL \
@@ -508,6 +526,7 @@ pub(crate) async fn create(
             detail: serde_json::json!({
                 "sequence": sequence, "model": model, "version": version, "sha256": v.sha256,
                 "group": target.group, "device": target.device, "rollout": rollout,
+                "override_proof": overridden,
             }),
         },
         Effect::Fleet,

@@ -196,7 +196,7 @@ pub async fn run(
     };
     let prepared = {
         let (pack, io_json) = (pack.to_owned(), io_json.to_owned());
-        cpu.run(move || prepare(&pack, &io_json)).await
+        within(settings, cpu.run(move || prepare(&pack, &io_json))).await
     };
     let prepared = match prepared {
         Ok(Ok(p)) => p,
@@ -268,17 +268,36 @@ async fn prove_against(
         Err(why) => return Proof::not_run(why),
     };
     let pack = pack.to_owned();
-    let compared = cpu
-        .run(move || {
+    let compared = within(
+        settings,
+        cpu.run(move || {
             let bytes = std::fs::read(&pack).map_err(|e| format!("reading the pack: {e}"))?;
             prove::compare(&bytes, &io, &sets, &reference, SEED)
                 .map_err(|e| format!("the functional model cannot run this pack: {e}"))
-        })
-        .await;
+        }),
+    )
+    .await;
     match compared {
         Ok(Ok(report)) => Proof::of(&report),
         Ok(Err(why)) => Proof::not_run(why),
         Err(e) => Proof::not_run(format!("the functional model failed: {e}")),
+    }
+}
+
+/// A CPU-pool job's answer, or why there is none: it panicked, or it took longer than
+/// `--proof-timeout` (the upload goes on without it; the job itself runs to its end on its pool
+/// thread, since a thread cannot be stopped from outside, and its answer is dropped).
+async fn within<T>(
+    settings: &Settings,
+    job: impl std::future::Future<Output = Result<Result<T, String>, crate::ops::cpu::JobFailed>>,
+) -> Result<Result<T, String>, String> {
+    match tokio::time::timeout(settings.timeout, job).await {
+        Ok(Ok(answer)) => Ok(answer),
+        Ok(Err(e)) => Err(e.to_string()),
+        Err(_) => Ok(Err(format!(
+            "the functional model took longer than {} s (--proof-timeout)",
+            settings.timeout.as_secs()
+        ))),
     }
 }
 

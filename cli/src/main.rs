@@ -32,6 +32,9 @@ enum Command {
     /// Prove a pack computes what its source .tflite computes (TFLite reference kernels vs the
     /// functional model on seeded random inputs).
     Prove(cmd::prove::Args),
+    /// Write a pack's golden vector as its self-test record (PACK.selftest): a seeded input and
+    /// the SHA-256 of the outputs the functional model computes for it.
+    Golden(cmd::golden::Args),
     /// Generate an ed25519 signing key: KEYFILE (mode 0600) and KEYFILE.pub.
     Keygen(cmd::keygen::Args),
     /// Sign a manifest for a pack: sequence, model, target, length, SHA-256, IO digest, expiry.
@@ -52,6 +55,7 @@ fn main() -> ExitCode {
         Command::Pack(args) => cmd::pack::run(args),
         Command::Run(args) => cmd::run::run(args),
         Command::Prove(args) => cmd::prove::run(args),
+        Command::Golden(args) => cmd::golden::run(args),
         Command::Keygen(args) => cmd::keygen::run(args),
         Command::Sign(args) => cmd::sign::run(args),
         Command::VerifyManifest(args) => cmd::verify_manifest::run(args),

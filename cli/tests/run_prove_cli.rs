@@ -241,3 +241,50 @@ fn rejects_prove_without_a_reference_interpreter() {
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(err.contains("tflite-runtime==2.14"), "{err}");
 }
+
+#[test]
+fn golden_writes_the_self_test_record_that_run_reproduces() {
+    let dir = TempDir::new("golden");
+    let p = pack(&dir.0, "fc");
+    let out = dir.0.join("fc.selftest");
+    let o = npub(&["golden", &text(&p), "-o", &text(&out)]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let record = std::fs::read(&out).unwrap();
+    let t = npub_core::release::SelfTest::parse(&record).unwrap();
+    // `npub run` on the record's input (one file per model input) hashes to its digest.
+    let json = std::fs::read_to_string(dir.0.join("fc.io.json")).unwrap();
+    let (io, _) = npub_core::io_bindings::from_json(&json).unwrap();
+    let inputs: Vec<PathBuf> = npu_model::golden::split_input(&io, t.input())
+        .unwrap()
+        .iter()
+        .enumerate()
+        .map(|(i, bytes)| {
+            let f = dir.0.join(format!("golden-input-{i}.bin"));
+            std::fs::write(&f, bytes).unwrap();
+            f
+        })
+        .collect();
+    assert_eq!(inputs.len(), 2, "fc has two inputs");
+    let o = run(&p, &inputs, &dir.0.join("out"));
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let outputs: Vec<u8> = files(&dir.0.join("out"), "output")
+        .iter()
+        .flat_map(|f| std::fs::read(f).unwrap())
+        .collect();
+    assert_eq!(
+        npu_model::golden::output_digest(&[outputs]),
+        t.output_sha256()
+    );
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert!(stdout.contains("ran"), "{stdout}");
+}
+
+#[test]
+fn rejects_golden_without_io_bindings() {
+    let dir = TempDir::new("golden-noio");
+    let p = pack(&dir.0, "fc");
+    std::fs::remove_file(dir.0.join("fc.io.json")).unwrap();
+    let o = npub(&["golden", &text(&p), "-o", &text(&dir.0.join("x"))]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("no IO bindings"));
+}

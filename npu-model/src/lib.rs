@@ -26,12 +26,14 @@
 
 mod error;
 mod fmap;
+pub mod golden;
 #[doc(hidden)]
 pub mod harness;
 mod machine;
 mod mlw;
 mod ops;
 pub mod prove;
+pub mod reference;
 mod rounding;
 
 pub use error::{RunError, WeightProblem};

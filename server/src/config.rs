@@ -243,6 +243,22 @@ pub struct Config {
     /// (for embedders and tests, which should not change their process's environment).
     #[arg(skip)]
     pub aws_overrides: Vec<(String, String)>,
+
+    /// The Python interpreter with tflite-runtime 2.14 and numpy < 2 that runs an upload's source
+    /// model (multipart part `source`) with TFLite's reference kernels, for the proof
+    /// (`catalog/proof.rs`). Unset, or missing at the time of an upload: the server runs and
+    /// stores uploads as before, and records the proof as "not run" with the reason.
+    #[arg(long, env = "NPUB_REFERENCE_PYTHON")]
+    pub reference_python: Option<PathBuf>,
+
+    /// Seconds the reference run of a proof may take before it is killed (the proof is then
+    /// recorded as not run).
+    #[arg(long, env = "NPUB_PROOF_TIMEOUT", default_value_t = crate::catalog::proof::DEFAULT_TIMEOUT_SECS)]
+    pub proof_timeout: u64,
+
+    /// Seeded random input sets a proof compares the pack and its source model on.
+    #[arg(long, env = "NPUB_PROOF_INPUTS", default_value_t = crate::catalog::proof::DEFAULT_INPUTS)]
+    pub proof_inputs: u32,
 }
 
 /// Default for `--max-uploads`: more operators uploading at once than a fleet has.
@@ -291,6 +307,9 @@ impl Config {
             min_free_space: crate::ops::disk::DEFAULT_MIN_FREE_SPACE,
             store_timeout: crate::store::DEFAULT_STORE_TIMEOUT.as_secs(),
             aws_overrides: Vec::new(),
+            reference_python: None,
+            proof_timeout: crate::catalog::proof::DEFAULT_TIMEOUT_SECS,
+            proof_inputs: crate::catalog::proof::DEFAULT_INPUTS,
             tls_cert: None,
             tls_key: None,
             tls12: false,

@@ -179,6 +179,13 @@ impl Server {
             ),
             write_lock: Arc::new(tokio::sync::Mutex::new(())),
             exposure: Arc::new(exposure),
+            proof: Arc::new(crate::catalog::proof::Settings {
+                python: config.reference_python.clone(),
+                timeout: std::time::Duration::from_secs(config.proof_timeout.max(1)),
+                inputs: config.proof_inputs,
+                memory_kib: npu_model::reference::DEFAULT_MEMORY_KIB,
+                workdir: data_dir.tmp(),
+            }),
         };
         // The admin listener's connections come out of the same descriptors.
         let admin_room = if admin_listener.is_some() {

@@ -49,6 +49,8 @@ pub struct AppState {
     pub cpu: Arc<CpuPool>,
     /// How the listeners carry traffic (TLS or plain, and where plain is exposed).
     pub exposure: Arc<crate::tls::Exposure>,
+    /// How uploads are proven against their source model (`catalog/proof.rs`).
+    pub proof: Arc<crate::catalog::proof::Settings>,
 }
 
 /// Request limits.

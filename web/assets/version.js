@@ -62,6 +62,7 @@ export async function renderVersion(main, [model, version], ctx) {
       ? h('p', { class: 'notice identical' }, `Byte-identical to ${v.identical_to.map((x) => `${v.model} ${x}`).join(', ')} (same SHA-256).`)
       : null,
     h('section', { 'aria-labelledby': 'summary-title' }, h('h2', { id: 'summary-title' }, 'Summary'), summary(v, keys)),
+    h('section', { 'aria-labelledby': 'proof-title', class: 'proof' }, h('h2', { id: 'proof-title' }, 'Proof against the source model'), proofSection(v)),
     h('section', { 'aria-labelledby': 'release-title', class: 'release' }, h('h2', { id: 'release-title' }, 'Release'), releaseSection(v, release, m, ctx)),
     h('section', { 'aria-labelledby': 'header-title' }, h('h2', { id: 'header-title' }, 'Header'), headerTable(report)),
     h('section', { 'aria-labelledby': 'regions-title' }, h('h2', { id: 'regions-title' }, 'Regions'), regionTable(report), inspectFooter(report)),
@@ -90,6 +91,59 @@ function summary(v, keys) {
         : 'not visible to this token',
     ],
   ]);
+}
+
+/** The badge text of each proof status (`catalog/proof.rs`). */
+const PROOF_BADGE = { bit_exact: 'bit-exact', diverged: 'diverged', not_run: 'not run' };
+
+/**
+ * The proof that the pack computes what its source model computes: the verdict, one line per
+ * output (or why it was not run), where an output diverged, and the golden vector a device's
+ * self-test reproduces.
+ */
+function proofSection(v) {
+  const p = v.proof;
+  const golden = v.golden
+    ? facts([
+        ['Golden input', `${bytes(v.golden.input_bytes)}, SHA-256 ${v.golden.input_sha256}`],
+        ['Golden output SHA-256', digest(v.golden.output_sha256)],
+        ['Self-test record SHA-256', v.golden.selftest_sha256 ? digest(v.golden.selftest_sha256) : 'input too large for a record'],
+      ])
+    : h('p', { class: 'empty' }, 'No golden vector: the functional model cannot run this pack.');
+  if (!p) {
+    return h(
+      'div',
+      {},
+      h('p', { class: 'empty no-proof' }, 'Not proven: the upload came without its source model (multipart part source).'),
+      golden,
+    );
+  }
+  const diverged = (p.report?.outputs ?? []).filter((o) => o.divergence);
+  return h(
+    'div',
+    {},
+    h('p', {}, h('span', { class: `badge proof-${p.status}` }, PROOF_BADGE[p.status] ?? p.status)),
+    h('ul', { class: 'proof-summary' }, p.summary.split('\n').map((l) => h('li', {}, l))),
+    diverged.length
+      ? wideTable(
+          ['Output', 'Input set', 'First differing element', 'Reference', 'Pack', 'Largest difference', 'NPU operation'],
+          diverged.map((o) => [
+            `${o.index} (${o.name})`,
+            String(o.divergence.input),
+            String(o.divergence.index),
+            String(o.divergence.expected),
+            String(o.divergence.got),
+            String(o.divergence.max_abs_diff),
+            o.divergence.operation ? `${o.divergence.operation} at command offset ${o.divergence.command_offset}` : '—',
+          ]),
+          { caption: 'Where each diverging output first differs', className: 'proof-divergence' },
+        )
+      : null,
+    p.status === 'diverged'
+      ? h('p', { class: 'notice warnings', role: 'note' }, 'Deploying or rolling back to this version needs an explicit override (override_proof), which is audited.')
+      : null,
+    golden,
+  );
 }
 
 /** The header as `npub inspect` prints it: Bytes | Hex | Field | Decoded. */

@@ -1,6 +1,7 @@
 //! One file per subcommand; each exposes `Args` (clap) and `run(Args) -> Result<(), Failure>`.
 use std::process::ExitCode;
 
+pub mod golden;
 pub mod inspect;
 pub mod keygen;
 pub mod keyring;

@@ -12,16 +12,14 @@
 //! The interpreter is `--python`, else `$NPUB_REFERENCE_PYTHON`, else `/work/venvs/tflite/bin/python`
 //! if it exists.
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use npu_model::prove::{self, TensorSet};
+use npu_model::reference;
 use npub_core::io_bindings::IoKind;
 
 use super::run::load_bindings;
 use super::{Failure, read_file};
 
-/// The reference runner, written to a temporary directory at each proof.
-const REFERENCE_PY: &str = include_str!("../../../npu-model/reference/reference.py");
 /// Where `.ci/run` and the docs put the pinned interpreter.
 const DEFAULT_PYTHON: &str = "/work/venvs/tflite/bin/python";
 /// How to make it.
@@ -123,75 +121,19 @@ fn reference_outputs(
     source: &Path,
     sets: &[TensorSet],
 ) -> Result<Vec<TensorSet>, Failure> {
-    let dir = TempDir::new()?;
-    let script = dir.0.join("reference.py");
-    let io_err = |p: &Path, e: std::io::Error| Failure::Usage(format!("{}: {e}", p.display()));
-    std::fs::write(&script, REFERENCE_PY).map_err(|e| io_err(&script, e))?;
-    for (k, set) in sets.iter().enumerate() {
-        let d = dir.0.join(format!("set-{k}"));
-        std::fs::create_dir(&d).map_err(|e| io_err(&d, e))?;
-        for (i, bytes) in set.iter().enumerate() {
-            let p = d.join(format!("input-{i}.bin"));
-            std::fs::write(&p, bytes).map_err(|e| io_err(&p, e))?;
+    match reference::run_blocking(python, source, sets) {
+        Err(e) => Err(Failure::Usage(e.to_string())),
+        Ok(Ok(outputs)) => Ok(outputs),
+        Ok(Err(why)) => {
+            let hint = if why.contains("No module named") || why.starts_with("cannot run") {
+                format!("; {HOW_TO_INSTALL}")
+            } else {
+                String::new()
+            };
+            Err(Failure::Usage(format!(
+                "the reference run of {} failed: {why}{hint}",
+                source.display()
+            )))
         }
-    }
-    let out = Command::new(python)
-        .arg(&script)
-        .arg(source)
-        .arg(&dir.0)
-        .output()
-        .map_err(|e| {
-            Failure::Usage(format!(
-                "cannot run {}: {e}; {HOW_TO_INSTALL}",
-                python.display()
-            ))
-        })?;
-    if !out.status.success() {
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        let hint = if stderr.contains("No module named") {
-            format!("; {HOW_TO_INSTALL}")
-        } else {
-            String::new()
-        };
-        return Err(Failure::Usage(format!(
-            "the reference run of {} failed: {}{hint}",
-            source.display(),
-            stderr.trim()
-        )));
-    }
-    let mut all = Vec::new();
-    for k in 0..sets.len() {
-        let d = dir.0.join(format!("set-{k}"));
-        let mut outs = Vec::new();
-        for j in 0.. {
-            let p = d.join(format!("output-{j}.bin"));
-            if !p.exists() {
-                break;
-            }
-            outs.push(std::fs::read(&p).map_err(|e| io_err(&p, e))?);
-        }
-        all.push(outs);
-    }
-    Ok(all)
-}
-
-/// A directory removed when dropped.
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new() -> Result<Self, Failure> {
-        let nanos = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.subsec_nanos());
-        let p = std::env::temp_dir().join(format!("npub-prove-{}-{nanos}", std::process::id()));
-        std::fs::create_dir(&p)
-            .map_err(|e| Failure::Usage(format!("cannot create {}: {e}", p.display())))?;
-        Ok(TempDir(p))
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
     }
 }

@@ -5,7 +5,8 @@ use core::fmt;
 use crate::manifest::{KeyId, Sha256Prefix};
 use crate::release::{
     BUNDLE_HEADER_BYTES, BUNDLE_MAGIC, BUNDLE_VERSION, MAX_BUNDLE_BYTES, MAX_BUNDLE_SIGNATURES,
-    MAX_POLICY_KEYS, RELEASE_BYTES, RELEASE_MAGIC, RELEASE_VERSION,
+    MAX_POLICY_KEYS, MAX_SELFTEST_INPUT_BYTES, RELEASE_BYTES, RELEASE_MAGIC, RELEASE_VERSION,
+    SELFTEST_HEADER_BYTES,
 };
 
 /// Release signatures, their bundle, the release policy and the release trust (`release/`).
@@ -205,6 +206,35 @@ pub enum ReleaseError {
         /// The signature's `key_id`.
         key_id: KeyId,
     },
+    /// A self-test record shorter than its 48-byte header.
+    SelfTestTooShort {
+        /// Bytes given.
+        len: u32,
+    },
+    /// A self-test record whose magic is not "NPS1".
+    SelfTestBadMagic {
+        /// The word found.
+        found: u32,
+    },
+    /// A self-test record of another version than 1.
+    SelfTestUnsupportedVersion {
+        /// The version found.
+        found: u32,
+    },
+    /// A self-test record whose reserved word is not 0.
+    SelfTestReservedNotZero,
+    /// A self-test record whose input is larger than `MAX_SELFTEST_INPUT_BYTES`.
+    SelfTestInputTooLarge {
+        /// The declared input bytes.
+        bytes: u32,
+    },
+    /// A self-test record that is not exactly its header and its declared input.
+    SelfTestLength {
+        /// The declared input bytes.
+        declared: u32,
+        /// The record's length.
+        len: u64,
+    },
     /// A policy names no key, or more than [`MAX_POLICY_KEYS`].
     PolicyBadKeyCount {
         /// Keys named.
@@ -402,6 +432,34 @@ impl fmt::Display for ReleaseError {
                 f,
                 "release signature {index} (key {key_id}): released another self-test digest than \
                  the one delivered with the pack"
+            ),
+            Self::SelfTestTooShort { len } => write!(
+                f,
+                "self-test record: {len} bytes, shorter than its {}-byte header",
+                SELFTEST_HEADER_BYTES
+            ),
+            Self::SelfTestBadMagic { found } => {
+                write!(f, "self-test record: magic is {found:#010x}, not \"NPS1\"")
+            }
+            Self::SelfTestUnsupportedVersion { found } => {
+                write!(
+                    f,
+                    "self-test record: version {found} is not supported (only 1)"
+                )
+            }
+            Self::SelfTestReservedNotZero => {
+                f.write_str("self-test record: the reserved word (bytes 44..48) is not 0")
+            }
+            Self::SelfTestInputTooLarge { bytes } => write!(
+                f,
+                "self-test record: a {bytes}-byte input is larger than the {} bytes allowed",
+                MAX_SELFTEST_INPUT_BYTES
+            ),
+            Self::SelfTestLength { declared, len } => write!(
+                f,
+                "self-test record: {len} bytes, but its header and its declared {declared}-byte \
+                 input make {}",
+                SELFTEST_HEADER_BYTES as u64 + u64::from(declared)
             ),
             Self::PolicyBadKeyCount { count } => write!(
                 f,

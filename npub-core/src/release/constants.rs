@@ -42,3 +42,13 @@ pub const DEVICE_RELEASE_POLICIES: usize = 8;
 /// The actions of a root-signed keyring update (the 144-byte NPK1 record) that change release
 /// keys and policies; 1 to 3 change signing keys (`update.rs` has the table).
 pub const RELEASE_ACTIONS: core::ops::RangeInclusive<u32> = 4..=8;
+
+/// Bytes `4e 50 53 31`: "NPS1".
+pub const SELFTEST_MAGIC: u32 = 0x3153_504E;
+/// Bumped on any layout change.
+pub const SELFTEST_VERSION: u32 = 1;
+/// The record's fixed part, before the input.
+pub const SELFTEST_HEADER_BYTES: usize = 48;
+/// The largest golden input: a microcontroller model's inputs (an image, a window of audio
+/// features) are tens of KiB; 4 MiB is the largest arena an RA8P1 gives the NPU.
+pub const MAX_SELFTEST_INPUT_BYTES: u32 = 4 * 1024 * 1024;

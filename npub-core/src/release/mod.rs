@@ -27,6 +27,7 @@
 //! | `trust.rs` | the release keys and policies a device holds ([`ReleaseTrust`]) |
 //! | `update.rs` | the keyring-update actions 4–8 that change them ([`ReleaseChange`], [`apply_update`]) |
 //! | `check.rs` | the device's check ([`check`], [`ReleaseFacts`], [`Released`]) |
+//! | `selftest.rs` | the self-test delivered with a pack ([`SelfTest`], the table): its digest is a release's `selftest_digest` |
 //! | `sign.rs` (std) | signing with a key pair or any [`Signer`] |
 //!
 //! Everything but `sign.rs` and the bundle builders is `no_std` and allocation-free; `check`
@@ -39,6 +40,7 @@ mod constants;
 mod layout;
 mod model_id;
 mod policy;
+mod selftest;
 #[cfg(feature = "std")]
 mod sign;
 mod trust;
@@ -51,12 +53,15 @@ pub use check::{ReleaseFacts, Released, check};
 pub use constants::{
     BUNDLE_HEADER_BYTES, BUNDLE_MAGIC, BUNDLE_VERSION, DEVICE_RELEASE_KEYS,
     DEVICE_RELEASE_POLICIES, MAX_BUNDLE_BYTES, MAX_BUNDLE_SIGNATURES, MAX_POLICY_KEYS,
-    POLICY_BYTES, RELEASE_ACTIONS, RELEASE_BYTES, RELEASE_MAGIC, RELEASE_SIGNED_BYTES,
-    RELEASE_VERSION,
+    MAX_SELFTEST_INPUT_BYTES, POLICY_BYTES, RELEASE_ACTIONS, RELEASE_BYTES, RELEASE_MAGIC,
+    RELEASE_SIGNED_BYTES, RELEASE_VERSION, SELFTEST_HEADER_BYTES, SELFTEST_MAGIC, SELFTEST_VERSION,
 };
 pub use layout::{RELEASE_DOMAIN, ReleaseFields, ReleaseView};
 pub use model_id::{MODEL_ID_BYTES, MODEL_ID_DOMAIN, ModelId};
 pub use policy::ReleasePolicy;
+pub use selftest::SelfTest;
+#[cfg(feature = "alloc")]
+pub use selftest::encode_selftest;
 #[cfg(feature = "std")]
 pub use sign::{Signer, sign_release, sign_trust_update, signing_message};
 pub use trust::{Applies, ReleaseTrust};

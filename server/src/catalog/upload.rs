@@ -5,7 +5,7 @@
 //!
 //! | `Content-Type`          | Body                                                             |
 //! |-------------------------|------------------------------------------------------------------|
-//! | `multipart/form-data`   | part `pack` (required): the file; part `io` (optional): IO-bindings JSON, `.npub` only; part `release` (optional): the release bundle (`PACK.release`, `docs/release.md`) |
+//! | `multipart/form-data`   | part `pack` (required): the file; part `io` (optional): IO-bindings JSON, `.npub` only; part `release` (optional): the release bundle (`PACK.release`, `docs/release.md`); part `source` (optional): the `.tflite` Vela compiled the pack from, for the proof (`proof.rs`), staged like the pack |
 //! | anything else           | the file itself                                                  |
 use axum::body::Body;
 use axum::extract::Request;
@@ -15,7 +15,7 @@ use futures_util::StreamExt;
 use crate::http::error::ApiError;
 use crate::ops::disk::DataDisk;
 use crate::state::AppState;
-use crate::store::{Sealed, StagedFile};
+use crate::store::{Sealed, StagedFile, Staging};
 
 /// Largest `io` part: 64 bindings of JSON are a few tens of KiB.
 pub const IO_JSON_MAX_BYTES: u64 = 256 * 1024;
@@ -30,10 +30,13 @@ const FORM: &str = "the multipart form";
 const PACK_PART: &str = "multipart part `pack`";
 const IO_PART: &str = "multipart part `io`";
 const RELEASE_PART: &str = "multipart part `release`";
+const SOURCE_PART: &str = "multipart part `source`";
 
-/// The whole multipart form's limit: the pack, the `io` part and the framing.
+/// The whole multipart form's limit: the pack, its source model (no larger than a pack may be),
+/// the `io` and `release` parts and the framing.
 fn form_limit(pack_limit: u64) -> u64 {
     pack_limit
+        .saturating_mul(2)
         .saturating_add(IO_JSON_MAX_BYTES)
         .saturating_add(RELEASE_PART_MAX_BYTES)
         .saturating_add(MULTIPART_OVERHEAD_BYTES)
@@ -48,6 +51,9 @@ pub struct Received {
     pub io_json: Option<String>,
     /// The `release` part (a release bundle, checked later), if one was sent.
     pub release: Option<Vec<u8>>,
+    /// The `source` part (the model Vela compiled the pack from), fsynced in staging, if one
+    /// was sent.
+    pub source: Option<Sealed>,
 }
 
 /// Streams the request body into staging. `what` names the upload in the log.
@@ -89,19 +95,27 @@ pub async fn receive(state: &AppState, request: Request, what: &str) -> Result<R
         disk: &state.disk,
         limit,
     };
-    let (io_json, release) = if multipart {
-        receive_multipart(body, &content_type, sink).await?
+    let parts = if multipart {
+        receive_multipart(body, &content_type, sink, &state.staging).await?
     } else {
         receive_raw(body, sink).await?;
-        (None, None)
+        Parts::default()
     };
     if staged.is_empty() {
         return Err(ApiError::bad_request("the upload is empty"));
     }
+    let source = match parts.source {
+        Some(source) if source.is_empty() => {
+            return Err(ApiError::bad_request("multipart part `source` is empty"));
+        }
+        Some(source) => Some(source.finish().await?),
+        None => None,
+    };
     Ok(Received {
         staged: staged.finish().await?,
-        io_json,
-        release,
+        io_json: parts.io_json,
+        release: parts.release,
+        source,
     })
 }
 
@@ -119,20 +133,37 @@ const DISK_CHECK_BYTES: u64 = 1024 * 1024;
 impl Sink<'_> {
     /// Appends `chunk`, refusing it past `limit` (413 naming `what`) or past the reserve (507).
     async fn write(&mut self, chunk: &[u8], what: &'static str) -> Result<(), ApiError> {
-        let before = self.staged.len();
-        let after = before.saturating_add(chunk.len() as u64);
-        if after > self.limit {
-            return Err(ApiError::PayloadTooLarge {
-                what,
-                limit: self.limit,
-            });
-        }
-        if before / DISK_CHECK_BYTES != after / DISK_CHECK_BYTES {
-            self.disk.admit(DISK_CHECK_BYTES)?;
-        }
-        self.staged.write(chunk).await?;
-        Ok(())
+        write_within(self.staged, self.disk, self.limit, chunk, what).await
     }
+}
+
+/// Appends `chunk` to `staged`, refusing it past `limit` (413 naming `what`) or past the
+/// disk's reserve (507).
+async fn write_within(
+    staged: &mut StagedFile,
+    disk: &DataDisk,
+    limit: u64,
+    chunk: &[u8],
+    what: &'static str,
+) -> Result<(), ApiError> {
+    let before = staged.len();
+    let after = before.saturating_add(chunk.len() as u64);
+    if after > limit {
+        return Err(ApiError::PayloadTooLarge { what, limit });
+    }
+    if before / DISK_CHECK_BYTES != after / DISK_CHECK_BYTES {
+        disk.admit(DISK_CHECK_BYTES)?;
+    }
+    staged.write(chunk).await?;
+    Ok(())
+}
+
+/// The parts of a multipart upload besides `pack`.
+#[derive(Default)]
+struct Parts {
+    io_json: Option<String>,
+    release: Option<Vec<u8>>,
+    source: Option<StagedFile>,
 }
 
 async fn receive_raw(body: Body, sink: &mut Sink<'_>) -> Result<(), ApiError> {
@@ -151,23 +182,24 @@ async fn receive_multipart(
     body: Body,
     content_type: &str,
     sink: &mut Sink<'_>,
-) -> Result<(Option<String>, Option<Vec<u8>>), ApiError> {
+    staging: &Staging,
+) -> Result<Parts, ApiError> {
     let limit = sink.limit;
     let boundary = multer::parse_boundary(content_type)
         .map_err(|e| ApiError::bad_request(format!("multipart: {e}")))?;
     let constraints = multer::Constraints::new()
-        .allowed_fields(vec!["pack", "io", "release"])
+        .allowed_fields(vec!["pack", "io", "release", "source"])
         .size_limit(
             multer::SizeLimit::new()
                 .whole_stream(form_limit(limit))
                 .for_field("pack", limit)
                 .for_field("io", IO_JSON_MAX_BYTES)
-                .for_field("release", RELEASE_PART_MAX_BYTES),
+                .for_field("release", RELEASE_PART_MAX_BYTES)
+                .for_field("source", limit),
         );
     let mut form =
         multer::Multipart::with_constraints(body.into_data_stream(), boundary, constraints);
-    let mut io_json = None;
-    let mut release = None;
+    let mut parts = Parts::default();
     let mut seen_pack = false;
     while let Some(mut field) = form.next_field().await.map_err(multipart_error)? {
         match field.name() {
@@ -177,16 +209,23 @@ async fn receive_multipart(
                     sink.write(&chunk, PACK_PART).await?;
                 }
             }
-            Some("io") if io_json.is_none() => {
-                io_json = Some(field.text().await.map_err(multipart_error)?);
+            Some("io") if parts.io_json.is_none() => {
+                parts.io_json = Some(field.text().await.map_err(multipart_error)?);
             }
-            Some("release") if release.is_none() => {
-                release = Some(field.bytes().await.map_err(multipart_error)?.to_vec());
+            Some("release") if parts.release.is_none() => {
+                parts.release = Some(field.bytes().await.map_err(multipart_error)?.to_vec());
+            }
+            Some("source") if parts.source.is_none() => {
+                let mut staged = staging.create("source").await?;
+                while let Some(chunk) = field.chunk().await.map_err(multipart_error)? {
+                    write_within(&mut staged, sink.disk, limit, &chunk, SOURCE_PART).await?;
+                }
+                parts.source = Some(staged);
             }
             name => {
                 return Err(ApiError::bad_request(format!(
                     "multipart: unexpected or repeated part {name:?}; expected one `pack` and at \
-                     most one `io` and one `release`"
+                     most one `io`, one `release` and one `source`"
                 )));
             }
         }
@@ -194,7 +233,7 @@ async fn receive_multipart(
     if !seen_pack {
         return Err(ApiError::bad_request("multipart: no `pack` part"));
     }
-    Ok((io_json, release))
+    Ok(parts)
 }
 
 /// multer's error as an [`ApiError`]; a 413 names the part (or the form) and its own limit.
@@ -207,6 +246,7 @@ fn multipart_error(e: multer::Error) -> ApiError {
             what: match field_name.as_deref() {
                 Some("io") => IO_PART,
                 Some("release") => RELEASE_PART,
+                Some("source") => SOURCE_PART,
                 _ => PACK_PART,
             },
             limit,

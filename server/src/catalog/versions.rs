@@ -31,6 +31,7 @@ use utoipa_axum::routes;
 
 use crate::auth::Operator;
 use crate::catalog::models;
+use crate::catalog::proof::{self, GoldenInfo, Proof};
 use crate::catalog::release;
 use crate::catalog::upload;
 use crate::catalog::validate::{self, Accepted, SourceKind};
@@ -43,7 +44,7 @@ use crate::names;
 use crate::ops::audit;
 use crate::ops::cpu::CpuPool;
 use crate::state::AppState;
-use crate::store::{PackDigest, Put, Sealed, gc};
+use crate::store::{PackDigest, Put, Sealed, gc, to_hex};
 use crate::time::{now_ms, rfc3339};
 
 /// A version, as listed.
@@ -82,6 +83,9 @@ pub struct Version {
     /// Who released it: the key ids of its stored release signatures, in bundle order (empty:
     /// nobody yet). `GET …/release-signatures` has the rest.
     pub release_key_ids: Vec<String>,
+    /// The proof against the source model: `bit_exact`, `diverged` or `not_run`; absent when
+    /// the upload came without its source model.
+    pub proof_status: Option<String>,
 }
 
 /// A version with everything known about its pack.
@@ -105,6 +109,12 @@ pub struct VersionDetail {
     /// Other versions of this model whose pack is byte-identical (same SHA-256): an upload that
     /// changed nothing, said at once rather than found out after a deployment.
     pub identical_to: Vec<String>,
+    /// The proof that the pack computes what its source model computes (`catalog/proof.rs`);
+    /// absent when the upload came without its source model (multipart part `source`).
+    pub proof: Option<Proof>,
+    /// The golden vector a device's self-test reproduces; absent when the functional model
+    /// cannot run the pack (no IO bindings, an operation it does not implement).
+    pub golden: Option<GoldenInfo>,
 }
 
 /// `/api/v1/models/{name}/versions…` routes.
@@ -113,11 +123,14 @@ pub fn router() -> OpenApiRouter<AppState> {
         .routes(routes!(list_versions))
         .routes(routes!(upload_version, get_version, delete_version))
         .routes(routes!(download_pack))
+        .routes(routes!(download_selftest))
 }
 
 /// Uploads a version: a `.npub`, a Vela `*_vela.tflite` or a Vela `.npz`, recognised by content.
 /// Either the raw file as the body, or `multipart/form-data` with the file as part `pack` and,
-/// for a `.npub`, optional IO-bindings JSON as part `io`.
+/// for a `.npub`, optional IO-bindings JSON as part `io`. With the source model as part
+/// `source`, the server proves the pack against it (`proof` in the answer); a proof that
+/// diverges does not refuse the upload, but deploying the version then needs `override_proof`.
 #[utoipa::path(
     post,
     path = "/api/v1/models/{name}/versions/{version}",
@@ -127,7 +140,7 @@ pub fn router() -> OpenApiRouter<AppState> {
         ("version" = String, Path, description = "version, e.g. 1.2.0"),
     ),
     request_body(
-        description = "the file, or a multipart form with parts `pack`, optional `io` and optional `release`",
+        description = "the file, or a multipart form with parts `pack`, optional `io`, optional `release` and optional `source`",
         content(
             (PackFile = "application/octet-stream"),
             (UploadForm = "multipart/form-data"),
@@ -227,6 +240,10 @@ struct UploadForm {
     /// IO-bindings JSON (`.npub` only).
     #[schema(value_type = Option<String>)]
     io: Option<String>,
+    /// The `.tflite` Vela compiled the pack from: the server runs it with TFLite's reference
+    /// kernels and the pack through its functional model, and stores the verdict (`proof`).
+    #[schema(format = Binary, value_type = Option<String>)]
+    source: Option<Vec<u8>>,
 }
 
 async fn upload_inner(
@@ -255,6 +272,10 @@ async fn upload_inner(
         })?;
     let received = upload::receive(state, request, &object).await?;
     let release_part = received.release;
+    let source_model = received.source;
+    if let Some(source) = &source_model {
+        check_source_model(source.path()).await?;
+    }
     let source_digest = received.staged.digest();
     let source_size = received.staged.len();
     let (kind, judged) = judge(
@@ -277,6 +298,18 @@ async fn upload_inner(
     };
     state.disk.admit(0)?;
     let digest = pack_file.digest();
+    let proven = proof::run(
+        &state.cpu,
+        &state.proof,
+        pack_file.path(),
+        accepted.io.as_ref().map(|(json, _)| json.as_str()),
+        source_model.as_ref().map(Sealed::path),
+    )
+    .await;
+    drop(source_model);
+    if let Some(why) = &proven.no_golden {
+        tracing::info!(object, reason = %why, "no golden vector for this version");
+    }
     let now = now_ms();
     // A `release` part is checked before the pack is stored: a bundle that does not release
     // this very upload refuses the whole of it.
@@ -324,8 +357,9 @@ async fn upload_inner(
     sqlx::query(
         "INSERT INTO versions (model_id, version, sha256, size, checksum, accel, region_count, \
          arena_bytes, source, source_sha256, source_size, io_bindings, io_digest, report, stream, \
-         created_at, created_by, release_bundle) \
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18)",
+         created_at, created_by, release_bundle, proof_status, proof, golden_input, golden_sha256) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, \
+         $19, $20, $21, $22)",
     )
     .bind(model.id)
     .bind(version)
@@ -345,6 +379,15 @@ async fn upload_inner(
     .bind(now)
     .bind(op.token_id)
     .bind(release_bundle.as_deref())
+    .bind(proven.proof.as_ref().map(|p| p.status.clone()))
+    .bind(
+        proven
+            .proof
+            .as_ref()
+            .map(|p| serde_json::to_string(p).unwrap_or_default()),
+    )
+    .bind(proven.golden.as_ref().map(|g| g.input.clone()))
+    .bind(proven.golden.as_ref().map(|g| to_hex(&g.output_sha256)))
     .execute(&mut *tx)
     .await
     .map_err(|e| {
@@ -363,13 +406,15 @@ async fn upload_inner(
             "source": accepted.kind.as_str(),
             "source_sha256": source_digest.hex(),
             "release_key_ids": release_bundle.as_deref().map(release_key_ids),
+            "proof": proven.proof.as_ref().map(|p| p.status.as_str()),
         }),
     )
     .await?;
     tx.commit().await?;
     orphan.disarm();
     drop(pack_file);
-    tracing::info!(object, %digest, source = accepted.kind.as_str(), "version stored");
+    tracing::info!(object, %digest, source = accepted.kind.as_str(),
+        proof = proven.proof.as_ref().map_or("none", |p| p.status.as_str()), "version stored");
     Ok((StatusCode::CREATED, {
         let mut detail = detail_of(
             name,
@@ -385,6 +430,12 @@ async fn upload_inner(
             .as_deref()
             .map(release_key_ids)
             .unwrap_or_default();
+        detail.version.proof_status = proven.proof.as_ref().map(|p| p.status.clone());
+        detail.golden = proven
+            .golden
+            .as_ref()
+            .map(|g| GoldenInfo::of(&g.input, &to_hex(&g.output_sha256)));
+        detail.proof = proven.proof;
         detail
     }))
 }
@@ -431,6 +482,19 @@ fn release_key_ids(bundle: &[u8]) -> Vec<String> {
 
 fn conflict(name: &str, version: &str) -> ApiError {
     ApiError::Conflict(format!("model {name:?} already has version {version:?}"))
+}
+
+/// 422 unless the `source` part is a TFLite flatbuffer (bytes 4..8 are `TFL3`).
+async fn check_source_model(path: &std::path::Path) -> Result<(), ApiError> {
+    let mut head = [0u8; 8];
+    let mut file = tokio::fs::File::open(path).await?;
+    let n = file.read(&mut head).await?;
+    if n < 8 || &head[4..8] != b"TFL3" {
+        return Err(ApiError::InvalidPack(
+            "multipart part `source` is not a .tflite model (bytes 4..8 are not \"TFL3\")".into(),
+        ));
+    }
+    Ok(())
 }
 
 /// Reads the staged upload (once, into an anonymous mapping that is unmapped when the judgement
@@ -493,6 +557,7 @@ fn detail_of(
             created_at: rfc3339(now),
             uploaded_by: op.name.clone(),
             release_key_ids: Vec::new(),
+            proof_status: None,
         },
         io_bindings: accepted
             .io
@@ -502,6 +567,8 @@ fn detail_of(
         report: accepted.report,
         stream: accepted.stream,
         identical_to: Vec::new(),
+        proof: None,
+        golden: None,
     }
 }
 
@@ -525,7 +592,7 @@ macro_rules! select_version {
         "SELECT v.id, m.name AS model, v.version, v.sha256, v.size, v.checksum, \
      v.accel, v.region_count, v.arena_bytes, v.source, v.source_sha256, v.source_size, \
      v.io_digest, v.created_at, t.name AS uploaded_by, v.io_bindings, v.report, v.stream, \
-     v.release_bundle \
+     v.release_bundle, v.proof_status, v.proof, v.golden_input, v.golden_sha256 \
      FROM versions v JOIN models m ON m.id = v.model_id JOIN tokens t ON t.id = v.created_by"
     };
 }
@@ -551,6 +618,10 @@ struct VersionRow {
     report: String,
     stream: String,
     release_bundle: Option<Vec<u8>>,
+    proof_status: Option<String>,
+    proof: Option<String>,
+    golden_input: Option<Vec<u8>>,
+    golden_sha256: Option<String>,
 }
 
 impl VersionRow {
@@ -576,6 +647,7 @@ impl VersionRow {
                 .as_deref()
                 .map(release_key_ids)
                 .unwrap_or_default(),
+            proof_status: self.proof_status.clone(),
         }
     }
 
@@ -589,6 +661,14 @@ impl VersionRow {
             report,
             stream: parse(&self.stream),
             identical_to: Vec::new(),
+            proof: self
+                .proof
+                .as_deref()
+                .and_then(|p| serde_json::from_str(p).ok()),
+            golden: match (&self.golden_input, &self.golden_sha256) {
+                (Some(input), Some(sha)) => Some(GoldenInfo::of(input, sha)),
+                _ => None,
+            },
         }
     }
 }
@@ -756,6 +836,46 @@ async fn download_pack(
         body,
         &[(header::CONTENT_DISPOSITION, disposition)],
     )
+}
+
+/// The version's self-test record (`application/octet-stream`, "NPS1": the golden input and
+/// the SHA-256 of the outputs the functional model computes for it; `docs/release.md`): what
+/// `npub release sign --selftest` signs. 404 when the version has no golden vector.
+#[utoipa::path(
+    get,
+    path = "/api/v1/models/{name}/versions/{version}/selftest",
+    tag = "versions",
+    params(
+        ("name" = String, Path, description = "model name"),
+        ("version" = String, Path, description = "version"),
+    ),
+    security(("token" = [])),
+    responses(
+        (status = 200, description = "the self-test record", content_type = "application/octet-stream", body = PackFile),
+        (status = 401, body = ErrorBody),
+        (status = 404, body = ErrorBody, description = "no such version, or it has no golden vector"),
+    )
+)]
+async fn download_selftest(
+    State(state): State<AppState>,
+    _op: Operator,
+    Path((name, version)): Path<(String, String)>,
+) -> Result<Response, ApiError> {
+    let row = find_version(&state, &name, &version).await?;
+    let record = match (&row.golden_input, &row.golden_sha256) {
+        (Some(input), Some(sha)) => proof::selftest_record(input, sha),
+        _ => None,
+    }
+    .ok_or_else(|| {
+        ApiError::NotFound(format!(
+            "a golden vector of model {name:?} version {version:?} (the functional model could \
+             not run its pack)"
+        ))
+    })?;
+    Response::builder()
+        .header(header::CONTENT_TYPE, "application/octet-stream")
+        .body(Body::from(record))
+        .map_err(ApiError::internal)
 }
 
 /// Deletes a version. 409 while a deployment refers to it. The pack file goes when no other

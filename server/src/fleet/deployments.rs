@@ -53,6 +53,9 @@ pub struct NewDeployment {
     pub device: Option<String>,
     /// Staged rollout; omitted: everyone at once.
     pub rollout: Option<Rollout>,
+    /// Deploy even though the version's proof against its source model diverged (audited).
+    #[serde(default)]
+    pub override_proof: bool,
 }
 
 /// Where a deployment goes.
@@ -229,7 +232,7 @@ pub fn router() -> OpenApiRouter<AppState> {
         (status = 201, body = Deployment),
         (status = 200, body = Preview, description = "dry_run=true: what it would do; nothing is made"),
         (status = 401, body = ErrorBody), (status = 404, body = ErrorBody),
-        (status = 409, body = ErrorBody, description = "the model is marked release required and the version is not released"),
+        (status = 409, body = ErrorBody, description = "the model is marked release required and the version is not released, or the version's proof diverged and `override_proof` is not set"),
         (status = 422, body = ErrorBody),
     )
 )]
@@ -257,7 +260,15 @@ async fn create_deployment(
     };
     let rollout = body.rollout.unwrap_or_else(Rollout::immediate);
     if q.dry_run {
-        let p = preview(&state, &body.model, &body.version, target, &rollout).await?;
+        let p = preview(
+            &state,
+            &body.model,
+            &body.version,
+            target,
+            &rollout,
+            body.override_proof,
+        )
+        .await?;
         return Ok(JsonResponse(p).into_response());
     }
     let d = create(
@@ -269,6 +280,7 @@ async fn create_deployment(
         rollout,
         "deploy",
         None,
+        body.override_proof,
     )
     .await?;
     Ok((StatusCode::CREATED, JsonResponse(d)).into_response())
@@ -359,11 +371,13 @@ pub(crate) async fn preview(
     version: &str,
     target: Target,
     rollout: &Rollout,
+    override_proof: bool,
 ) -> Result<Preview, ApiError> {
     rollout.check()?;
     let mut conn = state.db.acquire().await?;
     let v = version_facts(&mut conn, model, version).await?;
     release_gate(&mut conn, model, version, &v).await?;
+    crate::catalog::proof::gate(&mut conn, model, version, v.id, override_proof).await?;
     let plan = plan_for(&mut conn, &v, &target, rollout, None).await?;
     let running: Vec<(String,)> = sqlx::query_as(
         "SELECT d.id FROM devices d JOIN versions v ON v.id = d.current_version_id \
@@ -442,6 +456,7 @@ pub(crate) async fn create(
     rollout: Rollout,
     kind: &str,
     retry: Option<Retry>,
+    override_proof: bool,
 ) -> Result<Deployment, ApiError> {
     rollout.check()?;
     if let Some(g) = &target.group {
@@ -450,6 +465,8 @@ pub(crate) async fn create(
     let mut tx = FleetChange::begin(state).await?;
     let v = version_facts(&mut tx, model, version).await?;
     release_gate(&mut tx, model, version, &v).await?;
+    let overridden =
+        crate::catalog::proof::gate(&mut tx, model, version, v.id, override_proof).await?;
     let members = retry.as_ref().map(|r| &r.devices);
     plan_for(&mut tx, &v, &target, &rollout, members).await?;
     // A retry signs for the classes of its own devices only; anything else for its target's.
@@ -578,6 +595,7 @@ pub(crate) async fn create(
                 "group": target.group, "device": target.device, "rollout": rollout,
                 "retry_of": retry.as_ref().map(|r| r.of),
                 "devices": retry.as_ref().map(|r| r.devices.len()),
+                "override_proof": overridden,
             }),
         },
         Effect::Fleet,
@@ -1031,6 +1049,10 @@ pub struct RetryRequest {
     /// Staged rollout for the retry; omitted: every failed device at once, with the retried
     /// deployment's thresholds and `on_failure`.
     pub rollout: Option<Rollout>,
+    /// Retry a version whose proof against its source model diverged (audited), as its
+    /// deployment needed too.
+    #[serde(default)]
+    pub override_proof: bool,
 }
 
 /// Retries the failed devices of a deployment: a new deployment of the same version with the
@@ -1127,6 +1149,7 @@ async fn retry_failed(
             of: id,
             devices: failed,
         }),
+        body.override_proof,
     )
     .await?;
     Ok((StatusCode::CREATED, JsonResponse(made)))

@@ -55,6 +55,9 @@ pub struct RollbackRequest {
     pub version: String,
     /// Staged rollout for the rollback; omitted: everyone at once.
     pub rollout: Option<Rollout>,
+    /// Roll back even to a version whose proof against its source model diverged (audited).
+    #[serde(default)]
+    pub override_proof: bool,
 }
 
 /// `POST /api/v1/groups/{group}/rollback` answer: the first rollback deployment, and every one
@@ -145,7 +148,7 @@ async fn list_groups(
         (status = 201, body = RollbackMade),
         (status = 200, body = RollbackPreview, description = "dry_run=true: nothing is made"),
         (status = 401, body = ErrorBody), (status = 404, body = ErrorBody),
-        (status = 409, body = ErrorBody, description = "the model is marked release required and the version to roll back to is not released"),
+        (status = 409, body = ErrorBody, description = "the model is marked release required and the version to roll back to is not released, or its proof diverged and `override_proof` is not set"),
         (status = 422, body = ErrorBody),
     )
 )]
@@ -169,7 +172,17 @@ async fn rollback(
     // Every rollback is previewed (and so checked: it reaches a device) before any is made.
     let mut rollbacks = Vec::with_capacity(versions.len());
     for v in &versions {
-        rollbacks.push(deployments::preview(&state, &body.model, v, target(), &rollout).await?);
+        rollbacks.push(
+            deployments::preview(
+                &state,
+                &body.model,
+                v,
+                target(),
+                &rollout,
+                body.override_proof,
+            )
+            .await?,
+        );
     }
     if q.dry_run {
         return Ok(JsonResponse(RollbackPreview { rollbacks }).into_response());
@@ -186,6 +199,7 @@ async fn rollback(
                 rollout.clone(),
                 "rollback",
                 None,
+                body.override_proof,
             )
             .await?,
         );

@@ -23,6 +23,7 @@ mod metrics_labels;
 mod npz_claims;
 mod openapi_doc;
 mod operations;
+mod proof;
 mod ranges;
 mod release;
 mod restart;

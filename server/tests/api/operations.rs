@@ -35,6 +35,7 @@ const ROUTES: &[(&str, &str)] = &[
     ("get", "/api/v1/models/{name}/versions/{version}"),
     ("delete", "/api/v1/models/{name}/versions/{version}"),
     ("get", "/api/v1/models/{name}/versions/{version}/npub"),
+    ("get", "/api/v1/models/{name}/versions/{version}/selftest"),
     ("get", "/api/v1/keys"),
     ("post", "/api/v1/keys"),
     ("get", "/api/v1/keys/{key_id}/trust"),

@@ -22,6 +22,7 @@ mod layout;
 mod models;
 mod navigation;
 mod previews;
+mod proof;
 mod release;
 mod serving;
 mod signin;

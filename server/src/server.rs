@@ -178,6 +178,13 @@ impl Server {
             ),
             write_lock: Arc::new(tokio::sync::Mutex::new(())),
             exposure: Arc::new(exposure),
+            webhooks: Arc::new(crate::ops::webhooks::sender::Sender::new(
+                crate::ops::webhooks::kinds::Settings {
+                    timeout: std::time::Duration::from_secs(config.webhook_timeout.max(1)),
+                    retry_base: std::time::Duration::from_millis(config.webhook_retry_base_ms),
+                    disable_after: config.webhook_disable_after.max(1),
+                },
+            )),
         };
         // The admin listener's connections come out of the same descriptors.
         let admin_room = if admin_listener.is_some() {
@@ -383,6 +390,11 @@ impl Server {
             Arc::clone(&state.store_probe),
             until_stopped(stopped.clone()),
         ));
+        let webhooks = tokio::spawn(Arc::clone(&state.webhooks).run(
+            db.clone(),
+            Arc::clone(&state.keys),
+            until_stopped(stopped.clone()),
+        ));
         let sweeper = tokio::spawn(crate::store::gc::run(
             db.clone(),
             Arc::clone(&state.store),
@@ -427,6 +439,7 @@ impl Server {
         let _ = stop_background.send(());
         let _ = background.await;
         let _ = sweeper.await;
+        let _ = webhooks.await;
         let _ = prober.await;
         if let Err(e) = fleet.flush_last_seen(&db).await {
             tracing::error!(error = %e, "writing last-seen times at shutdown");

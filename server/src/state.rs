@@ -49,6 +49,8 @@ pub struct AppState {
     pub cpu: Arc<CpuPool>,
     /// How the listeners carry traffic (TLS or plain, and where plain is exposed).
     pub exposure: Arc<crate::tls::Exposure>,
+    /// The webhook sender: its settings and HTTP client (`ops/webhooks/sender.rs`).
+    pub webhooks: Arc<crate::ops::webhooks::sender::Sender>,
 }
 
 /// Request limits.

@@ -645,6 +645,15 @@ async fn status(
         now,
     )
     .await?;
+    crate::ops::webhooks::emit::device_report(
+        &mut tx,
+        id,
+        deployment_id,
+        sequence,
+        report.state.as_str(),
+        reason.as_deref(),
+    )
+    .await?;
     if report.state.is_success() {
         sqlx::query(
             "UPDATE devices SET current_sequence = $1, current_version_id = $2 \

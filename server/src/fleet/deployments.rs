@@ -939,6 +939,15 @@ async fn transition(
         .bind(id)
         .execute(&mut *tx)
         .await?;
+    crate::ops::webhooks::emit::deployment_state(
+        &mut tx,
+        id,
+        row.sequence,
+        to.as_str(),
+        Some(&op.name),
+        None,
+    )
+    .await?;
     if to == DeploymentState::Active {
         evaluate_in(&mut tx, id).await?;
     }
@@ -980,6 +989,7 @@ pub(crate) async fn evaluate_in(conn: &mut Conn, id: i64) -> Result<bool, ApiErr
             if !rollout::claim_open(conn, id, open, n).await? {
                 return Ok(false);
             }
+            crate::ops::webhooks::emit::batch_opened(conn, id, row.sequence, open, n).await?;
             audit::record_system(
                 conn,
                 "deployment.batch_open",
@@ -994,6 +1004,8 @@ pub(crate) async fn evaluate_in(conn: &mut Conn, id: i64) -> Result<bool, ApiErr
                 return Ok(false);
             }
             tracing::warn!(deployment = id, %reason, "deployment auto-aborted");
+            crate::ops::webhooks::emit::threshold_hit(conn, id, row.sequence, "aborted", &reason)
+                .await?;
             audit::record_system(
                 conn,
                 "deployment.auto_abort",

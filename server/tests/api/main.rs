@@ -29,3 +29,4 @@ mod restart;
 mod timeouts;
 mod upload_limits;
 mod uploads;
+mod webhooks;

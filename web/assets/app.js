@@ -14,6 +14,7 @@ import { renderFleet } from './fleet.js';
 import { renderDevice } from './device.js';
 import { renderAudit } from './audit.js';
 import { renderAdmin } from './admin.js';
+import { renderWebhooks, renderWebhook } from './webhooks.js';
 
 const ROUTES = [
   [/^models$/, renderModels, 'Models'],
@@ -26,6 +27,8 @@ const ROUTES = [
   [/^fleet\/([^/]+)$/, renderDevice, 'Device'],
   [/^audit$/, renderAudit, 'Audit log'],
   [/^admin$/, renderAdmin, 'Tokens and keys'],
+  [/^webhooks$/, renderWebhooks, 'Webhooks'],
+  [/^webhooks\/([^/]+)$/, renderWebhook, 'Webhook'],
 ];
 
 /** What every view gets: who is signed in, and a way to register cleanup (timers). */

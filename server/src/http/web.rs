@@ -79,6 +79,7 @@ const ASSETS: &[Asset] = &[
     asset!("assets/fleet.js", JS),
     asset!("assets/audit.js", JS),
     asset!("assets/admin.js", JS),
+    asset!("assets/webhooks.js", JS),
 ];
 
 /// `"<sha256>"` of each asset, in [`ASSETS`] order, computed on first use.

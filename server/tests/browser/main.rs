@@ -23,4 +23,5 @@ mod previews;
 mod release;
 mod serving;
 mod signin;
+mod webhooks;
 mod wording;

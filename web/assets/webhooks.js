@@ -98,7 +98,8 @@ function registerForm(status) {
 /** A delivery's state in the badge colours the rest of the console uses. */
 const BADGE = { delivered: 'installed', pending: 'paused', failed: 'failed', dropped: 'failed' };
 
-const DELIVERY_COLUMNS = [
+/** The log's columns; a pending delivery of a disabled webhook is held, not about to be tried. */
+const deliveryColumns = (enabled) => [
   { label: 'Queued', cell: (d) => time(d.created_at) },
   { label: 'Event', cell: (d) => h('code', {}, d.event) },
   { label: 'State', cell: (d) => h('span', { class: `badge ${BADGE[d.state] ?? ''}`, 'data-delivery-state': d.state }, d.state) },
@@ -107,6 +108,7 @@ const DELIVERY_COLUMNS = [
   {
     label: 'Detail',
     cell: (d) => {
+      if (d.state === 'pending' && !enabled) return [d.last_error ?? '', d.last_error ? ' · ' : '', 'held while the webhook is disabled'];
       if (d.state === 'pending' && d.next_attempt_at) return [d.last_error ?? '', d.last_error ? ' · next try ' : 'sending ', time(d.next_attempt_at)];
       if (d.state === 'delivered') return ['delivered ', time(d.delivered_at)];
       return d.last_error ?? '';
@@ -135,7 +137,14 @@ export async function renderWebhook(main, [id], ctx) {
       heading.textContent = `Webhook ${w.id}`;
       const disabled = w.enabled
         ? null
-        : h('div', { class: 'error', role: 'alert', 'data-disabled': '' }, `Disabled ${new Date(w.disabled_at).toLocaleString('en-GB')}: ${w.disabled_reason ?? ''}. It gets no deliveries until it is enabled again.`);
+        : h(
+            'div',
+            { class: 'error', role: 'alert', 'data-disabled': '' },
+            h('strong', {}, 'Disabled'),
+            ' since ',
+            time(w.disabled_at),
+            ` after ${w.disabled_reason ?? 'failed attempts'}. It gets no deliveries, and sends none of those pending, until it is enabled again.`,
+          );
       replace(
         summary,
         disabled,
@@ -154,13 +163,13 @@ export async function renderWebhook(main, [id], ctx) {
       shown.enabled = w.enabled;
       replace(buttons, actions(w, status, show));
     }
-    const pageText = JSON.stringify(page.items);
+    const pageText = JSON.stringify([w.enabled, page.items]);
     if (pageText !== shown.page) {
       shown.page = pageText;
       replace(
         log,
         h('h2', { id: 'deliveries-title' }, 'Deliveries'),
-        table(DELIVERY_COLUMNS, page.items, { caption: 'Newest first (the last 50)', empty: 'Nothing delivered yet.', className: 'deliveries' }),
+        table(deliveryColumns(w.enabled), page.items, { caption: 'Newest first (the last 50)', empty: 'Nothing delivered yet.', className: 'deliveries' }),
       );
     }
   };

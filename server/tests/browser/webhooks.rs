@@ -105,3 +105,58 @@ async fn registers_a_webhook_and_sees_signed_deliveries() {
     .await;
     s.stop().await;
 }
+
+#[tokio::test]
+async fn a_failing_webhook_reads_disabled_and_can_be_enabled_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = TestServer::start_with(dir.path(), |c| {
+        c.webhook_retry_base_ms = 1;
+        c.webhook_disable_after = 2;
+    })
+    .await;
+    let (url, mut got) = receiver(|n| Answer::Status(if n < 2 { 503 } else { 200 })).await;
+    let r = s
+        .req(reqwest::Method::POST, "/api/v1/webhooks")
+        .json(&serde_json::json!({"url": url, "events": ["key.rotated"]}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 201);
+    let r = s
+        .req(reqwest::Method::POST, "/api/v1/keys/rotate")
+        .json(&serde_json::json!({}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 201);
+    run(
+        "webhooks-disabled",
+        &s.url,
+        ADMIN,
+        Screen::Desktop,
+        |ui| async move {
+            got.recv().await.unwrap();
+            got.recv().await.unwrap();
+            ui.sign_in().await;
+            ui.open("webhooks").await;
+            ui.wait_text("main table", "disabled").await;
+            ui.wait_text("main table", "2 failed attempts in a row")
+                .await;
+            ui.open("webhooks/1").await;
+            let alert = ui.wait_text("[data-disabled]", "Disabled").await;
+            assert!(alert.contains("503"), "{alert}");
+            ui.wait_text(".deliveries [data-delivery-state=pending]", "pending")
+                .await;
+            ui.screenshot("webhook-disabled").await;
+            ui.wait_text("main button", "Enable again").await;
+            ui.click("main button.primary").await;
+            // Enabled: the pending delivery goes out, and the page says so.
+            got.recv().await.unwrap();
+            ui.wait_text(".deliveries [data-delivery-state=delivered]", "delivered")
+                .await;
+            ui.wait_gone("main", "Disabled").await;
+        },
+    )
+    .await;
+    s.stop().await;
+}

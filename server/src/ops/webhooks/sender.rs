@@ -354,7 +354,7 @@ impl Sender {
                     )
                     .bind(now)
                     .bind(format!(
-                        "disabled after {failures} failed attempts in a row; the last: {error}"
+                        "{failures} failed attempts in a row; the last: {error}"
                     ))
                     .bind(webhook)
                     .execute(&mut *tx)

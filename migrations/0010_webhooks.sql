@@ -1,4 +1,5 @@
--- npub-server schema, migration 10: webhooks and their delivery queue (issue 36, item 4).
+-- npub-server schema, migration 10: webhooks and their delivery queue (issue 36, item 4), and the
+-- device event log kept with a status report (item 5, at the end).
 --
 -- APPEND-ONLY, like 0001..0009. Same portability rules: INTEGER unix milliseconds, no
 -- SQLite-only functions. Twin: postgres/0010_webhooks.sql.
@@ -43,3 +44,8 @@ CREATE TABLE webhook_deliveries (
 -- (newest first, by id).
 CREATE INDEX webhook_deliveries_queue ON webhook_deliveries (webhook_id, state, id);
 CREATE INDEX webhook_deliveries_log ON webhook_deliveries (webhook_id, id);
+
+-- Issue 36, item 5: the device's own event log, sent with a status report (a few hundred bytes at
+-- most: server/src/device/routes.rs bounds it), kept with the report's history row as a JSON array
+-- of strings. NULL when the report carried none.
+ALTER TABLE device_events ADD COLUMN agent_log TEXT;

@@ -35,3 +35,5 @@ CREATE TABLE webhook_deliveries (
 );
 CREATE INDEX webhook_deliveries_queue ON webhook_deliveries (webhook_id, state, id);
 CREATE INDEX webhook_deliveries_log ON webhook_deliveries (webhook_id, id);
+
+ALTER TABLE device_events ADD COLUMN agent_log TEXT;

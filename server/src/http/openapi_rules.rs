@@ -333,6 +333,18 @@ fn property_rules() -> Vec<(&'static str, &'static str, Rule)> {
         ("StatusReport", "progress", share()),
         ("StatusReport", "reason", line(MAX_REASON_CHARS)),
         (
+            "StatusReport",
+            "events",
+            Rule::Items {
+                min: 0,
+                max: crate::device::routes::MAX_AGENT_EVENTS,
+                each: Some(Box::new(text(
+                    "^[ -~]*$",
+                    crate::device::routes::MAX_AGENT_EVENT_CHARS,
+                ))),
+            },
+        ),
+        (
             "NewWebhook",
             "url",
             text(

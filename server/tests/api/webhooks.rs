@@ -11,9 +11,7 @@ use serde_json::{Value, json};
 use crate::common::TestServer;
 use crate::support::{Sim, deploy, fleet, provision};
 
-#[path = "../common/webhook_receiver.rs"]
-mod receiver;
-use receiver::{Answer, receiver, verify};
+use crate::receiver::{Answer, receiver, verify};
 
 async fn start(dir: &std::path::Path, disable_after: u32, timeout_secs: u64) -> TestServer {
     TestServer::start_with(dir, |c| {

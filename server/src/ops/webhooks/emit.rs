@@ -164,8 +164,8 @@ pub async fn threshold_hit(
     deployment_state(conn, deployment, sequence, then, None, Some(reason)).await
 }
 
-/// Device `device` reported `state` (`failed` or `rolled_back`) for deployment `deployment`;
-/// any other state sends nothing.
+/// Device `device` reported `state` (`failed` or `rolled_back`) for deployment `deployment`,
+/// with its own last `events`; any other state sends nothing.
 pub async fn device_report(
     conn: &mut Conn,
     device: &str,
@@ -173,12 +173,13 @@ pub async fn device_report(
     sequence: i64,
     state: &str,
     reason: Option<&str>,
+    events: &[String],
 ) -> Result<(), ApiError> {
     if !matches!(state, "failed" | "rolled_back") {
         return Ok(());
     }
     let data = json!({"device_id": device, "deployment_id": deployment, "sequence": sequence,
-        "state": state, "reason": reason});
+        "state": state, "reason": reason, "events": events});
     emit(conn, EventKind::DeviceFailed, data).await
 }
 

@@ -11,6 +11,7 @@ mod admin;
 mod audit;
 mod deployment_devices;
 mod device;
+mod device_log;
 mod device_page;
 mod exposure;
 mod finished;

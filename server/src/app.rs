@@ -51,6 +51,7 @@ pub(crate) fn routes() -> OpenApiRouter<AppState> {
         .merge(http::openapi::router())
         .merge(auth::router())
         .merge(ops::audit_log::router())
+        .merge(ops::webhooks::routes::router())
         .merge(catalog::models::router())
         .merge(catalog::versions::router())
         .merge(catalog::release::router())

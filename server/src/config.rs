@@ -239,6 +239,21 @@ pub struct Config {
     #[arg(long, env = "NPUB_TLS_HANDSHAKE_TIMEOUT", default_value_t = crate::tls::DEFAULT_HANDSHAKE_TIMEOUT_SECS)]
     pub tls_handshake_timeout: u64,
 
+    /// Seconds one webhook delivery attempt may take, from connecting to the answer's head (and
+    /// the first 64 KiB of its body); a receiver that takes longer has failed that attempt.
+    #[arg(long, env = "NPUB_WEBHOOK_TIMEOUT", default_value_t = crate::ops::webhooks::kinds::DEFAULT_TIMEOUT_SECS)]
+    pub webhook_timeout: u64,
+
+    /// Milliseconds before a failed webhook delivery is tried again; each next wait is 4 times
+    /// longer, up to an hour (docs/webhooks.md has the schedule).
+    #[arg(long, env = "NPUB_WEBHOOK_RETRY_BASE_MS", default_value_t = crate::ops::webhooks::kinds::DEFAULT_RETRY_BASE_MS)]
+    pub webhook_retry_base_ms: u64,
+
+    /// Failed delivery attempts in a row after which a webhook is disabled (until an operator
+    /// enables it again).
+    #[arg(long, env = "NPUB_WEBHOOK_DISABLE_AFTER", default_value_t = crate::ops::webhooks::kinds::DEFAULT_DISABLE_AFTER)]
+    pub webhook_disable_after: u32,
+
     /// `AWS_*` settings applied over the process environment's when the pack store is `s3://`
     /// (for embedders and tests, which should not change their process's environment).
     #[arg(skip)]
@@ -316,6 +331,9 @@ impl Config {
             tls_ticket_key: None,
             client_ca: None,
             tls_handshake_timeout: crate::tls::DEFAULT_HANDSHAKE_TIMEOUT_SECS,
+            webhook_timeout: crate::ops::webhooks::kinds::DEFAULT_TIMEOUT_SECS,
+            webhook_retry_base_ms: crate::ops::webhooks::kinds::DEFAULT_RETRY_BASE_MS,
+            webhook_disable_after: crate::ops::webhooks::kinds::DEFAULT_DISABLE_AFTER,
         }
     }
 

@@ -186,6 +186,13 @@ impl Server {
                 memory_kib: npu_model::reference::DEFAULT_MEMORY_KIB,
                 workdir: data_dir.tmp(),
             }),
+            webhooks: Arc::new(crate::ops::webhooks::sender::Sender::new(
+                crate::ops::webhooks::kinds::Settings {
+                    timeout: std::time::Duration::from_secs(config.webhook_timeout.max(1)),
+                    retry_base: std::time::Duration::from_millis(config.webhook_retry_base_ms),
+                    disable_after: config.webhook_disable_after.max(1),
+                },
+            )),
         };
         // The admin listener's connections come out of the same descriptors.
         let admin_room = if admin_listener.is_some() {
@@ -391,6 +398,11 @@ impl Server {
             Arc::clone(&state.store_probe),
             until_stopped(stopped.clone()),
         ));
+        let webhooks = tokio::spawn(Arc::clone(&state.webhooks).run(
+            db.clone(),
+            Arc::clone(&state.keys),
+            until_stopped(stopped.clone()),
+        ));
         let sweeper = tokio::spawn(crate::store::gc::run(
             db.clone(),
             Arc::clone(&state.store),
@@ -435,6 +447,7 @@ impl Server {
         let _ = stop_background.send(());
         let _ = background.await;
         let _ = sweeper.await;
+        let _ = webhooks.await;
         let _ = prober.await;
         if let Err(e) = fleet.flush_last_seen(&db).await {
             tracing::error!(error = %e, "writing last-seen times at shutdown");

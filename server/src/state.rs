@@ -51,6 +51,8 @@ pub struct AppState {
     pub exposure: Arc<crate::tls::Exposure>,
     /// How uploads are proven against their source model (`catalog/proof.rs`).
     pub proof: Arc<crate::catalog::proof::Settings>,
+    /// The webhook sender: its settings and HTTP client (`ops/webhooks/sender.rs`).
+    pub webhooks: Arc<crate::ops::webhooks::sender::Sender>,
 }
 
 /// Request limits.

@@ -15,6 +15,7 @@ import { renderDevice } from './device.js';
 import { renderAudit } from './audit.js';
 import { renderAdmin } from './admin.js';
 import { renderDashboard } from './dashboard.js';
+import { renderWebhooks, renderWebhook } from './webhooks.js';
 
 const ROUTES = [
   [/^dashboard$/, renderDashboard, 'Dashboard'],
@@ -28,6 +29,8 @@ const ROUTES = [
   [/^fleet\/([^/]+)$/, renderDevice, 'Device'],
   [/^audit$/, renderAudit, 'Audit log'],
   [/^admin$/, renderAdmin, 'Tokens and keys'],
+  [/^webhooks$/, renderWebhooks, 'Webhooks'],
+  [/^webhooks\/([^/]+)$/, renderWebhook, 'Webhook'],
 ];
 
 /** What every view gets: who is signed in, and a way to register cleanup (timers). */

@@ -56,6 +56,16 @@ function summary(d) {
   ];
 }
 
+/** The device's own last events, as it sent them with a report (oldest first). */
+function agentLog(events) {
+  return h(
+    'details',
+    { class: 'agent-log', open: true },
+    h('summary', {}, `Device log (${events.length} ${events.length === 1 ? 'line' : 'lines'}, oldest first)`),
+    h('ol', {}, events.map((line) => h('li', {}, h('code', {}, line)))),
+  );
+}
+
 /** One timeline entry per event: an offer, or a report with its state, progress and reason. */
 function appendEvents(list, events) {
   for (const e of events) {
@@ -72,6 +82,7 @@ function appendEvents(list, events) {
             what,
             ` (sequence ${e.sequence}, ${pack})`,
             e.reason ? h('div', { class: 'reason' }, e.reason) : '',
+            e.events?.length ? agentLog(e.events) : '',
           ];
     list.append(h('li', { 'data-kind': e.kind, 'data-state': e.state ?? '' }, h('span', { class: 'when' }, time(e.at)), h('div', { class: 'what' }, body)));
   }

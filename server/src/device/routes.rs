@@ -93,10 +93,43 @@ pub struct StatusReport {
     /// (`attempt N: …`).
     #[serde(default)]
     pub attempts: Option<u32>,
+    /// The device's own last events, oldest first (the agent's event log, sent with a failure
+    /// report): at most [`MAX_AGENT_EVENTS`] lines of printable ASCII, each at most
+    /// [`MAX_AGENT_EVENT_CHARS`] characters. Kept with the report in the device's history.
+    #[serde(default)]
+    pub events: Option<Vec<String>>,
 }
 
 /// The most attempts a report may claim (the device agent makes 3).
 pub const MAX_ATTEMPTS: u32 = 100;
+/// Lines of a report's event log: a device keeps a few hundred bytes of them.
+pub const MAX_AGENT_EVENTS: usize = 16;
+/// Characters of one event-log line.
+pub const MAX_AGENT_EVENT_CHARS: usize = 64;
+
+/// Checks a report's event log (see [`StatusReport::events`]).
+fn check_events(events: &[String]) -> Result<(), ApiError> {
+    if events.len() > MAX_AGENT_EVENTS {
+        return Err(ApiError::invalid(format!(
+            "events: {} lines, at most {MAX_AGENT_EVENTS}",
+            events.len()
+        )));
+    }
+    for (i, e) in events.iter().enumerate() {
+        if let Some(c) = e.chars().find(|c| !(' '..='~').contains(c)) {
+            return Err(ApiError::invalid(format!(
+                "events[{i}]: holds {c:?}: only printable ASCII (space to ~)"
+            )));
+        }
+        if e.len() > MAX_AGENT_EVENT_CHARS {
+            return Err(ApiError::invalid(format!(
+                "events[{i}]: {} characters, at most {MAX_AGENT_EVENT_CHARS}",
+                e.len()
+            )));
+        }
+    }
+    Ok(())
+}
 
 /// Device routes.
 pub fn router() -> OpenApiRouter<AppState> {
@@ -584,6 +617,7 @@ async fn status(
     if let Some(reason) = &report.reason {
         crate::names::free_text("reason", reason, MAX_REASON_CHARS, crate::names::Lines::One)?;
     }
+    check_events(report.events.as_deref().unwrap_or_default())?;
     if report
         .attempts
         .is_some_and(|n| !(1..=MAX_ATTEMPTS).contains(&n))
@@ -664,6 +698,28 @@ async fn status(
         report.progress,
         reason.as_deref(),
         now,
+    )
+    .await?;
+    let events = report.events.unwrap_or_default();
+    if !events.is_empty() {
+        // Beside the report: the row record_report just wrote (or updated) is the device's newest.
+        sqlx::query(
+            "UPDATE device_events SET agent_log = $1 \
+             WHERE id = (SELECT MAX(id) FROM device_events WHERE device_id = $2)",
+        )
+        .bind(serde_json::Value::from(events.clone()).to_string())
+        .bind(id)
+        .execute(&mut *tx)
+        .await?;
+    }
+    crate::ops::webhooks::emit::device_report(
+        &mut tx,
+        id,
+        deployment_id,
+        sequence,
+        report.state.as_str(),
+        reason.as_deref(),
+        &events,
     )
     .await?;
     if report.state.is_success() {

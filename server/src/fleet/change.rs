@@ -118,6 +118,7 @@ impl<'s> FleetChange<'s> {
         // periodic check between the commit and the refresh, must not read the fleet first.
         let own = generation.map(|g| self.state.polling.cache.claim(g));
         self.tx.commit().await?;
+        crate::ops::webhooks::emit::wake();
         Ok(Committed {
             state: self.state,
             serial: self.serial,

@@ -1179,6 +1179,15 @@ async fn transition(
         .bind(id)
         .execute(&mut *tx)
         .await?;
+    crate::ops::webhooks::emit::deployment_state(
+        &mut tx,
+        id,
+        row.sequence,
+        to.as_str(),
+        Some(&op.name),
+        None,
+    )
+    .await?;
     if to == DeploymentState::Active {
         // The operator resumes over the failures counted now: with `on_failure: pause` only a
         // failure after this pauses it again.
@@ -1235,6 +1244,7 @@ pub(crate) async fn evaluate_in(conn: &mut Conn, id: i64) -> Result<bool, ApiErr
             if !rollout::claim_open(conn, id, open, n).await? {
                 return Ok(false);
             }
+            crate::ops::webhooks::emit::batch_opened(conn, id, row.sequence, open, n).await?;
             audit::record_system(
                 conn,
                 "deployment.batch_open",
@@ -1249,8 +1259,10 @@ pub(crate) async fn evaluate_in(conn: &mut Conn, id: i64) -> Result<bool, ApiErr
                 return Ok(false);
             }
             tracing::warn!(deployment = id, %reason, "deployment auto-paused");
-            // Webhooks: a deployment state change (active -> paused, threshold hit) is recorded
-            // here, in the transaction that made it.
+            // A deployment state change (active -> paused, threshold hit), queued for the
+            // webhooks in the transaction that made it.
+            crate::ops::webhooks::emit::threshold_hit(conn, id, row.sequence, "paused", &reason)
+                .await?;
             audit::record_system(
                 conn,
                 "deployment.auto_pause",
@@ -1266,6 +1278,8 @@ pub(crate) async fn evaluate_in(conn: &mut Conn, id: i64) -> Result<bool, ApiErr
             }
             // Webhooks: a deployment state change (-> aborted, threshold hit) is recorded here.
             tracing::warn!(deployment = id, %reason, "deployment auto-aborted");
+            crate::ops::webhooks::emit::threshold_hit(conn, id, row.sequence, "aborted", &reason)
+                .await?;
             audit::record_system(
                 conn,
                 "deployment.auto_abort",

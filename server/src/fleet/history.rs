@@ -59,6 +59,11 @@ pub struct HistoryEvent {
     pub progress: Option<f64>,
     /// The reported reason (`failed`, `rolled_back`).
     pub reason: Option<String>,
+    /// The device's own last events, sent with the report (oldest first).
+    #[sqlx(skip)]
+    pub events: Option<Vec<String>>,
+    #[serde(skip)]
+    agent_log: Option<String>,
     /// RFC 3339.
     #[sqlx(skip)]
     pub at: String,
@@ -200,7 +205,7 @@ pub(crate) async fn page(
     }
     let mut events: Vec<HistoryEvent> = sqlx::query_as(
         "SELECT e.id, e.kind, e.deployment_id, d.sequence, d.kind AS deployment_kind, \
-         m.name AS model, v.version, e.state, e.progress, e.reason, e.at AS at_ms \
+         m.name AS model, v.version, e.state, e.progress, e.reason, e.agent_log, e.at AS at_ms \
          FROM device_events e JOIN deployments d ON d.id = e.deployment_id \
          JOIN versions v ON v.id = d.version_id JOIN models m ON m.id = v.model_id \
          WHERE e.device_id = $1 AND ($2 IS NULL OR e.id < $2) ORDER BY e.id DESC LIMIT $3",
@@ -214,6 +219,10 @@ pub(crate) async fn page(
     events.truncate(limit as usize);
     for e in &mut events {
         e.at = rfc3339(e.at_ms);
+        e.events = e
+            .agent_log
+            .take()
+            .and_then(|l| serde_json::from_str(&l).ok());
     }
     Ok(History {
         next_before: if more {

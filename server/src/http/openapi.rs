@@ -28,6 +28,7 @@ use crate::state::AppState;
         (name = "tokens", description = "Operator API tokens (admin)"),
         (name = "keys", description = "Manifest signing keys"),
         (name = "audit", description = "Who did what, when"),
+        (name = "webhooks", description = "Signed event deliveries to operators' URLs (admin changes)"),
         (name = "operations", description = "Health, metrics, this document"),
     )
 )]

@@ -13,7 +13,7 @@
 //!
 //! **Value rules** the server enforces (patterns, lengths, ranges, enumerations), on path and
 //! query parameters and on request-body properties, taken from the constants the checks use
-//! (`names.rs`, `fleet/devices.rs`, `fleet/rollout.rs`), so that a generator of schema-valid
+//! (`names.rs`, `fleet/devices.rs`, `fleet/rollout.rs`, `ops/webhooks/kinds.rs`), so that a generator of schema-valid
 //! requests (schemathesis) only sends what the server accepts, and schema-invalid ones only what
 //! it refuses. A rule naming a parameter or property the document lacks is reported by
 //! [`complete`]; the tests require none.
@@ -32,6 +32,7 @@ use crate::fleet::device_info::MAX_FIELD_BYTES;
 use crate::fleet::devices::MAX_BATCH;
 use crate::fleet::rollout::{DeviceState, MAX_BATCHES};
 use crate::names;
+use crate::ops::webhooks::kinds::{self as webhooks, EventKind};
 
 /// A value rule for one schema.
 #[derive(Debug, Clone)]
@@ -206,6 +207,14 @@ fn parameter_rules() -> Vec<(&'static str, &'static str, Rule)> {
             },
         ),
         (
+            "/api/v1/webhooks/",
+            "id",
+            Rule::Int {
+                min: 1,
+                max: i64::MAX,
+            },
+        ),
+        (
             "/api/v1/device/manifest",
             "seq",
             Rule::Int {
@@ -346,6 +355,42 @@ fn property_rules() -> Vec<(&'static str, &'static str, Rule)> {
         ),
         ("StatusReport", "progress", share()),
         ("StatusReport", "reason", line(MAX_REASON_CHARS)),
+        (
+            "StatusReport",
+            "events",
+            Rule::Items {
+                min: 0,
+                max: crate::device::routes::MAX_AGENT_EVENTS,
+                each: Some(Box::new(text(
+                    "^[ -~]*$",
+                    crate::device::routes::MAX_AGENT_EVENT_CHARS,
+                ))),
+            },
+        ),
+        (
+            "NewWebhook",
+            "url",
+            text(
+                format!("^https?://[^\\s{CONTROL}]+$"),
+                webhooks::MAX_URL_CHARS,
+            ),
+        ),
+        (
+            "NewWebhook",
+            "events",
+            Rule::Items {
+                min: 1,
+                max: EventKind::SUBSCRIBABLE.len(),
+                each: Some(Box::new(Rule::OneOf(
+                    EventKind::SUBSCRIBABLE.iter().map(|k| k.as_str()).collect(),
+                ))),
+            },
+        ),
+        (
+            "NewWebhook",
+            "description",
+            line(webhooks::MAX_DESCRIPTION_CHARS),
+        ),
     ]
 }
 

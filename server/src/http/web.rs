@@ -81,6 +81,7 @@ const ASSETS: &[Asset] = &[
     asset!("assets/admin.js", JS),
     asset!("assets/dashboard.js", JS),
     asset!("assets/charts.js", JS),
+    asset!("assets/webhooks.js", JS),
 ];
 
 /// `"<sha256>"` of each asset, in [`ASSETS`] order, computed on first use.

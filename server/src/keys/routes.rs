@@ -635,6 +635,14 @@ async fn rotate_key(
     }
     insert_key(&mut tx, &pair, "generated").await?;
     let update = store_update(&mut tx, &state.keys, &op, change, now).await?;
+    crate::ops::webhooks::emit::key_rotated(
+        &mut tx,
+        &key_id.to_string(),
+        &previous_id.to_string(),
+        body.revoke_previous,
+        update.sequence,
+    )
+    .await?;
     let record = Record::Audit {
         op: &op,
         action: "key.rotate",

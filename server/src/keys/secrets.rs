@@ -208,6 +208,83 @@ impl KeyStore {
     }
 }
 
+/// The file that seals other secrets in the file store (a webhook's signing secret, which the
+/// server must read again to sign): a key-encryption key of its own, 64 hex digits, 0600,
+/// beside the key files. The database store seals with `--key-encryption-key` instead.
+const LOCAL_KEK_FILE: &str = "secrets.kek";
+
+impl KeyStore {
+    /// Seals a 32-byte secret the server uses again later (a webhook's signing secret) under
+    /// `name` (the associated data: it opens under that name only). The database never holds
+    /// it in the clear: the database store seals it under `--key-encryption-key`, the file store
+    /// under [`LOCAL_KEK_FILE`], made on first use.
+    pub async fn seal_secret(
+        &self,
+        name: &str,
+        secret: &[u8; SEED_LEN],
+    ) -> Result<Vec<u8>, String> {
+        match self {
+            Self::Database(kek) => kek.seal(name, secret),
+            Self::Files(dir) => local_kek(dir.clone()).await?.seal(name, secret),
+        }
+    }
+
+    /// Opens what [`KeyStore::seal_secret`] sealed under `name`.
+    pub async fn open_secret(
+        &self,
+        name: &str,
+        sealed: &[u8],
+    ) -> Result<Zeroizing<[u8; SEED_LEN]>, String> {
+        match self {
+            Self::Database(kek) => kek.open(name, sealed).map(Zeroizing::new),
+            Self::Files(dir) => local_kek(dir.clone())
+                .await?
+                .open(name, sealed)
+                .map(Zeroizing::new),
+        }
+    }
+}
+
+/// Reads the file store's own key-encryption key, or creates it (0600, fsynced) when missing.
+async fn local_kek(dir: PathBuf) -> Result<Kek, String> {
+    tokio::task::spawn_blocking(move || {
+        use std::io::Write as _;
+        use std::os::unix::fs::OpenOptionsExt as _;
+        let path = dir.join(LOCAL_KEK_FILE);
+        let read = |path: &Path| {
+            let text = Zeroizing::new(
+                std::fs::read_to_string(path)
+                    .map_err(|e| format!("reading {}: {e}", path.display()))?,
+            );
+            Kek::parse(&text).map_err(|e| format!("{}: {e}", path.display()))
+        };
+        if path.exists() {
+            return read(&path);
+        }
+        let seed = generate_seed()?;
+        let hex = Zeroizing::new(crate::store::to_hex(&*seed));
+        std::fs::create_dir_all(&dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
+        match std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&path)
+        {
+            Ok(mut file) => {
+                file.write_all(hex.as_bytes())
+                    .and_then(|()| file.sync_all())
+                    .map_err(|e| format!("writing {}: {e}", path.display()))?;
+                Kek::parse(&hex)
+            }
+            // Another request made it first: use theirs.
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => read(&path),
+            Err(e) => Err(format!("creating {}: {e}", path.display())),
+        }
+    })
+    .await
+    .map_err(|e| e.to_string())?
+}
+
 fn read_file(path: &Path) -> Result<KeyPair, String> {
     read_secret_key(path).map_err(|e| {
         format!(

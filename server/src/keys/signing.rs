@@ -43,7 +43,7 @@ use crate::time::now_ms;
 /// The active signing key and the root key, with the store their secrets live in.
 #[derive(Debug)]
 pub struct Keys {
-    pub(super) store: KeyStore,
+    pub(crate) store: KeyStore,
     active: RwLock<Arc<KeyPair>>,
     root: KeyPair,
 }

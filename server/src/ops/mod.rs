@@ -10,3 +10,4 @@ pub mod health;
 pub mod logging;
 pub mod metrics;
 pub mod probe;
+pub mod webhooks;

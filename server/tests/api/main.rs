@@ -2,6 +2,9 @@
 //! temp data dir, driven with reqwest. One file per idea.
 #[path = "../common/mod.rs"]
 mod common;
+/// A webhook receiver on loopback, for the tests of webhooks and of what they carry.
+#[path = "../common/webhook_receiver.rs"]
+mod receiver;
 /// The fleet tests' simulated device, for the tests here that need a deployment.
 #[path = "../fleet/support.rs"]
 #[allow(dead_code)]
@@ -13,6 +16,7 @@ mod banner;
 mod binary;
 mod connections;
 mod contention;
+mod device_events;
 mod errors;
 mod fd_limit;
 mod holes;
@@ -30,3 +34,4 @@ mod restart;
 mod timeouts;
 mod upload_limits;
 mod uploads;
+mod webhooks;

@@ -109,6 +109,8 @@ async fn rejects_a_parameter_documented_anywhere_but_where_the_route_takes_it() 
         "GET /api/v1/devices/{id} ?before",
         "GET /api/v1/devices/{id} ?limit",
         "GET /api/v1/fleet/summary ?offline_minutes",
+        "GET /api/v1/webhooks/{id}/deliveries ?limit",
+        "GET /api/v1/webhooks/{id}/deliveries ?cursor",
         "POST /api/v1/deployments ?dry_run",
         "POST /api/v1/groups/{group}/rollback ?dry_run",
         "POST /api/v1/models/{name}/versions/{version}/release-signatures ?replace",

@@ -56,6 +56,7 @@ async fn every_view_fits_a_phone_screen() {
             ("fleet", "Fleet"),
             ("audit", "Audit log"),
             ("admin", "Tokens and keys"),
+            ("webhooks", "Webhooks"),
         ] {
             ui.open(route).await;
             ui.wait_text("h1", heading).await;

@@ -80,6 +80,10 @@ impl TlsFailure {
     }
 }
 
+/// Redirects of one range request followed in a row, at most: a presigned URL is one; a CDN
+/// in front of a bucket, or a bucket that moved, may add one or two.
+pub const MAX_REDIRECTS: usize = 4;
+
 /// One failed or refused HTTP exchange.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
@@ -216,7 +220,7 @@ pub enum HttpError {
     },
     /// A redirect to a scheme other than `http` or `https` (`ftp:`, `file:` …).
     RedirectNotHttp,
-    /// The download was redirected more than [`super::MAX_REDIRECTS`] times in a row.
+    /// The download was redirected more than [`MAX_REDIRECTS`] times in a row.
     TooManyRedirects {
         /// The last hop's status: another redirect.
         status: u16,
@@ -389,7 +393,7 @@ impl fmt::Display for HttpError {
             HttpError::TooManyRedirects { status } => write!(
                 f,
                 "pack: redirected {} times and then once more ({status}); not followed",
-                super::MAX_REDIRECTS
+                MAX_REDIRECTS
             ),
         }
     }

@@ -192,9 +192,7 @@ pub struct Stats {
     pub pack_bytes: u64,
 }
 
-/// Redirects of one range request followed in a row, at most: a presigned URL is one; a CDN
-/// in front of a bucket, or a bucket that moved, may add one or two.
-pub const MAX_REDIRECTS: usize = 4;
+pub use error::MAX_REDIRECTS;
 
 /// Whether `status` redirects a `GET` (the download's only method, so 301, 302 and 303 mean
 /// what 307 and 308 do).

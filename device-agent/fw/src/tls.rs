@@ -13,6 +13,11 @@
 //! Only then does the link return, and only then does the transport write its first request:
 //! the token never leaves for a server that has not proved itself.
 //!
+//! **Redirects.** An `https://` hop of a redirected download ([`Link::connect_tls_anonymous`],
+//! e.g. a presigned URL of the bucket) goes through the same handshake and checks, under the
+//! hop's host name and the same anchor: the bucket's certificate must come from the `--ca` CA
+//! too (a pinned key pins the server alone, so a pinned device follows no `https://` hop).
+//!
 //! **Randomness.** A SHA-256 hash DRBG ([`HashDrbg`]) seeded once per boot from the board's TRNG through
 //! [`Entropy`]. QEMU's AN547 model has no TRNG: there the seed comes from the host
 //! (`--tls-seed`, `run-qemu.sh` draws it from `/dev/urandom`), a demo only, said so on the console.
@@ -499,6 +504,18 @@ impl Link for TlsNet {
     fn connect_tls(&mut self, host: &str, port: u16, timeout_ms: u32) -> Result<(), HttpError> {
         let io = self.take_io();
         self.handshake(io, host, port, timeout_ms)
+    }
+
+    /// A redirect's `https://` hop (a presigned URL of the bucket): the same handshake, checked
+    /// against the same `--ca` anchor under the hop's host name. The firmware sends no client
+    /// certificate and resumes no session, so it has nothing of the server's to leave out.
+    fn connect_tls_anonymous(
+        &mut self,
+        host: &str,
+        port: u16,
+        timeout_ms: u32,
+    ) -> Result<(), HttpError> {
+        self.connect_tls(host, port, timeout_ms)
     }
 
     fn close(&mut self) {

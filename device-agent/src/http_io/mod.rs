@@ -1247,7 +1247,7 @@ fn connect_fed<L: Link, C: Clock>(
     timeout_ms: u32,
     security: Security,
 ) -> Result<(), HttpError> {
-    // The host's TLS link (the firmware has none yet) connects and shakes hands in one call,
+    // Both TLS links (the host's, the firmware's) connect and shake hands in one call,
     // within the connect timeout: fed before it, not during it.
     match security {
         Security::Plain => {}

@@ -4,7 +4,8 @@
 # uploads a pack, then for two deployments (group g0: one batch of 100 %; group g1: batches
 # [50, 100], thresholds that never open the second) has R devices of the group poll and report
 # `downloading` then `installed`, and prints the median and p95 of each kind of report (the whole
-# request over loopback, client included).
+# request over loopback, client included), then times the dashboard's requests with both
+# rollouts active.
 #
 #   bench/reports.sh [DEVICES] [REPORTERS]                         (default 100000, 200)
 #
@@ -100,4 +101,14 @@ def rollout(group, policy):
 
 rollout("g0", None)
 rollout("g1", {"batches": [50, 100], "success_threshold": 1.0, "failure_threshold": 1.0})
+
+# The dashboard with these two rollouts active: what an operator's page load asks.
+for path in ("/api/v1/fleet/summary", "/api/v1/deployments/1/timeline", "/api/v1/deployments/2"):
+    times = []
+    for _ in range(5):
+        t = time.perf_counter()
+        status, _ = call("GET", path, admin)
+        times.append((time.perf_counter() - t) * 1000)
+        assert status == 200, (path, status)
+    print(f"RESULT {path:34s} median {statistics.median(times):8.2f} ms  max {max(times):8.2f} ms  (5 requests)")
 PY

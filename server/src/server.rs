@@ -185,6 +185,9 @@ impl Server {
                 inputs: config.proof_inputs,
                 memory_kib: npu_model::reference::DEFAULT_MEMORY_KIB,
                 workdir: data_dir.tmp(),
+                runs: Arc::new(tokio::sync::Semaphore::new(
+                    crate::catalog::proof::REFERENCE_RUNS,
+                )),
             }),
             webhooks: Arc::new(crate::ops::webhooks::sender::Sender::new(
                 crate::ops::webhooks::kinds::Settings {

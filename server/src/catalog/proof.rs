@@ -11,7 +11,11 @@
 //! The CPU pool rather than `spawn_blocking`: the pool exists because a burst of uploads on
 //! tokio's growing blocking pool left RSS higher after every burst (issue #31); the proof's
 //! model runs are the same kind of work. The functional model's memory is the pack's own regions
-//! (bounded by the upload limit) and the pool's size bounds how many run at once.
+//! (bounded by the upload limit) and the pool's size bounds how many run at once. The reference
+//! runs are child processes of up to [`Settings::memory_kib`] each: at most [`REFERENCE_RUNS`] run
+//! at once ([`Settings::runs`]); an upload that waits longer than `--proof-timeout` for its turn
+//! is stored with the proof `not_run` and says so, instead of a burst of proven uploads starting
+//! a Python per upload (`--max-uploads`, 16 by default) and taking the host's memory.
 //!
 //! A proof that cannot run does not refuse the upload: the version is stored with the proof
 //! `not_run` and the reason (no interpreter configured, the interpreter missing, the timeout, an
@@ -37,6 +41,8 @@ pub const DEFAULT_INPUTS: u32 = 5;
 /// How long the reference run may take, unless `--proof-timeout` says otherwise: the 1 MB-class
 /// model takes seconds on five inputs.
 pub const DEFAULT_TIMEOUT_SECS: u64 = 120;
+/// Reference runs (child processes) at once, whatever the number of uploads in flight.
+pub const REFERENCE_RUNS: usize = 2;
 /// The seed of a proof's random inputs: fixed, so that a proof can be run again and agree.
 pub const SEED: u64 = 1;
 
@@ -53,6 +59,8 @@ pub struct Settings {
     pub memory_kib: u64,
     /// Where the reference runs' work directories go (the staging directory).
     pub workdir: PathBuf,
+    /// Turns to run a reference child ([`REFERENCE_RUNS`] permits).
+    pub runs: std::sync::Arc<tokio::sync::Semaphore>,
 }
 
 /// A proof's verdict.
@@ -309,6 +317,18 @@ async fn reference_run(
     source: &Path,
     sets: &[TensorSet],
 ) -> Result<Vec<TensorSet>, String> {
+    // Its turn first, waited for no longer than the run itself may take.
+    let _turn = match tokio::time::timeout(settings.timeout, settings.runs.acquire()).await {
+        Ok(Ok(permit)) => permit,
+        Ok(Err(_)) => return Err("the server is stopping".into()),
+        Err(_) => {
+            return Err(format!(
+                "{REFERENCE_RUNS} reference runs of other uploads took every turn for {} s \
+                 (--proof-timeout); not run",
+                settings.timeout.as_secs()
+            ));
+        }
+    };
     let dir = Workdir::prepare(&settings.workdir, sets).map_err(|e| e.to_string())?;
     let command = dir
         .command(python, source, settings.memory_kib)
@@ -370,4 +390,41 @@ pub async fn gate(
          (its proof diverged: {}); deploy it anyway with \"override_proof\": true (audited)",
         summary.replace('\n', "; ")
     )))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every turn taken: the run waits no longer than `--proof-timeout`, starts nothing, and says
+    /// why (the upload is stored with the proof not run).
+    #[tokio::test]
+    async fn rejects_a_reference_run_when_every_turn_stays_taken() {
+        let dir = tempfile::tempdir().unwrap();
+        let settings = Settings {
+            python: None,
+            timeout: Duration::from_millis(200),
+            inputs: 1,
+            memory_kib: 1 << 20,
+            workdir: dir.path().to_owned(),
+            runs: std::sync::Arc::new(tokio::sync::Semaphore::new(REFERENCE_RUNS)),
+        };
+        let _all = settings
+            .runs
+            .clone()
+            .acquire_many_owned(REFERENCE_RUNS as u32)
+            .await
+            .unwrap();
+        // An interpreter that does not exist: reaching the spawn would say so instead.
+        let python = dir.path().join("no-such-python");
+        let why = reference_run(&settings, &python, &dir.path().join("m.tflite"), &[])
+            .await
+            .unwrap_err();
+        assert!(why.contains("took every turn"), "{why}");
+        assert_eq!(
+            std::fs::read_dir(dir.path()).unwrap().count(),
+            0,
+            "nothing was prepared"
+        );
+    }
 }

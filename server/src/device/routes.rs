@@ -652,7 +652,14 @@ async fn status(
             "deployment with sequence {sequence} for this device"
         ))
     })?;
-    if !offered(&mut tx, &found, &device.entry).await? {
+    // The snapshot the device authenticated with offers it this deployment: it was offered (its
+    // batches only grow). Otherwise the database decides (a newer deployment took its place, or
+    // the snapshot is behind).
+    let assigned = device
+        .snapshot
+        .assignment(&device.entry.id)
+        .is_some_and(|a| a.deployment_id == found.id);
+    if !assigned && !offered(&mut tx, &found, &device.entry).await? {
         // Counting it would report installs the rollout never asked for, and could open the next
         // batch on their strength.
         return Err(ApiError::Conflict(format!(

@@ -242,11 +242,15 @@ impl PollCache {
         db: &Db,
         store: &Arc<dyn PackStore>,
     ) -> Result<bool, LoadError> {
+        // The snapshot's generation first: it only grows, and the database's, read after it, is
+        // at least as high unless the database went back. Read the other way round, a change
+        // that committed and extended the snapshot between the two reads looked like a restore
+        // and read the whole fleet again.
+        let current = self.get().generation;
         let (generation,): (i64,) =
             sqlx::query_as("SELECT value FROM fleet_generation WHERE id = 1")
                 .fetch_one(db)
                 .await?;
-        let current = self.get().generation;
         if generation == current || (generation > current && self.is_own(generation)) {
             Ok(false)
         } else if generation < current {

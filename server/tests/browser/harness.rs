@@ -317,17 +317,29 @@ impl Ui {
 
     /// What the clipboard holds (after [`Ui::grant_clipboard`]).
     pub async fn clipboard(&self) -> String {
-        self.client
-            .execute_async(
-                "const done = arguments[0]; \
-                 navigator.clipboard.readText().then(done, (e) => done(`error: ${e}`));",
-                vec![],
-            )
-            .await
-            .unwrap()
-            .as_str()
-            .unwrap_or_default()
-            .to_owned()
+        // Chromium lets a page read the clipboard only while its document has the focus, which
+        // headless Chromium on a loaded machine can lose for a moment: a read refused for that is
+        // asked again, after focusing the window, a few times.
+        let mut got = String::new();
+        for _ in 0..5 {
+            got = self
+                .client
+                .execute_async(
+                    "const done = arguments[0]; window.focus(); \
+                     navigator.clipboard.readText().then(done, (e) => done(`error: ${e}`));",
+                    vec![],
+                )
+                .await
+                .unwrap()
+                .as_str()
+                .unwrap_or_default()
+                .to_owned();
+            if !(got.starts_with("error:") && got.contains("focus")) {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        }
+        got
     }
 
     /// Records what the page saves instead of letting the browser download it: the page's CSP

@@ -550,9 +550,9 @@ struct Reported {
 async fn offered(
     conn: &mut crate::db::Conn,
     d: &Reported,
+    batches: &[u8],
     device: &DeviceEntry,
 ) -> Result<bool, ApiError> {
-    let batches: Vec<u8> = serde_json::from_str(&d.batches).map_err(ApiError::internal)?;
     let open = usize::try_from(d.open_batches).unwrap_or(0);
     let members = crate::fleet::deployments::members(conn, d.id).await?;
     if open >= batches.len() && batches.last() == Some(&100) {
@@ -571,7 +571,7 @@ async fn offered(
         members.as_ref(),
         d.accel,
     );
-    let n = rollout::offered_count(&batches, open, ranked.len());
+    let n = rollout::offered_count(batches, open, ranked.len());
     Ok(ranked[..n].contains(&&*device.id))
 }
 
@@ -579,10 +579,9 @@ async fn offered(
 /// abort it; a success can open a batch while one is still closed. Any other report (progress,
 /// a success once every batch is open) leaves the decision as the last evaluation left it, and
 /// is not evaluated (evaluating reads every target and every report of the deployment).
-fn may_decide(d: &Reported, state: DeviceState) -> bool {
-    let batches = serde_json::from_str::<Vec<u8>>(&d.batches).map_or(usize::MAX, |b| b.len());
+fn may_decide(d: &Reported, batches: &[u8], state: DeviceState) -> bool {
     let open = usize::try_from(d.open_batches).unwrap_or(0);
-    state.is_failure() || (state.is_success() && open < batches)
+    state.is_failure() || (state.is_success() && open < batches.len())
 }
 
 /// Reports the device's progress on a deployment; feeds the rollout (batches, auto-abort).
@@ -659,7 +658,8 @@ async fn status(
         .snapshot
         .assignment(&device.entry.id)
         .is_some_and(|a| a.deployment_id == found.id);
-    if !assigned && !offered(&mut tx, &found, &device.entry).await? {
+    let batches: Vec<u8> = serde_json::from_str(&found.batches).map_err(ApiError::internal)?;
+    if !assigned && !offered(&mut tx, &found, &batches, &device.entry).await? {
         // Counting it would report installs the rollout never asked for, and could open the next
         // batch on their strength.
         return Err(ApiError::Conflict(format!(
@@ -742,7 +742,7 @@ async fn status(
     }
     // A report that opens a batch, completes or aborts the rollout changes what devices are
     // offered; any other changes no snapshot.
-    let effect = if may_decide(&found, report.state)
+    let effect = if may_decide(&found, &batches, report.state)
         && deployments::evaluate_in(&mut tx, deployment_id).await?
     {
         Effect::Fleet

@@ -14,7 +14,7 @@ use super::device_info::{
     DeviceCreated, DeviceInfo, DeviceRow, MAX_FIELD_BYTES, check_field, load_info,
 };
 use super::history::{self, History, HistoryQuery};
-use super::listing::DeviceFilter;
+use super::listing::{DeviceFilter, DeviceFilterInput};
 use crate::auth::{Operator, token};
 use crate::device::auth as device_auth;
 use crate::fleet::change::{Effect, FleetChange, Record};
@@ -296,13 +296,15 @@ async fn list_devices(
         (model, version) => Some(version_ids(&state, model.as_deref(), version.as_deref()).await?),
     };
     let filter = DeviceFilter::new(
-        q.group,
-        q.status,
-        versions,
-        q.accelerator.as_deref(),
-        q.not_seen_minutes,
-        q.q,
-        page::decode(q.cursor.as_deref())?,
+        DeviceFilterInput {
+            group: q.group,
+            status: q.status,
+            versions,
+            accelerator: q.accelerator.as_deref(),
+            not_seen_minutes: q.not_seen_minutes,
+            text: q.q,
+            after: page::decode(q.cursor.as_deref())?,
+        },
         now_ms(),
     )?;
     let (sql, binds) = filter.sql(limit + 1);

@@ -19,23 +19,39 @@ use npub_core::Accel;
 use crate::db::Bind;
 use crate::http::error::ApiError;
 
-/// The device listing's filters, checked.
+/// The device listing's filters as the query gave them, not yet checked: named fields, so that a
+/// call site cannot swap two of them. [`DeviceFilter::new`] checks them.
 #[derive(Debug, Clone, Default)]
-pub struct DeviceFilter {
+pub struct DeviceFilterInput<'a> {
     /// Only this group.
     pub group: Option<String>,
     /// `revoked`, `new`, or a reported state.
     pub status: Option<String>,
     /// Only devices running one of these versions (row ids; empty: none can match).
     pub versions: Option<Vec<i64>>,
-    /// Only this NPU configuration (its NPU1 word).
-    pub accel: Option<u32>,
-    /// Only devices not seen since this instant (unix ms).
-    pub not_seen_since: Option<i64>,
+    /// Only this NPU configuration, by name (`ethos-u55-256`).
+    pub accelerator: Option<&'a str>,
+    /// Only devices not seen for more than this many minutes.
+    pub not_seen_minutes: Option<u32>,
     /// Only devices whose id or name contains this (any case).
     pub text: Option<String>,
-    /// Only devices after this id.
+    /// Only devices after this id (the decoded cursor).
     pub after: Option<String>,
+}
+
+/// The device listing's filters, checked: only [`DeviceFilter::new`] makes one (the fields are
+/// private), so every statement [`DeviceFilter::sql`] builds is from values that passed the checks.
+#[derive(Debug, Clone, Default)]
+pub struct DeviceFilter {
+    group: Option<String>,
+    status: Option<String>,
+    versions: Option<Vec<i64>>,
+    accel: Option<u32>,
+    /// Unix ms.
+    not_seen_since: Option<i64>,
+    /// Lower case.
+    text: Option<String>,
+    after: Option<String>,
 }
 
 /// The states a device can report, besides `new` and `revoked` (`fleet::states::DeviceState`).
@@ -48,18 +64,18 @@ fn is_status(s: &str) -> bool {
 }
 
 impl DeviceFilter {
-    /// Checks the query's raw values: 422 naming the parameter that is wrong.
-    #[allow(clippy::too_many_arguments)]
-    pub fn new(
-        group: Option<String>,
-        status: Option<String>,
-        versions: Option<Vec<i64>>,
-        accelerator: Option<&str>,
-        not_seen_minutes: Option<u32>,
-        text: Option<String>,
-        after: Option<String>,
-        now_ms: i64,
-    ) -> Result<Self, ApiError> {
+    /// Checks the query's raw values, `now_ms` the instant "not seen for" counts from: 422 naming
+    /// the parameter that is wrong.
+    pub fn new(input: DeviceFilterInput<'_>, now_ms: i64) -> Result<Self, ApiError> {
+        let DeviceFilterInput {
+            group,
+            status,
+            versions,
+            accelerator,
+            not_seen_minutes,
+            text,
+            after,
+        } = input;
         if let Some(s) = &status
             && !is_status(s)
         {
@@ -205,13 +221,15 @@ mod tests {
     #[test]
     fn only_the_filters_given_reach_the_statement() {
         let f = DeviceFilter::new(
-            Some("lab".into()),
-            Some("failed".into()),
-            Some(vec![7]),
-            Some("ethos-u55-256"),
-            Some(10),
-            Some("Cam_%".into()),
-            Some("dev-9".into()),
+            DeviceFilterInput {
+                group: Some("lab".into()),
+                status: Some("failed".into()),
+                versions: Some(vec![7]),
+                accelerator: Some("ethos-u55-256"),
+                not_seen_minutes: Some(10),
+                text: Some("Cam_%".into()),
+                after: Some("dev-9".into()),
+            },
             1_000_000,
         )
         .unwrap();
@@ -228,17 +246,28 @@ mod tests {
 
     #[test]
     fn rejects_an_unknown_status_or_accelerator_naming_the_parameter() {
-        let status =
-            DeviceFilter::new(None, Some("broken".into()), None, None, None, None, None, 0)
-                .unwrap_err()
-                .to_string();
+        let status = DeviceFilter::new(
+            DeviceFilterInput {
+                status: Some("broken".into()),
+                ..Default::default()
+            },
+            0,
+        )
+        .unwrap_err()
+        .to_string();
         assert!(
             status.contains("status: \"broken\" is not a device status"),
             "{status}"
         );
-        let accel = DeviceFilter::new(None, None, None, Some("npu"), None, None, None, 0)
-            .unwrap_err()
-            .to_string();
+        let accel = DeviceFilter::new(
+            DeviceFilterInput {
+                accelerator: Some("npu"),
+                ..Default::default()
+            },
+            0,
+        )
+        .unwrap_err()
+        .to_string();
         assert!(accel.contains("accelerator: \"npu\""), "{accel}");
     }
 }

@@ -4,7 +4,7 @@
 use std::collections::BTreeSet;
 
 use npub_server::db::{Backend, Bind};
-use npub_server::fleet::listing::DeviceFilter;
+use npub_server::fleet::listing::{DeviceFilter, DeviceFilterInput};
 use npub_server::ops::audit_log::{AuditQuery, audit_sql};
 use reqwest::Method;
 use serde_json::{Value, json};
@@ -409,13 +409,15 @@ async fn every_listing_filter_uses_an_index() {
                   text: Option<&str>,
                   after: Option<&str>| {
         DeviceFilter::new(
-            group.map(str::to_owned),
-            status.map(str::to_owned),
-            versions,
-            accel,
-            minutes,
-            text.map(str::to_owned),
-            after.map(str::to_owned),
+            DeviceFilterInput {
+                group: group.map(str::to_owned),
+                status: status.map(str::to_owned),
+                versions,
+                accelerator: accel,
+                not_seen_minutes: minutes,
+                text: text.map(str::to_owned),
+                after: after.map(str::to_owned),
+            },
             1_800_000_000_000,
         )
         .unwrap()

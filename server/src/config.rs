@@ -249,6 +249,17 @@ pub struct Config {
     #[arg(long, env = "NPUB_WEBHOOK_RETRY_BASE_MS", default_value_t = crate::ops::webhooks::kinds::DEFAULT_RETRY_BASE_MS)]
     pub webhook_retry_base_ms: u64,
 
+    /// Networks (CIDR or one address, repeatable or comma-separated) that webhook deliveries may
+    /// reach although they are refused by default: loopback, link-local (the cloud metadata
+    /// service), unspecified, multicast (docs/webhooks.md). E.g. `127.0.0.1` for a receiver on
+    /// the same host. Private networks need no entry.
+    #[arg(
+        long = "webhook-allow-address",
+        env = "NPUB_WEBHOOK_ALLOW_ADDRESSES",
+        value_delimiter = ','
+    )]
+    pub webhook_allow_addresses: Vec<String>,
+
     /// Failed delivery attempts in a row after which a webhook is disabled (until an operator
     /// enables it again).
     #[arg(long, env = "NPUB_WEBHOOK_DISABLE_AFTER", default_value_t = crate::ops::webhooks::kinds::DEFAULT_DISABLE_AFTER)]
@@ -334,6 +345,7 @@ impl Config {
             webhook_timeout: crate::ops::webhooks::kinds::DEFAULT_TIMEOUT_SECS,
             webhook_retry_base_ms: crate::ops::webhooks::kinds::DEFAULT_RETRY_BASE_MS,
             webhook_disable_after: crate::ops::webhooks::kinds::DEFAULT_DISABLE_AFTER,
+            webhook_allow_addresses: Vec::new(),
         }
     }
 

@@ -13,6 +13,7 @@
 mod app;
 pub mod auth;
 pub mod catalog;
+pub mod cidr;
 pub mod config;
 mod conn;
 pub mod db;

@@ -13,6 +13,8 @@ use std::net::{IpAddr, Ipv6Addr, SocketAddr};
 
 use axum::http::HeaderMap;
 
+use crate::cidr::Networks;
+
 /// What per-peer limits count against: the IPv4 address, or the IPv6 address's /64.
 pub fn key(ip: IpAddr) -> IpAddr {
     match ip.to_canonical() {
@@ -24,76 +26,19 @@ pub fn key(ip: IpAddr) -> IpAddr {
     }
 }
 
-/// One `--trusted-proxy` network.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct Cidr {
-    net: IpAddr,
-    prefix: u8,
-}
-
-impl Cidr {
-    fn parse(text: &str) -> Result<Self, String> {
-        let (addr, prefix) = match text.split_once('/') {
-            Some((a, p)) => (a, Some(p)),
-            None => (text, None),
-        };
-        let net: IpAddr = addr
-            .trim()
-            .parse()
-            .map_err(|_| format!("{text:?}: not an IP address or CIDR (e.g. 10.0.0.0/8)"))?;
-        let net = net.to_canonical();
-        let max = if net.is_ipv4() { 32 } else { 128 };
-        let prefix = match prefix {
-            None => max,
-            Some(p) => p
-                .trim()
-                .parse::<u8>()
-                .ok()
-                .filter(|p| *p <= max)
-                .ok_or_else(|| format!("{text:?}: the prefix length must be 0 to {max}"))?,
-        };
-        Ok(Self { net, prefix })
-    }
-
-    fn contains(self, ip: IpAddr) -> bool {
-        match (self.net, ip.to_canonical()) {
-            (IpAddr::V4(n), IpAddr::V4(a)) => {
-                let mask = u32::MAX
-                    .checked_shl(32 - u32::from(self.prefix))
-                    .unwrap_or(0);
-                u32::from(n) & mask == u32::from(a) & mask
-            }
-            (IpAddr::V6(n), IpAddr::V6(a)) => {
-                let mask = u128::MAX
-                    .checked_shl(128 - u32::from(self.prefix))
-                    .unwrap_or(0);
-                u128::from(n) & mask == u128::from(a) & mask
-            }
-            _ => false,
-        }
-    }
-}
-
 /// The `--trusted-proxy` networks.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct TrustedProxies(Vec<Cidr>);
+pub struct TrustedProxies(Networks);
 
 impl TrustedProxies {
     /// Parses the flag's values (each an address or a CIDR); the error names the bad one.
     pub fn parse(values: &[String]) -> Result<Self, String> {
-        values
-            .iter()
-            .flat_map(|v| v.split(','))
-            .map(str::trim)
-            .filter(|v| !v.is_empty())
-            .map(Cidr::parse)
-            .collect::<Result<_, _>>()
-            .map(Self)
+        Networks::parse(values).map(Self)
     }
 
     /// Whether `ip` is a trusted proxy.
     pub fn contains(&self, ip: IpAddr) -> bool {
-        self.0.iter().any(|c| c.contains(ip))
+        self.0.contains(ip)
     }
 
     /// The client a request from `peer` with `headers` comes from (the module doc's table).

@@ -116,6 +116,10 @@ impl Server {
             crate::peer::TrustedProxies::parse(&config.trusted_proxies)
                 .map_err(fail("--trusted-proxy"))?,
         );
+        let webhook_reach = crate::ops::webhooks::reach::Reach::new(
+            crate::cidr::Networks::parse(&config.webhook_allow_addresses)
+                .map_err(fail("--webhook-allow-address"))?,
+        );
         let timers = crate::device::polling::FleetTimers {
             poll_interval_secs: config.poll_interval,
             last_seen_flush: std::time::Duration::from_secs(config.last_seen_flush.max(1)),
@@ -195,6 +199,7 @@ impl Server {
                     retry_base: std::time::Duration::from_millis(config.webhook_retry_base_ms),
                     disable_after: config.webhook_disable_after.max(1),
                 },
+                webhook_reach,
             )),
         };
         // The admin listener's connections come out of the same descriptors.

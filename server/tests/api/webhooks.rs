@@ -455,3 +455,61 @@ async fn deployment_state(s: &TestServer, id: i64) -> String {
         .unwrap()
         .to_owned()
 }
+
+#[tokio::test]
+async fn rejects_a_receiver_on_the_servers_own_host_or_the_metadata_service() {
+    let dir = tempfile::tempdir().unwrap();
+    // Without the harness's `--webhook-allow-address 127.0.0.1`: the default policy.
+    let s = TestServer::start_with(dir.path(), |c| {
+        c.webhook_retry_base_ms = 1;
+        c.webhook_allow_addresses.clear();
+    })
+    .await;
+    let (url, mut got) = receiver(|_| Answer::Status(200)).await;
+    for (target, range) in [
+        (url.clone(), "a loopback address"),
+        (
+            "http://169.254.169.254/latest/meta-data".to_owned(),
+            "a link-local address",
+        ),
+        (
+            "http://[::ffff:127.0.0.1]:9/hook".to_owned(),
+            "a loopback address",
+        ),
+    ] {
+        let r = s
+            .req(Method::POST, "/api/v1/webhooks")
+            .json(&json!({"url": target, "events": ["key.rotated"]}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 422, "{target}");
+        let body: Value = r.json().await.unwrap();
+        let message = body["detail"].as_str().unwrap();
+        assert!(
+            message.starts_with("url: ") && message.contains(range),
+            "{target}: {message}"
+        );
+    }
+
+    // A name is judged by what it resolves to, at each attempt: `localhost` reaches nothing.
+    let by_name = url.replace("127.0.0.1", "localhost");
+    let (hook, _) = register(&s, &by_name, &["key.rotated"]).await;
+    assert_eq!(
+        post(&s, &format!("/api/v1/webhooks/{hook}/test"))
+            .await
+            .status(),
+        202
+    );
+    let log = until(&s, &format!("/api/v1/webhooks/{hook}/deliveries"), |v| {
+        v["items"][0]["attempts"].as_i64().unwrap_or(0) >= 1
+    })
+    .await;
+    let error = log["items"][0]["last_error"].as_str().unwrap();
+    assert!(
+        error.contains("localhost is ") && error.contains("loopback"),
+        "{error}"
+    );
+    assert!(got.try_recv().is_err(), "the receiver got a delivery");
+    s.stop().await;
+}

@@ -99,6 +99,9 @@ impl TestServer {
         }
         let mut config = Config::new(dir, "127.0.0.1:0".parse().unwrap());
         config.admin_token = Some(ADMIN.into());
+        // The tests' webhook receivers listen on 127.0.0.1 (`webhook_receiver.rs`), a range
+        // deliveries are refused by default; a test of that refusal clears it.
+        config.webhook_allow_addresses = vec!["127.0.0.1".into()];
         tweak(&mut config);
         if postgres::backend() == postgres::Backend::Postgres && config.database_url.is_none() {
             config.database_url = Some(postgres::database_for(dir).await);

@@ -4,10 +4,11 @@
 //! `docs/webhooks.md` is the operator's page.
 //!
 //! Bottom-up: `kinds.rs` (event kinds, limits, settings), `sign.rs` (headers and signature) →
-//! `secret.rs` (the secret sealed at rest), `emit.rs` (events into the queue) → `sender.rs`
-//! (the queue to the receivers), `routes.rs` (`/api/v1/webhooks`).
+//! `secret.rs` (the secret sealed at rest), `emit.rs` (events into the queue), `reach.rs` (the
+//! addresses a delivery may go to) → `sender.rs` (the queue to the receivers), `routes.rs` (`/api/v1/webhooks`).
 pub mod emit;
 pub mod kinds;
+pub mod reach;
 pub mod routes;
 pub mod secret;
 pub mod sender;

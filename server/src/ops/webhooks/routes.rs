@@ -13,6 +13,7 @@ use utoipa_axum::routes;
 
 use super::emit::{test, wake};
 use super::kinds::{EventKind, MAX_DESCRIPTION_CHARS, MAX_URL_CHARS, MAX_WEBHOOKS};
+use super::reach::Reach;
 use super::secret;
 use super::sign::secret_text;
 use crate::auth::{Admin, Operator};
@@ -131,7 +132,7 @@ pub fn router() -> OpenApiRouter<AppState> {
 
 /// Checks a receiver's URL: http or https, a host, no user or password (they would be logged
 /// and shown).
-fn check_url(text: &str) -> Result<(), ApiError> {
+fn check_url(text: &str, reach: &Reach) -> Result<(), ApiError> {
     names::free_text("url", text, MAX_URL_CHARS, names::Lines::One)?;
     let url = url::Url::parse(text)
         .map_err(|e| ApiError::invalid(format!("url: {text:?} is not a URL ({e})")))?;
@@ -148,6 +149,10 @@ fn check_url(text: &str) -> Result<(), ApiError> {
         return Err(ApiError::invalid(
             "url: must not hold a user or password (the secret signs each delivery instead)",
         ));
+    }
+    // A host name is checked at every attempt, on what it then resolves to (`reach.rs`).
+    if let Some(refused) = url.host_str().and_then(|h| reach.refuse_literal(h)) {
+        return Err(ApiError::invalid(format!("url: {refused}")));
     }
     Ok(())
 }
@@ -258,7 +263,7 @@ async fn create_webhook(
     Admin(op): Admin,
     Json(new): Json<NewWebhook>,
 ) -> Result<(StatusCode, JsonResponse<WebhookCreated>), ApiError> {
-    check_url(&new.url)?;
+    check_url(&new.url, state.webhooks.reach())?;
     check_events(&new.events)?;
     names::free_text(
         "description",

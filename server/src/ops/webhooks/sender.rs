@@ -9,6 +9,7 @@
 //! | a dead receiver and a busy fleet    | [`MAX_PENDING`](super::kinds::MAX_PENDING) queued per webhook, then `dropped`; backoff between attempts; disabled after `--webhook-disable-after` failed attempts in a row |
 //! | a slow receiver holding up others   | one attempt in flight per webhook; the webhooks are independent tasks |
 //! | the server's own URL                | nothing a webhook sends causes an event: an attempt is one more request answered 401 |
+//! | a URL aimed at the server's own host or the cloud metadata service | refused on every resolved address ([`Reach`](super::reach::Reach)), unless `--webhook-allow-address` covers it |
 //! | several replicas                    | a webhook is leased (`lease_until`) by the replica sending to it |
 //!
 //! Order: a webhook's deliveries go oldest first; a failed one is retried after its backoff
@@ -29,6 +30,7 @@ use tokio::time::Instant;
 
 use super::emit::{prune, woken};
 use super::kinds::{MAX_ATTEMPTS, MAX_LOGGED_BODY_CHARS, MAX_RESPONSE_BYTES, Settings};
+use super::reach::{GuardedResolver, Reach};
 use super::secret::open;
 use super::sign::signature;
 use crate::db::Db;
@@ -41,12 +43,13 @@ const TICK: Duration = Duration::from_secs(1);
 /// How much longer than one attempt a lease lasts (the outcome still has to be written).
 const LEASE_MARGIN: Duration = Duration::from_secs(30);
 
-type Https = hyper_rustls::HttpsConnector<HttpConnector>;
+type Https = hyper_rustls::HttpsConnector<HttpConnector<GuardedResolver>>;
 
 /// The webhook settings and the HTTP client every delivery goes through.
 #[derive(Debug)]
 pub struct Sender {
     settings: Settings,
+    reach: Arc<Reach>,
     client: Client<Https, Body>,
 }
 
@@ -60,9 +63,11 @@ struct Outcome {
 }
 
 impl Sender {
-    /// A sender with `settings`; `https://` receivers are checked against the system's roots.
-    pub fn new(settings: Settings) -> Self {
-        let mut tcp = HttpConnector::new();
+    /// A sender with `settings`, sending only where `reach` allows; `https://` receivers are
+    /// checked against the system's roots.
+    pub fn new(settings: Settings, reach: Reach) -> Self {
+        let reach = Arc::new(reach);
+        let mut tcp = HttpConnector::new_with_resolver(GuardedResolver::new(Arc::clone(&reach)));
         tcp.set_connect_timeout(Some(settings.timeout));
         tcp.set_nodelay(true);
         tcp.enforce_http(false);
@@ -87,7 +92,16 @@ impl Sender {
             .pool_max_idle_per_host(1)
             .pool_idle_timeout(Duration::from_secs(30))
             .build(https);
-        Self { settings, client }
+        Self {
+            settings,
+            reach,
+            client,
+        }
+    }
+
+    /// Where deliveries may go.
+    pub fn reach(&self) -> &Reach {
+        &self.reach
     }
 
     /// The settings in force.
@@ -225,6 +239,14 @@ impl Sender {
             status: None,
             error: Some(error),
         };
+        // The resolver checks every address a name resolves to; an address in the URL is never
+        // resolved, so it is checked here (the allow list may have changed since registration).
+        let literal = url::Url::parse(url)
+            .ok()
+            .and_then(|u| u.host_str().and_then(|h| self.reach.refuse_literal(h)));
+        if let Some(refused) = literal {
+            return failed(refused);
+        }
         let timestamp = now_ms() / 1000;
         let request = Request::post(url)
             .header("content-type", "application/json")

@@ -125,11 +125,20 @@ async function windows(box, ctx) {
   const start = h('input', { name: 'window-start', value: '02:00', size: 5, pattern: '\\d\\d:\\d\\d', autocomplete: 'off' });
   const end = h('input', { name: 'window-end', value: '04:00', size: 5, pattern: '\\d\\d:\\d\\d', autocomplete: 'off' });
   const zone = h('input', { name: 'window-zone', value: Intl.DateTimeFormat().resolvedOptions().timeZone || 'UTC', autocomplete: 'off' });
+  const dayNames = ['mon', 'tue', 'wed', 'thu', 'fri', 'sat', 'sun'];
+  const dayBoxes = dayNames.map((d) => h('input', { type: 'checkbox', name: `window-day-${d}`, value: d }));
+  const days = h(
+    'fieldset',
+    { class: 'days' },
+    h('legend', {}, 'Opens on (none: every day)'),
+    dayBoxes.map((box, i) => h('label', {}, box, ` ${dayNames[i][0].toUpperCase()}${dayNames[i].slice(1)}`)),
+  );
+  const spanOf = (w) => `${w.start}–${w.end} ${w.time_zone}${w.days && w.days.length ? ` (${w.days.join(', ')})` : ''}`;
   const change = async (method, g, body) => {
     try {
       if (method === 'PUT') await api.request('PUT', api.path('groups', g, 'window'), body);
       else await api.del(api.path('groups', g, 'window'));
-      toast(method === 'PUT' ? `Group ${g}: updates only ${body.start}–${body.end} (${body.time_zone}).` : `Group ${g}: updates at any time.`);
+      toast(method === 'PUT' ? `Group ${g}: updates only ${spanOf(body)}.` : `Group ${g}: updates at any time.`);
       await windows(box, ctx);
     } catch (err) {
       replace(status, errorBox(err));
@@ -143,23 +152,25 @@ async function windows(box, ctx) {
       onsubmit: (e) => {
         e.preventDefault();
         if (!group.value) return;
-        change('PUT', group.value, { start: start.value, end: end.value, time_zone: zone.value });
+        const chosen = dayBoxes.filter((b) => b.checked).map((b) => b.value);
+        change('PUT', group.value, { start: start.value, end: end.value, time_zone: zone.value, days: chosen });
       },
     },
     field('Group', group),
     field('Opens', start, 'HH:MM'),
     field('Closes', end, 'before it opens: over midnight'),
     field('Time zone', zone, 'IANA name, e.g. Europe/Berlin'),
+    days,
     h('div', { class: 'actions' }, h('button', { type: 'submit', disabled: !groups.length }, 'Set window')),
   );
   replace(
     box,
     h('h2', { id: 'windows' }, 'Maintenance windows'),
-    h('p', { class: 'muted' }, 'A group with a window is offered updates only inside it, every day in its time zone; a device already downloading may finish.'),
+    h('p', { class: 'muted' }, 'A group with a window is offered updates only inside it, in its time zone, every day or on the days it opens; a device already downloading may finish.'),
     table(
       [
         { label: 'Group', cell: (g) => g.group },
-        { label: 'Window', cell: (g) => (g.window ? `${g.window.start}–${g.window.end} ${g.window.time_zone}` : 'any time') },
+        { label: 'Window', cell: (g) => (g.window ? spanOf(g.window) : 'any time') },
         {
           label: '',
           cell: (g) => (g.window

@@ -114,8 +114,8 @@ pub(super) async fn build(
     )
     .fetch_all(&mut *conn)
     .await?;
-    let windows: Vec<(String, i64, i64, String)> =
-        sqlx::query_as("SELECT grp, start_minute, end_minute, time_zone FROM group_windows")
+    let windows: Vec<(String, i64, i64, i64, String)> =
+        sqlx::query_as("SELECT grp, start_minute, end_minute, days, time_zone FROM group_windows")
             .fetch_all(&mut *conn)
             .await?;
     let updates: Vec<(i64, Vec<u8>)> =
@@ -138,11 +138,11 @@ pub(super) async fn build(
     }
     let windows = windows
         .into_iter()
-        .filter_map(|(grp, start, end, zone)| match Window::new(start, end, &zone) {
+        .filter_map(|(grp, start, end, days, zone)| match Window::new(start, end, days, &zone) {
             Some(w) => Some((grp, w)),
             None => {
                 // Offered as if it had none rather than held forever by a window nobody can read.
-                tracing::error!(group = %grp, zone = %zone, "maintenance window: unknown time zone");
+                tracing::error!(group = %grp, zone = %zone, days, "maintenance window: unknown time zone or no day");
                 None
             }
         })

@@ -231,7 +231,7 @@ mod tests {
         let seen = LastSeen::default();
         let never = |_: &HeaderValue| false;
         // 02:00-03:00 UTC; 1_768_435_200_000 is a midnight UTC.
-        let window = Window::new(120, 180, "UTC").unwrap();
+        let window = Window::new(120, 180, 127, "UTC").unwrap();
         let midnight = 1_768_435_200_000;
         assert!(matches!(
             poll(

@@ -103,13 +103,14 @@ async fn list_groups(
         Option<i64>,
         Option<i64>,
         Option<i64>,
+        Option<i64>,
         Option<String>,
     );
     let rows: Vec<Row> = sqlx::query_as(
         "SELECT g.grp, \
            (SELECT COUNT(*) FROM devices d WHERE d.grp = g.grp AND d.revoked_at IS NULL), \
            (SELECT MAX(sequence) FROM deployments p WHERE p.target_group = g.grp), \
-           w.start_minute, w.end_minute, w.time_zone \
+           w.start_minute, w.end_minute, w.days, w.time_zone \
          FROM (SELECT grp FROM devices UNION SELECT target_group FROM deployments \
                WHERE target_group IS NOT NULL UNION SELECT grp FROM group_windows) g \
          LEFT JOIN group_windows w ON w.grp = g.grp ORDER BY g.grp",
@@ -119,13 +120,13 @@ async fn list_groups(
     Ok(JsonResponse(
         rows.into_iter()
             .map(
-                |(group, devices, latest_sequence, start, end, zone)| GroupInfo {
+                |(group, devices, latest_sequence, start, end, days, zone)| GroupInfo {
                     group,
                     devices,
                     latest_sequence,
-                    window: match (start, end, zone) {
-                        (Some(s), Some(e), Some(z)) => {
-                            Some(super::window::WindowSpec::of_row(s, e, z))
+                    window: match (start, end, days, zone) {
+                        (Some(s), Some(e), Some(d), Some(z)) => {
+                            Some(super::window::WindowSpec::of_row(s, e, d, z))
                         }
                         _ => None,
                     },

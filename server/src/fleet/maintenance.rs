@@ -20,8 +20,8 @@ pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new().routes(routes!(set_window, clear_window))
 }
 
-/// Sets a group's maintenance window: its devices are offered updates only inside it, every day,
-/// in its time zone. A device that already holds a manifest may still finish its download.
+/// Sets a group's maintenance window: its devices are offered updates only inside it, every day
+/// or on the days it names, in its time zone. A device that already holds a manifest may still finish its download.
 #[utoipa::path(
     put,
     path = "/api/v1/groups/{group}/window",
@@ -42,19 +42,20 @@ async fn set_window(
     Json(spec): Json<WindowSpec>,
 ) -> Result<JsonResponse<WindowSpec>, ApiError> {
     super::device_info::check_field("group", &group)?;
-    let (start, end) = spec.check()?;
+    let (start, end, days) = spec.check()?;
     let mut tx = FleetChange::begin(&state).await?;
     sqlx::query(
-        "INSERT INTO group_windows (grp, start_minute, end_minute, time_zone, updated_at) \
-         VALUES ($1, $2, $3, $4, $5) ON CONFLICT (grp) DO UPDATE SET \
+        "INSERT INTO group_windows (grp, start_minute, end_minute, time_zone, updated_at, days) \
+         VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (grp) DO UPDATE SET \
          start_minute = excluded.start_minute, end_minute = excluded.end_minute, \
-         time_zone = excluded.time_zone, updated_at = excluded.updated_at",
+         time_zone = excluded.time_zone, updated_at = excluded.updated_at, days = excluded.days",
     )
     .bind(&group)
     .bind(i64::from(start))
     .bind(i64::from(end))
     .bind(&spec.time_zone)
     .bind(now_ms())
+    .bind(i64::from(days.bits()))
     .execute(&mut *tx)
     .await?;
     tx.commit(
@@ -62,14 +63,20 @@ async fn set_window(
             op: &op,
             action: "group.window_set",
             object: format!("groups/{group}"),
-            detail: serde_json::json!({"start": spec.start, "end": spec.end, "time_zone": spec.time_zone}),
+            detail: serde_json::json!({"start": spec.start, "end": spec.end, "time_zone": spec.time_zone, "days": spec.days}),
         },
         Effect::Fleet,
     )
     .await?
     .finish()
     .await;
-    Ok(JsonResponse(spec))
+    // Answered as read back: days in order, none for every day.
+    Ok(JsonResponse(WindowSpec::of_row(
+        i64::from(start),
+        i64::from(end),
+        i64::from(days.bits()),
+        spec.time_zone,
+    )))
 }
 
 /// Removes a group's maintenance window: its devices are offered updates at any time again.

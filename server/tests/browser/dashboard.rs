@@ -193,13 +193,15 @@ async fn the_dashboard_shows_the_apis_numbers_and_a_paused_deployment_holds() {
             ui.wait_text(".windows", "any time").await;
             ui.select("select[name=window-group]", "lab").await;
             ui.fill("input[name=window-zone]", "UTC").await;
+            ui.click("input[name=window-day-sun]").await;
+            ui.click("input[name=window-day-sat]").await;
             ui.click("form[aria-label='Set a maintenance window'] button[type=submit]")
                 .await;
-            ui.wait_text(".windows", "02:00–04:00 UTC").await;
+            ui.wait_text(".windows", "02:00–04:00 UTC (sat, sun)").await;
             let groups = api(&base, Method::GET, "/groups", None).await;
             assert_eq!(
                 groups[0]["window"],
-                json!({"start": "02:00", "end": "04:00", "time_zone": "UTC"})
+                json!({"start": "02:00", "end": "04:00", "time_zone": "UTC", "days": ["sat", "sun"]})
             );
         },
     )

@@ -409,6 +409,64 @@ async fn a_maintenance_window_holds_new_offers_outside_it() {
 }
 
 #[tokio::test]
+async fn a_maintenance_window_opens_only_on_its_days() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = TestServer::start(dir.path()).await;
+    fleet(&s).await;
+    let tokens = provision(&s, "lab", &["a"]).await;
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs() as i64;
+    let minute = (now / 60).rem_euclid(1440);
+    // The window opens this minute (today, UTC: 1970-01-01 was a Thursday) and lasts an hour, so
+    // whatever the clock does during the test, the day it opened on is today.
+    let today = (now.div_euclid(86_400) + 3).rem_euclid(7) as usize;
+    let names = ["mon", "tue", "wed", "thu", "fri", "sat", "sun"];
+    let window = |days: Vec<&str>| json!({"start": hhmm(minute), "end": hhmm(minute + 60), "time_zone": "UTC", "days": days});
+    let other_days: Vec<&str> = (0..7).filter(|d| *d != today).map(|d| names[d]).collect();
+    let (status, body) = send(
+        &s,
+        Method::PUT,
+        "/api/v1/groups/lab/window",
+        Some(window(other_days.clone())),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["days"], json!(other_days));
+    deploy(
+        &s,
+        json!({"model": "kws", "version": "1.0.0", "group": "lab"}),
+    )
+    .await;
+    let a = Sim::new(&s, &tokens[0]).await;
+    assert_eq!(
+        a.poll().await.status(),
+        StatusCode::NO_CONTENT,
+        "the hour is right, the day is not"
+    );
+    let (status, body) = send(
+        &s,
+        Method::PUT,
+        "/api/v1/groups/lab/window",
+        Some(window(vec![names[today]])),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(a.poll().await.status(), StatusCode::OK, "today");
+    // Every day, named: answered as no `days` at all.
+    let (_, body) = send(
+        &s,
+        Method::PUT,
+        "/api/v1/groups/lab/window",
+        Some(window(names.to_vec())),
+    )
+    .await;
+    assert!(body.get("days").is_none(), "{body}");
+    s.stop().await;
+}
+
+#[tokio::test]
 async fn rejects_a_bad_maintenance_window_naming_the_field() {
     let dir = tempfile::tempdir().unwrap();
     let s = TestServer::start(dir.path()).await;
@@ -428,6 +486,10 @@ async fn rejects_a_bad_maintenance_window_naming_the_field() {
         (
             json!({"start": "02:00", "end": "03:00", "time_zone": "Europe/Atlantis"}),
             "time_zone: \"Europe/Atlantis\"",
+        ),
+        (
+            json!({"start": "02:00", "end": "03:00", "time_zone": "UTC", "days": ["sat", "Sun"]}),
+            "days: \"Sun\" is not a day of the week",
         ),
     ] {
         let (status, answer) = send(&s, Method::PUT, "/api/v1/groups/lab/window", Some(body)).await;

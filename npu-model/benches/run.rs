@@ -1,6 +1,7 @@
 //! Functional-model inference time on real Vela output, one input set each, the pack loaded
 //! (parsed, verified, weights decoded on the first run) once as TFLite loads a model once (the reference
-//! kernels' time on the same model and input is measured by `bench/npu_model.sh`).
+//! kernels' time on the same model and input is measured by `bench/npu_model.sh`); and, per model,
+//! `load+golden`: what an upload pays for its golden vector.
 use std::path::Path;
 
 use criterion::{Criterion, criterion_group, criterion_main};
@@ -39,6 +40,14 @@ fn bench(c: &mut Criterion) {
         // Like the reference's `invoke()`: the model is loaded (parsed, verified) once.
         let model = npu_model::Model::load(&imp.pack, &imp.io).unwrap();
         g.bench_function(name, |b| b.iter(|| model.run(&refs).unwrap()));
+        // What every upload with IO bindings pays for its golden vector (`server/src/catalog/
+        // proof.rs`): the pack loaded from scratch, then the golden input run once.
+        g.bench_function(format!("{name}/load+golden"), |b| {
+            b.iter(|| {
+                let model = npu_model::Model::load(&imp.pack, &imp.io).unwrap();
+                npu_model::golden::compute(&model, &imp.io).unwrap()
+            })
+        });
     }
     g.finish();
 }

@@ -307,7 +307,7 @@ async fn list_devices(
         },
         now_ms(),
     )?;
-    let (sql, binds) = filter.sql(limit + 1);
+    let (sql, binds) = filter.sql(limit + 1, crate::db::Backend::of(&state.db));
     let query = crate::db::bind::query_as::<DeviceRow>(sql, binds);
     let rows = query.fetch_all(&state.db).await?;
     let items = rows.into_iter().map(DeviceRow::info).collect();

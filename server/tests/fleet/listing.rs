@@ -421,7 +421,7 @@ async fn every_listing_filter_uses_an_index() {
             1_800_000_000_000,
         )
         .unwrap()
-        .sql(101)
+        .sql(101, npub_server::db::Backend::of(&s.state.db))
     };
     let cases: Vec<(&str, Statement, Option<&str>, bool)> = vec![
         (

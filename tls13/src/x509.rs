@@ -1,4 +1,4 @@
-//! The server's certificate, as far as the firmware checks it: a DER reader for the X.509 fields
+//! The server's certificate, as far as the device checks it: a DER reader for the X.509 fields
 //! it needs, and the trust anchor from the `--ca` file (PEM).
 //!
 //! | `--ca` file holds      | the server is accepted when                                            |
@@ -18,7 +18,7 @@
 //! | `Certificate`          | `tbsCertificate` (its whole encoding, the signed bytes), `signatureAlgorithm`, `signatureValue` |
 //! | `TBSCertificate`       | `validity`, `subjectPublicKeyInfo`, `extensions` (subjectAltName only); `version`, `serialNumber`, `signature`, `issuer`, `subject` skipped |
 //! | `SubjectPublicKeyInfo` | `id-ecPublicKey` on `prime256v1`, the uncompressed point (65 bytes) |
-use device_agent::http_io::TlsFailure;
+use crate::error::CertError;
 use p256::ecdsa::signature::Verifier as _;
 use p256::ecdsa::{Signature, VerifyingKey};
 
@@ -273,6 +273,10 @@ fn digits(text: &[u8]) -> Result<u64, Malformed> {
 
 /// Days from 1970-01-01 to `year-month-day` (year ≥ 1970), after H. Hinnant's algorithm.
 fn days_from_civil(year: u64, month: u64, day: u64) -> u64 {
+    // Before 1970 is before the epoch: 0 (a GeneralizedTime may say year 0000).
+    if year < 1970 {
+        return 0;
+    }
     let y = if month <= 2 { year - 1 } else { year };
     let era = y / 400;
     let yoe = y - era * 400;
@@ -341,26 +345,34 @@ impl<'a> Anchor<'a> {
         Err(AnchorError::NoPem)
     }
 
+    /// What identifies the anchor: the CA certificate's DER, or the pinned key.
+    pub fn identity(&self) -> &[u8] {
+        match self {
+            Anchor::Ca { der, .. } => der,
+            Anchor::Key(key) => key,
+        }
+    }
+
     /// Checks the server's certificate `leaf` (DER) for `host` at `now` (Unix seconds); its
     /// key, which must then sign the handshake.
-    pub fn check(&self, leaf: &[u8], host: &str, now: u64) -> Result<[u8; KEY_BYTES], TlsFailure> {
-        let cert = Cert::parse(leaf).map_err(|_| TlsFailure::BadCertificate)?;
-        let key = cert.key().ok_or(TlsFailure::BadCertificate)?;
+    pub fn check(&self, leaf: &[u8], host: &str, now: u64) -> Result<[u8; KEY_BYTES], CertError> {
+        let cert = Cert::parse(leaf).map_err(|_| CertError::Malformed)?;
+        let key = cert.key().ok_or(CertError::NotP256)?;
         let trusted = match self {
             Anchor::Ca { der, key: ca } => *der == leaf || cert.signed_by(ca),
             Anchor::Key(pinned) => *pinned == key,
         };
         if !trusted {
-            return Err(TlsFailure::UnknownCa);
+            return Err(CertError::UnknownCa);
         }
         if now < cert.not_before {
-            return Err(TlsFailure::NotYetValid);
+            return Err(CertError::NotYetValid);
         }
         if now > cert.not_after {
-            return Err(TlsFailure::Expired);
+            return Err(CertError::Expired);
         }
         if !cert.names_host(host) {
-            return Err(TlsFailure::WrongHostName);
+            return Err(CertError::WrongHostName);
         }
         Ok(key)
     }

@@ -562,6 +562,12 @@ impl<T: Read + Write> Run<'_, T> {
             }
         };
 
+        // A ticket the server did not take leaves the schedule as in a full handshake.
+        let early = if resumed {
+            early
+        } else {
+            schedule::early_secret(None)
+        };
         let server_point =
             p256::PublicKey::from_sec1_bytes(&server_share).map_err(|_| Refusal::KeyShare)?;
         let shared = secret.diffie_hellman(&server_point);
@@ -683,11 +689,11 @@ impl<T: Read + Write> Run<'_, T> {
 /// A handshake message at the start of `bytes`: its type and body. One that runs past the
 /// record is refused: this client does not join messages across records.
 fn handshake_message(bytes: &[u8]) -> Result<(u8, &[u8]), Refusal> {
-    let [ty, a, b, c] = *bytes.first_chunk::<4>().ok_or(Refusal::FragmentedHandshake)?;
-    let len = usize::from(a) << 16 | usize::from(b) << 8 | usize::from(c);
-    let body = bytes
-        .get(4..4 + len)
+    let [ty, a, b, c] = *bytes
+        .first_chunk::<4>()
         .ok_or(Refusal::FragmentedHandshake)?;
+    let len = usize::from(a) << 16 | usize::from(b) << 8 | usize::from(c);
+    let body = bytes.get(4..4 + len).ok_or(Refusal::FragmentedHandshake)?;
     Ok((ty, body))
 }
 
@@ -726,7 +732,10 @@ mod tests {
             handshake_message(&[8, 0, 0, 5, 1, 2]),
             Err(Refusal::FragmentedHandshake)
         );
-        assert_eq!(handshake_message(&[8, 0]), Err(Refusal::FragmentedHandshake));
+        assert_eq!(
+            handshake_message(&[8, 0]),
+            Err(Refusal::FragmentedHandshake)
+        );
     }
 
     #[test]

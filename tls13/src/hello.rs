@@ -337,16 +337,25 @@ mod tests {
     #[test]
     fn rejects_an_unoffered_extension() {
         let sh = server_hello([1; 32], &[(43, V13), (51, &share()), (42, &[])]);
-        assert_eq!(parse_server_hello(&sh, false), Err(Refusal::UnofferedExtension));
+        assert_eq!(
+            parse_server_hello(&sh, false),
+            Err(Refusal::UnofferedExtension)
+        );
         // A cookie belongs to a HelloRetryRequest only.
         let sh = server_hello([1; 32], &[(43, V13), (51, &share()), (44, &[0, 1, 9])]);
-        assert_eq!(parse_server_hello(&sh, false), Err(Refusal::UnofferedExtension));
+        assert_eq!(
+            parse_server_hello(&sh, false),
+            Err(Refusal::UnofferedExtension)
+        );
     }
 
     #[test]
     fn rejects_a_duplicate_extension() {
         let sh = server_hello([1; 32], &[(43, V13), (43, V13), (51, &share())]);
-        assert_eq!(parse_server_hello(&sh, false), Err(Refusal::DuplicateExtension));
+        assert_eq!(
+            parse_server_hello(&sh, false),
+            Err(Refusal::DuplicateExtension)
+        );
     }
 
     #[test]
@@ -357,7 +366,10 @@ mod tests {
 
     #[test]
     fn parses_a_hello_retry_request() {
-        let sh = server_hello(HRR_RANDOM, &[(43, V13), (51, &[0, 0x18]), (44, &[0, 2, 7, 7])]);
+        let sh = server_hello(
+            HRR_RANDOM,
+            &[(43, V13), (51, &[0, 0x18]), (44, &[0, 2, 7, 7])],
+        );
         assert_eq!(
             parse_server_hello(&sh, false),
             Ok(ServerHello::Retry {

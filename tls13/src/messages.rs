@@ -160,7 +160,9 @@ mod tests {
 
     #[test]
     fn parses_encrypted_extensions_with_alpn() {
-        let body = [0, 15, 0, 16, 0, 11, 0, 9, 8, b'h', b't', b't', b'p', b'/', b'1', b'.', b'1'];
+        let body = [
+            0, 15, 0, 16, 0, 11, 0, 9, 8, b'h', b't', b't', b'p', b'/', b'1', b'.', b'1',
+        ];
         assert_eq!(parse_encrypted_extensions(&body[..]), Ok(()));
     }
 

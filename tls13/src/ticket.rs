@@ -221,7 +221,10 @@ mod tests {
     #[test]
     fn the_age_is_obfuscated_modulo_2_32() {
         let t = ticket();
-        assert_eq!(t.offer(&[6; 32], 1_001), Some(1000u32.wrapping_add(0xFFFF_FF00)));
+        assert_eq!(
+            t.offer(&[6; 32], 1_001),
+            Some(1000u32.wrapping_add(0xFFFF_FF00))
+        );
     }
 
     #[test]

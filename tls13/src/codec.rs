@@ -94,6 +94,10 @@ impl<'a> Writer<'a> {
         self.len
     }
 
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
     pub fn written(&self) -> &[u8] {
         &self.buf[..self.len]
     }

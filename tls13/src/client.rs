@@ -61,6 +61,10 @@ pub struct Config<'a> {
     pub anchor: &'a Anchor<'a>,
     /// Unix seconds: the certificate's validity and the ticket's age.
     pub now: u64,
+    /// Offer the kept ticket, and keep the tickets this session gives. `false` for a
+    /// connection that must carry nothing of another session (a redirect's hop): the kept
+    /// ticket is then neither offered nor replaced.
+    pub resume: bool,
 }
 
 /// How a handshake went.
@@ -88,6 +92,7 @@ struct Open {
     res_master: Secret,
     binding: [u8; 32],
     since: u64,
+    keep_tickets: bool,
 }
 
 /// The TLS client: its buffers, the open connection if any, and the last ticket.
@@ -170,10 +175,15 @@ impl<'b> Client<'b> {
             return Err(ConfigError::HostName.into());
         }
         let binding = ticket::binding(config.host, config.anchor);
-        let offer = self.ticket.take().and_then(|t| {
-            let age = t.offer(&binding, config.now)?;
-            Some((t, age))
-        });
+        // A ticket for another server (or of a connection that must not resume) stays kept;
+        // one for this server is used once.
+        let offer = match &self.ticket {
+            Some(t) if config.resume => t.offer(&binding, config.now).map(|age| (t.clone(), age)),
+            _ => None,
+        };
+        if offer.is_some() {
+            self.ticket = None;
+        }
         let mut alert_keys = None;
         let mut run = Run {
             io,
@@ -185,6 +195,7 @@ impl<'b> Client<'b> {
         match run.handshake(config, rng, offer.as_ref(), &mut alert_keys) {
             Ok((mut open, done)) => {
                 open.binding = binding;
+                open.keep_tickets = config.resume;
                 self.open = Some(open);
                 Ok(done)
             }
@@ -279,7 +290,7 @@ impl<'b> Client<'b> {
                                 nst.age_add,
                                 nst.identity,
                             );
-                            if t.is_some() {
+                            if t.is_some() && open.keep_tickets {
                                 self.ticket = t;
                             }
                         }
@@ -680,6 +691,7 @@ impl<T: Read + Write> Run<'_, T> {
                 res_master,
                 binding: [0; 32],
                 since: config.now,
+                keep_tickets: false,
             },
             Handshake { resumed, retried },
         ))

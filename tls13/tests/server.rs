@@ -211,6 +211,7 @@ fn handshake_with(fleet: &Fleet, ca_pem: &str, host: &str) -> Result<npub_tls::H
         host,
         anchor: &anchor,
         now: now(),
+        resume: true,
     };
     client.handshake(&mut tcp, &config, &mut OsRng)
 }
@@ -228,6 +229,7 @@ fn a_poll_resumes_the_session_of_the_poll_before_with_fewer_bytes_and_no_certifi
         host: "localhost",
         anchor: &anchor,
         now: now(),
+        resume: true,
     };
 
     let mut tcp = Tcp::connect(fleet.addr);
@@ -277,6 +279,7 @@ fn an_unknown_ticket_falls_back_to_a_full_handshake() {
         host: "localhost",
         anchor: &anchor,
         now: now(),
+        resume: true,
     };
     let mut tcp = Tcp::connect(fleet.addr);
     client.handshake(&mut tcp, &config, &mut OsRng).unwrap();
@@ -339,6 +342,7 @@ fn rejects_a_tampered_record() {
         host: "localhost",
         anchor: &anchor,
         now: now(),
+        resume: true,
     };
     let mut tcp = Tcp::connect(fleet.addr);
     // A ServerHello for secp256r1 without a PSK is 5 + 4 + 2 + 32 + 1 + 2 + 1 + 2 + 6 + 73 = 128

@@ -500,6 +500,10 @@ fn poll_loop(
             }
         }
         let wait = t.io.poll_interval_s().unwrap_or(60).clamp(1, 3600);
+        // Closed while the device sleeps: a poll interval outlasts a server's idle keep-alive,
+        // and a server need hold no socket per sleeping device. The next poll resumes the TLS
+        // session from the ticket kept in RAM (no certificate, about half the bytes).
+        t.io.finish();
         hprintln!("sleep: {} s", wait);
         t.io.clock().sleep_ms(wait * 1000);
     }

@@ -356,3 +356,53 @@ fn rejects_a_tampered_record() {
     );
     assert!(!client.is_open());
 }
+
+#[test]
+fn a_connection_that_must_not_resume_neither_offers_nor_replaces_the_ticket() {
+    let dir = tempfile::tempdir().unwrap();
+    let (fleet, ca) = fleet(dir.path());
+    let token = fleet.device();
+    let mut der = [0u8; 2048];
+    let anchor = Anchor::from_pem(ca.pem.as_bytes(), &mut der).unwrap();
+    let mut bufs = Buffers::new();
+    let mut client = bufs.client();
+    let mut config = Config {
+        host: "localhost",
+        anchor: &anchor,
+        now: now(),
+        resume: true,
+    };
+    let mut tcp = Tcp::connect(fleet.addr);
+    client.handshake(&mut tcp, &config, &mut OsRng).unwrap();
+    assert_eq!(poll(&mut client, &mut tcp, "localhost", &token), 204);
+    let kept = client.ticket().unwrap().to_record();
+    eprintln!(
+        "the server's ticket: {} B of identity",
+        client.ticket().unwrap().identity().len()
+    );
+
+    // A redirect's hop: a full handshake, and its own tickets are not kept.
+    config.resume = false;
+    let mut tcp = Tcp::connect(fleet.addr);
+    assert!(
+        !client
+            .handshake(&mut tcp, &config, &mut OsRng)
+            .unwrap()
+            .resumed
+    );
+    assert_eq!(poll(&mut client, &mut tcp, "localhost", &token), 204);
+    assert_eq!(client.ticket().unwrap().to_record(), kept);
+
+    // Another host's connection does not offer it, so does not use it up.
+    config.resume = true;
+    config.host = "127.0.0.1";
+    let mut tcp = Tcp::connect(fleet.addr);
+    assert!(
+        !client
+            .handshake(&mut tcp, &config, &mut OsRng)
+            .unwrap()
+            .resumed
+    );
+    client.close(&mut tcp);
+    assert_eq!(client.ticket().unwrap().to_record(), kept);
+}

@@ -630,8 +630,11 @@ impl<T: Read + Write> Run<'_, T> {
                         Expect::Certificate
                     }
                     (Expect::CertificateOrRequest | Expect::Certificate, msg::CERTIFICATE) => {
-                        let leaf = msg::parse_certificate(body)?;
-                        let key = config.anchor.check(leaf, config.host, config.now)?;
+                        let (leaf, intermediate) = msg::parse_certificate(body)?;
+                        let key =
+                            config
+                                .anchor
+                                .check(leaf, intermediate, config.host, config.now)?;
                         Expect::CertificateVerify(key)
                     }
                     (Expect::CertificateVerify(key), msg::CERTIFICATE_VERIFY) => {

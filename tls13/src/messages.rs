@@ -65,22 +65,28 @@ pub fn parse_certificate_request(body: &[u8]) -> Result<(), Refusal> {
     r.finish()
 }
 
-/// The server's certificate (the first entry) from a Certificate message; the other entries
-/// are decoded and ignored (the anchor checks the server's certificate alone).
-pub fn parse_certificate(body: &[u8]) -> Result<&[u8], crate::Error> {
+/// The server's certificate (the first entry) and the next one, an intermediate, if any, from a
+/// Certificate message; further entries are decoded and ignored (a chain of one intermediate is
+/// the longest the verifier follows).
+pub fn parse_certificate(body: &[u8]) -> Result<(&[u8], Option<&[u8]>), crate::Error> {
     let mut r = Reader::new(body);
     if !r.vec8()?.is_empty() {
         return Err(Refusal::CertificateContext.into());
     }
     let mut list = Reader::new(r.vec24()?);
     r.finish()?;
-    let mut leaf = None;
+    let (mut leaf, mut next) = (None, None);
     while !list.is_empty() {
         let der = list.vec24()?;
         list.vec16()?;
-        leaf.get_or_insert(der);
+        if leaf.is_none() {
+            leaf = Some(der);
+        } else if next.is_none() {
+            next = Some(der);
+        }
     }
-    leaf.ok_or(crate::Error::Certificate(CertError::Empty))
+    let leaf = leaf.ok_or(crate::Error::Certificate(CertError::Empty))?;
+    Ok((leaf, next))
 }
 
 /// A CertificateVerify's DER signature.
@@ -201,7 +207,10 @@ mod tests {
     #[test]
     fn the_first_certificate_is_the_servers() {
         let body = [0, 0, 0, 13, 0, 0, 2, 0xA, 0xB, 0, 0, 0, 0, 1, 0xC, 0, 0];
-        assert_eq!(parse_certificate(&body[..]), Ok(&[0xA, 0xB][..]));
+        assert_eq!(
+            parse_certificate(&body[..]),
+            Ok((&[0xA, 0xB][..], Some(&[0xC][..])))
+        );
     }
 
     #[test]

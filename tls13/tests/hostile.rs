@@ -94,8 +94,14 @@ fn parse_all(bytes: &[u8], cert_der: &[u8]) {
     let _ = Cert::parse(bytes);
     if let Ok(cert) = Cert::parse(cert_der) {
         if let Some(key) = cert.key() {
-            let _ = Anchor::Key(key).check(bytes, "localhost", 1_800_000_000);
-            let _ = Anchor::Ca { der: cert_der, key }.check(bytes, "127.0.0.1", 0);
+            let _ = Anchor::Key(key).check(bytes, None, "localhost", 1_800_000_000);
+            let _ = Anchor::Ca { der: cert_der, key }.check(bytes, None, "127.0.0.1", 0);
+            // A CA that signed nothing here: the intermediate is parsed and checked.
+            let _ = Anchor::Ca {
+                der: &[],
+                key: [4; 65],
+            }
+            .check(cert_der, Some(bytes), "localhost", 1_800_000_000);
         }
     }
     if let Ok(record) = <&[u8; RECORD_LEN]>::try_from(bytes) {

@@ -406,3 +406,33 @@ fn a_connection_that_must_not_resume_neither_offers_nor_replaces_the_ticket() {
     client.close(&mut tcp);
     assert_eq!(client.ticket().unwrap().to_record(), kept);
 }
+
+#[test]
+fn a_server_that_sends_one_intermediate_is_checked_through_it() {
+    use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair};
+    let dir = tempfile::tempdir().unwrap();
+    let root_key = KeyPair::generate().unwrap();
+    let mut root = CertificateParams::new(Vec::<String>::new()).unwrap();
+    root.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    root.distinguished_name.push(DnType::CommonName, "root");
+    let root_pem = root.self_signed(&root_key).unwrap().pem();
+    let root = Issuer::new(root, root_key);
+    let mid_key = KeyPair::generate().unwrap();
+    let mut mid = CertificateParams::new(Vec::<String>::new()).unwrap();
+    mid.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    mid.distinguished_name
+        .push(DnType::CommonName, "intermediate");
+    let mid_cert = mid.signed_by(&mid_key, &root).unwrap();
+    let mid = Issuer::new(mid, mid_key);
+    let key = KeyPair::generate().unwrap();
+    let params = CertificateParams::new(vec!["localhost".to_owned()]).unwrap();
+    let cert = params.signed_by(&key, &mid).unwrap();
+    let leaf = Leaf {
+        cert_pem: format!("{}{}", cert.pem(), mid_cert.pem()),
+        key_pem: key.serialize_pem(),
+        der: cert.der().clone(),
+    };
+    let fleet = Fleet::start(dir.path(), &leaf);
+    let done = handshake_with(&fleet, &root_pem, "localhost").unwrap();
+    assert!(!done.resumed);
+}

@@ -63,16 +63,16 @@ fn accepts_a_certificate_of_the_ca_for_its_name_and_its_address() {
     let ca = ca();
     let der = server(&ca);
     let key = Cert::parse(&der).unwrap().key().unwrap();
-    assert_eq!(anchor(&ca).check(&der, "localhost", NOW), Ok(key));
-    assert_eq!(anchor(&ca).check(&der, "LOCALHOST", NOW), Ok(key));
-    assert_eq!(anchor(&ca).check(&der, "127.0.0.1", NOW), Ok(key));
+    assert_eq!(anchor(&ca).check(&der, None, "localhost", NOW), Ok(key));
+    assert_eq!(anchor(&ca).check(&der, None, "LOCALHOST", NOW), Ok(key));
+    assert_eq!(anchor(&ca).check(&der, None, "127.0.0.1", NOW), Ok(key));
 }
 
 #[test]
 fn rejects_a_certificate_of_another_ca() {
     let (ca, other) = (ca(), ca());
     assert_eq!(
-        anchor(&other).check(&server(&ca), "localhost", NOW),
+        anchor(&other).check(&server(&ca), None, "localhost", NOW),
         Err(CertError::UnknownCa)
     );
 }
@@ -85,7 +85,7 @@ fn rejects_a_certificate_whose_signature_was_tampered_with() {
     let at = der.windows(9).position(|w| w == b"localhost").unwrap();
     der[at] ^= 0x20;
     assert_eq!(
-        anchor(&ca).check(&der, "localhost", NOW),
+        anchor(&ca).check(&der, None, "localhost", NOW),
         Err(CertError::UnknownCa)
     );
 }
@@ -98,7 +98,7 @@ fn rejects_an_expired_certificate() {
         p.not_after = date_time_ymd(2021, 1, 1);
     });
     assert_eq!(
-        anchor(&ca).check(&der, "localhost", NOW),
+        anchor(&ca).check(&der, None, "localhost", NOW),
         Err(CertError::Expired)
     );
 }
@@ -111,7 +111,7 @@ fn rejects_a_certificate_not_valid_yet() {
         p.not_after = date_time_ymd(2101, 1, 1);
     });
     assert_eq!(
-        anchor(&ca).check(&der, "localhost", NOW),
+        anchor(&ca).check(&der, None, "localhost", NOW),
         Err(CertError::NotYetValid)
     );
 }
@@ -122,7 +122,7 @@ fn rejects_a_certificate_for_another_host() {
     let der = server(&ca);
     for host in ["npub.example", "127.0.0.2", "localhost.", "localhos"] {
         assert_eq!(
-            anchor(&ca).check(&der, host, NOW),
+            anchor(&ca).check(&der, None, host, NOW),
             Err(CertError::WrongHostName),
             "{host}"
         );
@@ -139,13 +139,13 @@ fn rejects_a_wildcard_and_a_common_name_without_a_subject_alt_name() {
         |_| {},
     );
     assert_eq!(
-        anchor(&ca).check(&wildcard, "a.example.com", NOW),
+        anchor(&ca).check(&wildcard, None, "a.example.com", NOW),
         Err(CertError::WrongHostName)
     );
     // Subject CN = localhost, and no subjectAltName.
     let cn_only = leaf(&ca, &[], KeyPair::generate().unwrap(), |_| {});
     assert_eq!(
-        anchor(&ca).check(&cn_only, "localhost", NOW),
+        anchor(&ca).check(&cn_only, None, "localhost", NOW),
         Err(CertError::WrongHostName)
     );
 }
@@ -156,7 +156,7 @@ fn rejects_a_p384_certificate() {
     let key = KeyPair::generate_for(&rcgen::PKCS_ECDSA_P384_SHA384).unwrap();
     let der = leaf(&ca, &["localhost"], key, |_| {});
     assert_eq!(
-        anchor(&ca).check(&der, "localhost", NOW),
+        anchor(&ca).check(&der, None, "localhost", NOW),
         Err(CertError::NotP256)
     );
 }
@@ -167,11 +167,11 @@ fn rejects_bytes_that_are_no_certificate() {
     let mut der = server(&ca);
     der.push(0);
     assert_eq!(
-        anchor(&ca).check(&der, "localhost", NOW),
+        anchor(&ca).check(&der, None, "localhost", NOW),
         Err(CertError::Malformed)
     );
     assert_eq!(
-        anchor(&ca).check(&[0x30, 0x03, 1, 2], "localhost", NOW),
+        anchor(&ca).check(&[0x30, 0x03, 1, 2], None, "localhost", NOW),
         Err(CertError::Malformed)
     );
 }
@@ -181,9 +181,12 @@ fn a_pinned_key_accepts_its_certificate_only() {
     let ca = ca();
     let der = server(&ca);
     let key = Cert::parse(&der).unwrap().key().unwrap();
-    assert_eq!(Anchor::Key(key).check(&der, "localhost", NOW), Ok(key));
     assert_eq!(
-        Anchor::Key(key).check(&server(&ca), "localhost", NOW),
+        Anchor::Key(key).check(&der, None, "localhost", NOW),
+        Ok(key)
+    );
+    assert_eq!(
+        Anchor::Key(key).check(&server(&ca), None, "localhost", NOW),
         Err(CertError::UnknownCa)
     );
 }
@@ -195,7 +198,7 @@ fn a_pinned_self_signed_certificate_is_its_own_anchor() {
     let cert = params.self_signed(&key).unwrap();
     let mut buf = [0u8; 2048];
     let anchor = Anchor::from_pem(cert.pem().as_bytes(), &mut buf).unwrap();
-    assert!(anchor.check(cert.der(), "localhost", NOW).is_ok());
+    assert!(anchor.check(cert.der(), None, "localhost", NOW).is_ok());
 }
 
 #[test]
@@ -247,5 +250,94 @@ fn rejects_pem_files_that_hold_no_p256_anchor() {
     assert_eq!(
         Anchor::from_pem(ca.pem.as_bytes(), &mut small).err(),
         Some(AnchorError::Base64)
+    );
+}
+
+/// An intermediate CA of `ca` (cA TRUE unless `is_ca` is false), changed by `tweak`: its issuer
+/// and its DER.
+fn intermediate(
+    ca: &Ca,
+    is_ca: bool,
+    tweak: impl FnOnce(&mut CertificateParams),
+) -> (Issuer<'static, KeyPair>, Vec<u8>) {
+    let key = KeyPair::generate().unwrap();
+    let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
+    if is_ca {
+        params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    }
+    params
+        .distinguished_name
+        .push(DnType::CommonName, "intermediate");
+    tweak(&mut params);
+    let der = params.signed_by(&key, &ca.issuer).unwrap().der().to_vec();
+    (Issuer::new(params, key), der)
+}
+
+/// A server certificate issued by `issuer`.
+fn issued_by(issuer: &Issuer<'static, KeyPair>) -> Vec<u8> {
+    let params = CertificateParams::new(vec!["localhost".to_owned()]).unwrap();
+    let key = KeyPair::generate().unwrap();
+    params.signed_by(&key, issuer).unwrap().der().to_vec()
+}
+
+#[test]
+fn accepts_a_certificate_through_one_intermediate() {
+    let ca = ca();
+    let (issuer, i_der) = intermediate(&ca, true, |_| {});
+    let der = issued_by(&issuer);
+    assert!(
+        anchor(&ca)
+            .check(&der, Some(&i_der), "localhost", NOW)
+            .is_ok()
+    );
+    assert_eq!(
+        anchor(&ca).check(&der, None, "localhost", NOW),
+        Err(CertError::UnknownCa),
+        "not without the intermediate"
+    );
+}
+
+#[test]
+fn rejects_an_intermediate_that_is_no_ca() {
+    let ca = ca();
+    let (issuer, i_der) = intermediate(&ca, false, |_| {});
+    assert_eq!(
+        anchor(&ca).check(&issued_by(&issuer), Some(&i_der), "localhost", NOW),
+        Err(CertError::UnknownCa)
+    );
+}
+
+#[test]
+fn rejects_an_intermediate_of_another_ca() {
+    let (ca, other) = (ca(), ca());
+    let (issuer, i_der) = intermediate(&other, true, |_| {});
+    assert_eq!(
+        anchor(&ca).check(&issued_by(&issuer), Some(&i_der), "localhost", NOW),
+        Err(CertError::UnknownCa)
+    );
+}
+
+#[test]
+fn rejects_an_expired_intermediate() {
+    let ca = ca();
+    let (issuer, i_der) = intermediate(&ca, true, |p| {
+        p.not_before = date_time_ymd(2020, 1, 1);
+        p.not_after = date_time_ymd(2021, 1, 1);
+    });
+    assert_eq!(
+        anchor(&ca).check(&issued_by(&issuer), Some(&i_der), "localhost", NOW),
+        Err(CertError::Expired)
+    );
+}
+
+#[test]
+fn a_pinned_key_ignores_the_intermediate() {
+    let ca = ca();
+    let (issuer, i_der) = intermediate(&ca, true, |_| {});
+    let der = issued_by(&issuer);
+    let i_key = Cert::parse(&i_der).unwrap().key().unwrap();
+    assert_eq!(
+        Anchor::Key(i_key).check(&der, Some(&i_der), "localhost", NOW),
+        Err(CertError::UnknownCa)
     );
 }

@@ -7,7 +7,7 @@
 //! | 0      | 4     | magic `NTK1`                                                       |
 //! | 4      | 32    | PSK: HKDF-Expand-Label(resumption_master_secret, "resumption", nonce) |
 //! | 36     | 32    | binding: SHA-256 of the host name and the trust anchor it was checked against |
-//! | 68     | 8     | received at, Unix seconds (big-endian)                             |
+//! | 68     | 8     | received at, Unix seconds (big-endian): the handshake's time, a few ms early at most, so the age is never underestimated |
 //! | 76     | 4     | lifetime, seconds (at most 604,800)                                |
 //! | 80     | 4     | ticket_age_add                                                     |
 //! | 84     | 2     | identity length (1 to [`MAX_IDENTITY`])                            |

@@ -227,12 +227,16 @@ impl TlsNet {
     /// The connection closed (a TLS one with `close_notify`) and aborted.
     fn shut(&mut self) {
         if let Some((client, _)) = self.tls.as_mut() {
-            client.close(&mut self.io);
+            if client.is_open() {
+                tls_close(client, &mut self.io);
+            }
         }
         self.io.net.close();
     }
 
     /// TCP to `host:port`, then the handshake; `resume` offers (and keeps) session tickets.
+    /// Out of line, like the other TLS paths below.
+    #[inline(never)]
     fn handshake(
         &mut self,
         host: &str,
@@ -306,26 +310,43 @@ impl Read for TlsNet {
             return Err(ErrorKind::NotConnected);
         };
         self.io.fresh = true;
-        let read = client.read(&mut self.io, buf);
+        let read = tls_read(client, &mut self.io, buf);
         self.io.fresh = false;
-        match read {
-            Ok(n) => Ok(n),
-            Err(TlsError::Closed) => Ok(0),
-            Err(TlsError::Io(kind)) => Err(kind),
-            Err(_) => Err(ErrorKind::InvalidData),
-        }
+        read
     }
+}
+
+// The TLS paths out of line: inlined, their frames (the record layer's AES state, the key
+// schedule) would sit in the plain `http://` path's frames too, which run through the same link
+// (`tests/qemu.rs` holds a plain poll to 8 KiB of stack).
+
+#[inline(never)]
+fn tls_read(client: &mut Client<'static>, io: &mut Io, buf: &mut [u8]) -> Result<usize, ErrorKind> {
+    match client.read(io, buf) {
+        Ok(n) => Ok(n),
+        Err(TlsError::Closed) => Ok(0),
+        Err(TlsError::Io(kind)) => Err(kind),
+        Err(_) => Err(ErrorKind::InvalidData),
+    }
+}
+
+#[inline(never)]
+fn tls_write(client: &mut Client<'static>, io: &mut Io, buf: &[u8]) -> Result<usize, ErrorKind> {
+    client.write(io, buf).map_err(|e| match e {
+        TlsError::Io(kind) => kind,
+        _ => ErrorKind::Other,
+    })
+}
+
+#[inline(never)]
+fn tls_close(client: &mut Client<'static>, io: &mut Io) {
+    client.close(io);
 }
 
 impl Write for TlsNet {
     fn write(&mut self, buf: &[u8]) -> Result<usize, ErrorKind> {
         match self.tls.as_mut() {
-            Some((client, _)) if client.is_open() => {
-                client.write(&mut self.io, buf).map_err(|e| match e {
-                    TlsError::Io(kind) => kind,
-                    _ => ErrorKind::Other,
-                })
-            }
+            Some((client, _)) if client.is_open() => tls_write(client, &mut self.io, buf),
             _ => self.io.net.write(buf),
         }
     }

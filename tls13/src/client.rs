@@ -74,6 +74,8 @@ pub struct Handshake {
     pub resumed: bool,
     /// A HelloRetryRequest came first.
     pub retried: bool,
+    /// The server asked for a client certificate (and got an empty one).
+    pub certificate_requested: bool,
 }
 
 /// Bytes on the wire, both ways, since the client was made.
@@ -696,7 +698,11 @@ impl<T: Read + Write> Run<'_, T> {
                 since: config.now,
                 keep_tickets: false,
             },
-            Handshake { resumed, retried },
+            Handshake {
+                resumed,
+                retried,
+                certificate_requested,
+            },
         ))
     }
 }

@@ -31,6 +31,11 @@ struct Fleet {
 
 impl Fleet {
     fn start(dir: &Path, leaf: &Leaf) -> Self {
+        Self::start_with(dir, leaf, |_| {})
+    }
+
+    /// [`Self::start`], the configuration changed by `tweak`.
+    fn start_with(dir: &Path, leaf: &Leaf, tweak: impl FnOnce(&mut ServerConfig)) -> Self {
         std::fs::create_dir_all(dir).unwrap();
         let (cert, key) = leaf.write(dir, "server");
         let rt = tokio::runtime::Builder::new_multi_thread()
@@ -44,6 +49,7 @@ impl Fleet {
         config.tls_cert = Some(cert);
         config.tls_key = Some(key);
         config.admin_listen = Some("127.0.0.1:0".parse().unwrap());
+        tweak(&mut config);
         let server = rt.block_on(Server::start(config)).expect("server starts");
         let addr = server.local_addr();
         let admin_url = format!("http://{}", server.admin_addr().unwrap());
@@ -435,4 +441,43 @@ fn a_server_that_sends_one_intermediate_is_checked_through_it() {
     let fleet = Fleet::start(dir.path(), &leaf);
     let done = handshake_with(&fleet, &root_pem, "localhost").unwrap();
     assert!(!done.resumed);
+}
+
+#[test]
+fn a_server_that_asks_for_a_client_certificate_gets_an_empty_one_and_the_token_serves() {
+    let dir = tempfile::tempdir().unwrap();
+    let ca = Ca::new("npub-tls test CA");
+    let devices = Ca::new("device CA");
+    let devices_pem = devices.write(dir.path(), "devices");
+    let leaf = ca.server(&["localhost", "127.0.0.1"], Validity::Now);
+    let fleet = Fleet::start_with(&dir.path().join("srv"), &leaf, |c| {
+        c.client_ca = Some(devices_pem.clone());
+    });
+    let token = fleet.device();
+    let mut der = [0u8; 2048];
+    let anchor = Anchor::from_pem(ca.pem.as_bytes(), &mut der).unwrap();
+    let mut bufs = Buffers::new();
+    let mut client = bufs.client();
+    let config = Config {
+        host: "localhost",
+        anchor: &anchor,
+        now: now(),
+        resume: true,
+    };
+    let mut tcp = Tcp::connect(fleet.addr);
+    assert!(
+        !client
+            .handshake(&mut tcp, &config, &mut OsRng)
+            .unwrap()
+            .resumed
+    );
+    assert_eq!(poll(&mut client, &mut tcp, "localhost", &token), 204);
+    let mut tcp = Tcp::connect(fleet.addr);
+    assert!(
+        client
+            .handshake(&mut tcp, &config, &mut OsRng)
+            .unwrap()
+            .resumed
+    );
+    assert_eq!(poll(&mut client, &mut tcp, "localhost", &token), 204);
 }

@@ -331,3 +331,99 @@ fn rejects_a_server_the_ca_file_does_not_vouch_for() {
     // The refused handshakes never reached the device API: the fleet saw only the pinned boot.
     assert_eq!(fleet.device("dev-1"), seen);
 }
+
+/// Per TCP connection of the capture (told apart by the guest's port), in order of its first
+/// frame: its frames, their bytes on the wire (Ethernet headers included), its TCP payload.
+fn per_connection(pcap: &Path) -> Vec<(usize, usize, usize)> {
+    let (_, _, frames) = capture(pcap);
+    let mut conns: Vec<(u16, (usize, usize, usize))> = Vec::new();
+    for f in &frames {
+        if f.len() < 34 || f[12..14] != [0x08, 0x00] || f[23] != 6 {
+            continue;
+        }
+        let ip = &f[14..];
+        let ihl = usize::from(ip[0] & 0x0F) * 4;
+        let total = usize::from(u16::from_be_bytes([ip[2], ip[3]])).min(ip.len());
+        let tcp = &ip[ihl..total];
+        let off = usize::from(tcp[12] >> 4) * 4;
+        let from_guest = ip[12..16] == [10, 0, 2, 15];
+        let port = if from_guest {
+            u16::from_be_bytes([tcp[0], tcp[1]])
+        } else {
+            u16::from_be_bytes([tcp[2], tcp[3]])
+        };
+        let i = match conns.iter().position(|(p, _)| *p == port) {
+            Some(i) => i,
+            None => {
+                conns.push((port, (0, 0, 0)));
+                conns.len() - 1
+            }
+        };
+        let c = &mut conns[i].1;
+        c.0 += 1;
+        c.1 += f.len();
+        c.2 += tcp.len() - off;
+    }
+    conns.into_iter().map(|(_, c)| c).collect()
+}
+
+/// Issue 33: a poll after the first resumes the first's session from the ticket kept in RAM:
+/// no certificate, fewer bytes. Both polls find nothing new.
+#[test]
+fn a_second_poll_resumes_the_session_of_the_first() {
+    net::qemu::firmware();
+    let dir = tempfile::tempdir().unwrap();
+    let ca = certs::Ca::new("npub test CA");
+    let ca_file = ca.write(dir.path(), "ca");
+    let fleet = start_tls(dir.path(), &ca.server(NAMES, certs::Validity::Now));
+    let token = fleet.provision("dev-1", "lab");
+    let trust = fleet.trust_file(dir.path());
+    let flash = dir.path().join("dev-1.nor");
+    let base = args(
+        &fleet.device_url,
+        &token,
+        trust.to_str().unwrap(),
+        flash.to_str().unwrap(),
+    );
+    let pcap = dir.path().join("resumed.pcap");
+    let (status, log) = boot(
+        &base,
+        &[
+            "--ca",
+            ca_file.to_str().unwrap(),
+            "--polls",
+            "2",
+            "--pcap",
+            pcap.to_str().unwrap(),
+        ],
+    );
+    assert!(status.success(), "{log}");
+    assert!(
+        log.contains("tls: 1 handshakes so far (TLS 1.3, 0 resumed), the last full"),
+        "{log}"
+    );
+    assert!(
+        log.contains("tls: 2 handshakes so far (TLS 1.3, 1 resumed), the last resumed"),
+        "{log}"
+    );
+    let deepest: usize = log
+        .lines()
+        .find_map(|l| {
+            l.strip_prefix("stack: ")?
+                .strip_suffix(" bytes at the deepest")?
+                .parse()
+                .ok()
+        })
+        .expect("the stack figure");
+    assert!(deepest <= STACK_BUDGET, "{deepest} B of stack: {log}");
+    assert_nothing_in_clear(&pcap, &token, &[]);
+    let conns = per_connection(&pcap);
+    assert_eq!(conns.len(), 2, "two polls, two connections: {conns:?}");
+    let (full, resumed) = (conns[0], conns[1]);
+    println!(
+        "wire: a nothing-new poll over TLS 1.3 with a CA, full handshake: {} TCP frames, {} bytes \
+         ({} of TCP payload); resumed: {} TCP frames, {} bytes ({} of TCP payload)",
+        full.0, full.1, full.2, resumed.0, resumed.1, resumed.2
+    );
+    assert!(resumed.2 < full.2, "{conns:?}");
+}

@@ -16,8 +16,9 @@
 //! | `--watchdog-ms N`  | arm the CMSDK watchdog: the board resets after N ms without a feed (`watchdog.rs`) | off |
 //! | `--starve-once F`  | with `--watchdog-ms`: stop feeding once the download passes 256 KiB, unless `F` exists (then create it) | off |
 //! | `--demo-device-key` | authenticate the flash records under the QEMU demo's device key (public: a demonstration, not a secret; `main.rs`) | CRC only |
-//! | `--ca FILE`        | with an `https://` server: a PEM file, the CA that issued the server's certificate (or that certificate, pinned) or the server's `PUBLIC KEY`, pinned; P-256 only (`x509.rs`) | none: `https://` is refused |
+//! | `--ca FILE`        | with an `https://` server: a PEM file, the CA that issued the server's certificate (or that certificate, pinned) or the server's `PUBLIC KEY`, pinned; P-256 only (npub-tls's `x509.rs`) | none: `https://` is refused |
 //! | `--tls-seed HEX`   | with `--ca`: 64 hex digits, the seed of the handshake's random generator. QEMU has no TRNG: a DEMO stand-in (`run-qemu.sh` draws it from the host's `/dev/urandom`) | required with `--ca` |
+//! | `--polls N`        | with `--once`: exit after N polls that succeed rather than 1 (a session resumed across polls shows from the second on) | 1 |
 //! | `--attempts N`     | with `--once`: polls that failed for the network or the flash before giving up (exit 1) | 100 |
 //!
 //! Values cannot contain spaces. Anything before the first `--` word (QEMU puts the kernel's
@@ -47,6 +48,7 @@ pub struct Args {
     pub slot_kib: u32,
     pub hw_class: u32,
     pub attempts: u32,
+    pub polls: u32,
     pub watchdog_ms: u32,
     pub starve_once: Option<&'static str>,
     pub demo_device_key: bool,
@@ -73,6 +75,7 @@ pub fn parse(line: &'static str) -> Result<Args, &'static str> {
         slot_kib: 1280,
         hw_class: 1,
         attempts: 100,
+        polls: 1,
         watchdog_ms: 0,
         starve_once: None,
         demo_device_key: false,
@@ -138,6 +141,9 @@ pub fn parse(line: &'static str) -> Result<Args, &'static str> {
                     value("--attempts needs a number")?,
                     "--attempts: not a number",
                 )?
+            }
+            "--polls" => {
+                args.polls = number(value("--polls needs a number")?, "--polls: not a number")?
             }
             "--watchdog-ms" => {
                 args.watchdog_ms = number(

@@ -1,14 +1,14 @@
-//! TLS 1.3 for an `https://` server: the firmware's [`Link`] over [`Net`], with embedded-tls
-//! (TLS_AES_128_GCM_SHA256, secp256r1, ECDSA-P256-SHA256) doing the record layer and handshake
-//! and [`crate::x509`] checking the server against the `--ca` anchor.
+//! TLS 1.3 for an `https://` server: the firmware's [`Link`] over [`Net`], with npub-tls
+//! (TLS_AES_128_GCM_SHA256, secp256r1, ECDSA-P256-SHA256; `tls13/` in the main workspace) doing
+//! the record layer and handshake, its verifier checking the server against the `--ca` anchor.
 //!
 //! | step of [`Link::connect_tls`]      | what is checked                                         |
 //! |------------------------------------|---------------------------------------------------------|
 //! | TCP connect                        | as for `http://`                                        |
 //! | server `Certificate`               | [`Anchor::check`]: signed by the CA (or pinned), valid now, names the host |
 //! | server `CertificateVerify`         | the transcript is signed by that certificate's key      |
-//! | server `Finished`                  | embedded-tls: the handshake's MAC                       |
-//! | after `open`                       | both checks above ran: a handshake that skipped them (no certificate) is refused |
+//! | server `Finished`                  | the handshake's MAC                                     |
+//! | resumed (the server took the ticket) | the PSK, from a session that passed the checks above with the same host and anchor |
 //!
 //! Only then does the link return, and only then does the transport write its first request:
 //! the token never leaves for a server that has not proved itself.
@@ -22,38 +22,28 @@
 //! [`Entropy`]. QEMU's AN547 model has no TRNG: there the seed comes from the host
 //! (`--tls-seed`, `run-qemu.sh` draws it from `/dev/urandom`), a demo only, said so on the console.
 //!
-//! **No session resumption.** embedded-tls 0.19 reads the server's `NewSessionTicket` and drops
-//! it; it offers only external PSKs. Every new connection is a full handshake; the transport keeps
-//! the connection open between requests of one poll, so a poll costs one handshake.
-use core::sync::atomic::{AtomicBool, Ordering};
-
+//! **Session resumption.** The server's NewSessionTicket is kept in RAM (one `npub_tls::Ticket`, the
+//! latest) and offered at the next connection to the same host and anchor while it lives: the
+//! server then sends no certificate, and the device checks none (psk_dhe_ke: a fresh ECDHE
+//! still keys the session). Not across reboots: the PSK lets whoever reads it pose as the server
+//! until the ticket expires, and this board's flash is a file anyone can read (the README says
+//! when a device could keep it).
 use device_agent::http_io::{Clock, HttpError, Link, TlsFailure};
 use embedded_io::{ErrorKind, ErrorType, Read, Write};
-use embedded_tls::blocking::{
-    Aes128GcmSha256, CertificateRef, CertificateVerifyRef, CryptoProvider, TlsConfig,
-    TlsConnection, TlsContext, TlsError, TlsVerifier,
-};
-use embedded_tls::{CryptoRngCore, SignatureScheme};
-use p256::ecdsa::signature::Verifier as _;
-use p256::ecdsa::{Signature, VerifyingKey};
+use npub_tls::{Anchor, CertError, Client, Config, Error as TlsError, Refusal};
 use rand_core::{CryptoRng, RngCore};
 use sha2::Digest as _;
 
 use crate::clock::SysClock;
 use crate::net::Net;
-use crate::x509::{Anchor, KEY_BYTES};
 
-/// The record read buffer: a whole TLS record (2^14 plaintext + 256), since the server does not
-/// negotiate a smaller fragment length.
-pub const READ_RECORD_BYTES: usize = 16_384 + 256;
+/// The record read buffer: a whole TLS record (2^14 plaintext + 256 and its header), since the
+/// server honours no smaller fragment length.
+pub const READ_RECORD_BYTES: usize = npub_tls::READ_BUFFER_MIN;
 /// The record write buffer: the longest request (`http_io::TX_BYTES`) and the record overhead.
 pub const WRITE_RECORD_BYTES: usize = 2048;
 /// How long a TLS record that has begun to arrive may take to arrive whole.
 const STALL_MS: u64 = 10_000;
-
-/// A fresh `read` of the link has started: the socket may answer "nothing yet" until the first
-/// byte of the next record (the record reader then keeps no partial state).
-static FRESH_READ: AtomicBool = AtomicBool::new(false);
 
 /// The handshake's random generator: SHA-256 over the seed and a counter (a hash DRBG in the
 /// manner of NIST SP 800-90A's Hash_DRBG, without its reseed bookkeeping: one seed per boot),
@@ -126,12 +116,15 @@ impl Entropy for HostSeed {
     }
 }
 
-/// [`Net`] as embedded-tls reads it: blocking within a deadline, except that the first read of a
-/// fresh `read` of the link may answer `TimedOut`.
+/// [`Net`] as the TLS client reads it: blocking within a deadline, except that the first read
+/// of a fresh `read` of the link may answer `TimedOut` (the client keeps a partial record and
+/// goes on at the next call).
 pub struct Io {
     net: &'static mut Net<'static>,
     until: u64,
     idle_ok: bool,
+    /// A fresh `read` of the link has started.
+    fresh: bool,
 }
 
 impl ErrorType for Io {
@@ -141,7 +134,7 @@ impl ErrorType for Io {
 impl Read for Io {
     fn read(&mut self, buf: &mut [u8]) -> Result<usize, ErrorKind> {
         let mut clock = SysClock;
-        if FRESH_READ.swap(false, Ordering::Relaxed) {
+        if core::mem::take(&mut self.fresh) {
             self.idle_ok = true;
             self.until = clock.now_ms() + STALL_MS;
         }
@@ -170,124 +163,6 @@ impl Write for Io {
     }
 }
 
-/// Checks the server against the anchor, and then its handshake signature.
-struct Checker<'a> {
-    anchor: &'a Anchor<'a>,
-    host: &'a str,
-    now: u64,
-    /// The server certificate's key, once the certificate passed.
-    key: Option<[u8; KEY_BYTES]>,
-    transcript: Option<sha2::Sha256>,
-    /// Why the check refused, in the transport's words.
-    failure: Option<TlsFailure>,
-    /// The server signed the handshake with the key of a certificate that passed.
-    authenticated: bool,
-    /// Milliseconds in the two checks above (two ECDSA P-256 verifications, the DER walk).
-    checks_ms: u64,
-}
-
-impl TlsVerifier<Aes128GcmSha256> for Checker<'_> {
-    fn set_hostname_verification(&mut self, _hostname: &str) -> Result<(), TlsError> {
-        // The host is the checker's own (also for an IP address, which goes without SNI).
-        Ok(())
-    }
-
-    fn verify_certificate(
-        &mut self,
-        transcript: &sha2::Sha256,
-        cert: CertificateRef,
-    ) -> Result<(), TlsError> {
-        let started = SysClock.now_ms();
-        let checked = self.check_certificate(transcript, &cert);
-        self.checks_ms += SysClock.now_ms() - started;
-        checked
-    }
-
-    fn verify_signature(&mut self, verify: CertificateVerifyRef) -> Result<(), TlsError> {
-        let started = SysClock.now_ms();
-        let checked = self.check_signature(&verify);
-        self.checks_ms += SysClock.now_ms() - started;
-        checked
-    }
-}
-
-impl Checker<'_> {
-    fn check_certificate(
-        &mut self,
-        transcript: &sha2::Sha256,
-        cert: &CertificateRef,
-    ) -> Result<(), TlsError> {
-        let leaf = match cert.entries.first() {
-            Some(embedded_tls::blocking::CertificateEntryRef::X509(der)) => *der,
-            _ => {
-                self.failure = Some(TlsFailure::BadCertificate);
-                return Err(TlsError::InvalidCertificate);
-            }
-        };
-        match self.anchor.check(leaf, self.host, self.now) {
-            Ok(key) => {
-                self.key = Some(key);
-                self.transcript = Some(transcript.clone());
-                Ok(())
-            }
-            Err(f) => {
-                self.failure = Some(f);
-                Err(TlsError::InvalidCertificate)
-            }
-        }
-    }
-
-    fn check_signature(&mut self, verify: &CertificateVerifyRef) -> Result<(), TlsError> {
-        let (Some(key), Some(transcript)) = (self.key, self.transcript.take()) else {
-            self.failure = Some(TlsFailure::Handshake);
-            return Err(TlsError::InvalidSignature);
-        };
-        // RFC 8446 §4.4.3: 64 spaces, the context string, a zero byte, the transcript hash.
-        let mut message = [0x20u8; 64 + 34 + 32];
-        message[64..98].copy_from_slice(b"TLS 1.3, server CertificateVerify\x00");
-        message[98..].copy_from_slice(&transcript.finalize());
-        let good = verify.signature_scheme == SignatureScheme::EcdsaSecp256r1Sha256
-            && VerifyingKey::from_sec1_bytes(&key).is_ok_and(|k| {
-                Signature::from_der(verify.signature).is_ok_and(|s| k.verify(&message, &s).is_ok())
-            });
-        if !good {
-            self.failure = Some(TlsFailure::BadCertificate);
-            return Err(TlsError::InvalidSignature);
-        }
-        self.authenticated = true;
-        Ok(())
-    }
-}
-
-/// The randomness and the checker, for one handshake.
-struct Provider<'a, 'c> {
-    rng: &'a mut HashDrbg,
-    checker: &'a mut Checker<'c>,
-}
-
-impl CryptoProvider for Provider<'_, '_> {
-    type CipherSuite = Aes128GcmSha256;
-    type Signature = p256::ecdsa::DerSignature;
-
-    fn rng(&mut self) -> impl CryptoRngCore {
-        &mut *self.rng
-    }
-
-    fn verifier(&mut self) -> Result<&mut impl TlsVerifier<Aes128GcmSha256>, TlsError> {
-        Ok(&mut *self.checker)
-    }
-}
-
-/// The one connection: plain, TLS, or between the two (only inside a call).
-// One instance, kept in place (the link lives in the transport for the whole run); boxing the
-// TLS state would need a heap the firmware does not have.
-#[allow(clippy::large_enum_variant)]
-enum State {
-    Plain(Io),
-    Tls(TlsConnection<'static, Io, Aes128GcmSha256>),
-    Moving,
-}
-
 /// TLS material, when the firmware was given `--ca`.
 pub struct Trust {
     pub anchor: Anchor<'static>,
@@ -305,18 +180,15 @@ impl Trust {
 
 /// The firmware's link: [`Net`] for `http://`, TLS over it for `https://`.
 pub struct TlsNet {
-    state: State,
-    trust: Option<Trust>,
-    read_record: *mut [u8],
-    write_record: *mut [u8],
-    /// The last read left decrypted bytes in the record buffer.
-    leftover: bool,
-    /// Handshakes done, and how long the last one took (SysTick ms; under `-icount shift=0`
-    /// a millisecond is 10^6 instructions).
+    io: Io,
+    /// The client (its record buffers, the kept ticket) and the anchor, with `--ca`.
+    tls: Option<(Client<'static>, Trust)>,
+    /// Handshakes done, how many of them resumed, and how long the last one took (SysTick ms;
+    /// under `-icount shift=0` a millisecond is 10^6 instructions).
     pub handshakes: u32,
+    pub resumed: u32,
+    pub last_resumed: bool,
     pub last_handshake_ms: u64,
-    /// Of which in the certificate and signature checks (pure computation, no waiting).
-    pub last_checks_ms: u64,
 }
 
 impl TlsNet {
@@ -327,111 +199,102 @@ impl TlsNet {
         read_record: &'static mut [u8],
         write_record: &'static mut [u8],
     ) -> Self {
+        let tls = trust.map(|t| {
+            let client = Client::new(read_record, write_record)
+                .expect("the record buffers are sized by READ_RECORD_BYTES and WRITE_RECORD_BYTES");
+            (client, t)
+        });
         Self {
-            state: State::Plain(Io {
+            io: Io {
                 net,
                 until: 0,
                 idle_ok: false,
-            }),
-            trust,
-            read_record,
-            write_record,
-            leftover: false,
+                fresh: false,
+            },
+            tls,
             handshakes: 0,
+            resumed: 0,
+            last_resumed: false,
             last_handshake_ms: 0,
-            last_checks_ms: 0,
         }
     }
 
-    /// The network, the connection closed (a TLS one with `close_notify`) and aborted.
-    fn take_io(&mut self) -> Io {
-        self.leftover = false;
-        let io = match core::mem::replace(&mut self.state, State::Moving) {
-            State::Plain(io) => io,
-            State::Tls(conn) => match conn.close() {
-                Ok(io) | Err((io, _)) => io,
-            },
-            State::Moving => unreachable!("the link is put back before every return"),
-        };
-        io.net.close();
-        io
+    /// Whether a TLS connection is open.
+    fn tls_open(&self) -> bool {
+        self.tls.as_ref().is_some_and(|(c, _)| c.is_open())
     }
 
-    /// TCP to `host:port`, then the handshake, in `self.state`.
+    /// The connection closed (a TLS one with `close_notify`) and aborted.
+    fn shut(&mut self) {
+        if let Some((client, _)) = self.tls.as_mut() {
+            if client.is_open() {
+                tls_close(client, &mut self.io);
+            }
+        }
+        self.io.net.close();
+    }
+
+    /// TCP to `host:port`, then the handshake; `resume` offers (and keeps) session tickets.
+    /// Out of line, like the other TLS paths below.
+    #[inline(never)]
     fn handshake(
         &mut self,
-        mut io: Io,
         host: &str,
         port: u16,
         timeout_ms: u32,
+        resume: bool,
     ) -> Result<(), HttpError> {
+        self.shut();
         let mut clock = SysClock;
-        let Some(trust) = self.trust.as_mut() else {
-            self.state = State::Plain(io);
+        let Some((client, trust)) = self.tls.as_mut() else {
             return Err(HttpError::Tls(TlsFailure::Unsupported));
         };
-        if let Err(e) = io.net.connect(host, port, timeout_ms) {
-            self.state = State::Plain(io);
-            return Err(HttpError::Connect(e));
-        }
-        io.until = clock.now_ms() + u64::from(timeout_ms);
-        io.idle_ok = false;
-        // SAFETY: the two buffers are the statics given to `new`, used by no one else; the
-        // connection made from them before this one was consumed by `take_io` (`close`), so these
-        // are the only references to them while this connection lives.
-        let (read_record, write_record) =
-            unsafe { (&mut *self.read_record, &mut *self.write_record) };
-        self.state = State::Tls(TlsConnection::new(io, read_record, write_record));
-        let State::Tls(conn) = &mut self.state else {
-            unreachable!("set just above")
-        };
-        let ip = host.parse::<core::net::Ipv4Addr>().is_ok();
-        let alpn: &[&[u8]] = &[b"http/1.1"];
-        let mut config = TlsConfig::new().with_alpn(alpn);
-        if !ip {
-            // SNI carries names only (RFC 6066 §3).
-            config = config.with_server_name(host);
-        }
-        let mut checker = Checker {
-            anchor: &trust.anchor,
+        self.io
+            .net
+            .connect(host, port, timeout_ms)
+            .map_err(HttpError::Connect)?;
+        self.io.until = clock.now_ms() + u64::from(timeout_ms);
+        self.io.idle_ok = false;
+        self.io.fresh = false;
+        let config = Config {
             host,
+            anchor: &trust.anchor,
             now: crate::semi::unix_time(),
-            key: None,
-            transcript: None,
-            failure: None,
-            authenticated: false,
-            checks_ms: 0,
+            resume,
         };
-        FRESH_READ.store(false, Ordering::Relaxed);
         let started = clock.now_ms();
-        let opened = conn.open(TlsContext::new(
-            &config,
-            Provider {
-                rng: &mut trust.rng,
-                checker: &mut checker,
-            },
-        ));
+        let done = client.handshake(&mut self.io, &config, &mut trust.rng);
         self.last_handshake_ms = clock.now_ms() - started;
-        self.last_checks_ms = checker.checks_ms;
-        let failure = match opened {
-            Ok(()) if checker.authenticated => {
+        match done {
+            Ok(h) => {
                 self.handshakes += 1;
-                return Ok(());
+                self.resumed += u32::from(h.resumed);
+                self.last_resumed = h.resumed;
+                Ok(())
             }
-            Ok(()) => HttpError::Tls(TlsFailure::Handshake),
-            Err(e) => match checker.failure {
-                Some(f) => HttpError::Tls(f),
-                None => match e {
-                    TlsError::HandshakeAborted(..) => HttpError::Tls(TlsFailure::Refused),
-                    TlsError::Io(ErrorKind::TimedOut) => HttpError::Connect(ErrorKind::TimedOut),
-                    _ => HttpError::Tls(TlsFailure::Handshake),
-                },
-            },
-        };
-        let io = self.take_io();
-        self.state = State::Plain(io);
-        Err(failure)
+            Err(e) => {
+                self.io.net.close();
+                Err(failure(e))
+            }
+        }
     }
+}
+
+/// A refused handshake in the transport's words.
+fn failure(e: TlsError) -> HttpError {
+    let f = match e {
+        TlsError::Certificate(CertError::UnknownCa) => TlsFailure::UnknownCa,
+        TlsError::Certificate(CertError::WrongHostName) => TlsFailure::WrongHostName,
+        TlsError::Certificate(CertError::Expired) => TlsFailure::Expired,
+        TlsError::Certificate(CertError::NotYetValid) => TlsFailure::NotYetValid,
+        TlsError::Certificate(_) | TlsError::Refused(Refusal::BadSignature) => {
+            TlsFailure::BadCertificate
+        }
+        TlsError::Alert(_) => TlsFailure::Refused,
+        TlsError::Io(ErrorKind::TimedOut) => return HttpError::Connect(ErrorKind::TimedOut),
+        _ => TlsFailure::Handshake,
+    };
+    HttpError::Tls(f)
 }
 
 impl ErrorType for TlsNet {
@@ -440,86 +303,83 @@ impl ErrorType for TlsNet {
 
 impl Read for TlsNet {
     fn read(&mut self, buf: &mut [u8]) -> Result<usize, ErrorKind> {
-        let leftover = self.leftover;
-        match &mut self.state {
-            State::Plain(io) => io.net.read(buf),
-            State::Tls(conn) => {
-                if !leftover {
-                    FRESH_READ.store(true, Ordering::Relaxed);
-                }
-                let read = conn.read_buffered().map(|mut b| {
-                    let n = b.pop_into(buf);
-                    (n, !b.is_empty())
-                });
-                FRESH_READ.store(false, Ordering::Relaxed);
-                match read {
-                    Ok((n, more)) => {
-                        self.leftover = more;
-                        Ok(n)
-                    }
-                    Err(TlsError::ConnectionClosed) => Ok(0),
-                    Err(TlsError::Io(kind)) => Err(kind),
-                    Err(_) => Err(ErrorKind::InvalidData),
-                }
-            }
-            State::Moving => Err(ErrorKind::NotConnected),
+        if !self.tls_open() {
+            return self.io.net.read(buf);
         }
+        let Some((client, _)) = self.tls.as_mut() else {
+            return Err(ErrorKind::NotConnected);
+        };
+        self.io.fresh = true;
+        let read = tls_read(client, &mut self.io, buf);
+        self.io.fresh = false;
+        read
     }
+}
+
+// The TLS paths out of line: inlined, their frames (the record layer's AES state, the key
+// schedule) would sit in the plain `http://` path's frames too, which run through the same link
+// (`tests/qemu.rs` holds a plain poll to 8 KiB of stack).
+
+#[inline(never)]
+fn tls_read(client: &mut Client<'static>, io: &mut Io, buf: &mut [u8]) -> Result<usize, ErrorKind> {
+    match client.read(io, buf) {
+        Ok(n) => Ok(n),
+        Err(TlsError::Closed) => Ok(0),
+        Err(TlsError::Io(kind)) => Err(kind),
+        Err(_) => Err(ErrorKind::InvalidData),
+    }
+}
+
+#[inline(never)]
+fn tls_write(client: &mut Client<'static>, io: &mut Io, buf: &[u8]) -> Result<usize, ErrorKind> {
+    client.write(io, buf).map_err(|e| match e {
+        TlsError::Io(kind) => kind,
+        _ => ErrorKind::Other,
+    })
+}
+
+#[inline(never)]
+fn tls_close(client: &mut Client<'static>, io: &mut Io) {
+    client.close(io);
 }
 
 impl Write for TlsNet {
     fn write(&mut self, buf: &[u8]) -> Result<usize, ErrorKind> {
-        match &mut self.state {
-            State::Plain(io) => io.net.write(buf),
-            State::Tls(conn) => conn.write(buf).map_err(|e| match e {
-                TlsError::Io(kind) => kind,
-                _ => ErrorKind::Other,
-            }),
-            State::Moving => Err(ErrorKind::NotConnected),
+        match self.tls.as_mut() {
+            Some((client, _)) if client.is_open() => tls_write(client, &mut self.io, buf),
+            _ => self.io.net.write(buf),
         }
     }
 
     fn flush(&mut self) -> Result<(), ErrorKind> {
-        match &mut self.state {
-            State::Plain(io) => io.net.flush(),
-            State::Tls(conn) => conn.flush().map_err(|e| match e {
-                TlsError::Io(kind) => kind,
-                _ => ErrorKind::Other,
-            }),
-            State::Moving => Err(ErrorKind::NotConnected),
-        }
+        // The TLS client flushes every record it writes.
+        self.io.net.flush()
     }
 }
 
 impl Link for TlsNet {
     fn connect(&mut self, host: &str, port: u16, timeout_ms: u32) -> Result<(), ErrorKind> {
-        let io = self.take_io();
-        self.state = State::Plain(io);
-        let State::Plain(io) = &mut self.state else {
-            unreachable!("set just above")
-        };
-        io.net.connect(host, port, timeout_ms)
+        self.shut();
+        self.io.net.connect(host, port, timeout_ms)
     }
 
     fn connect_tls(&mut self, host: &str, port: u16, timeout_ms: u32) -> Result<(), HttpError> {
-        let io = self.take_io();
-        self.handshake(io, host, port, timeout_ms)
+        self.handshake(host, port, timeout_ms, true)
     }
 
     /// A redirect's `https://` hop (a presigned URL of the bucket): the same handshake, checked
-    /// against the same `--ca` anchor under the hop's host name. The firmware sends no client
-    /// certificate and resumes no session, so it has nothing of the server's to leave out.
+    /// against the same `--ca` anchor under the hop's host name, without the server's ticket:
+    /// it is neither offered nor replaced by the hop's. The firmware sends no client certificate.
     fn connect_tls_anonymous(
         &mut self,
         host: &str,
         port: u16,
         timeout_ms: u32,
     ) -> Result<(), HttpError> {
-        self.connect_tls(host, port, timeout_ms)
+        self.handshake(host, port, timeout_ms, false)
     }
 
     fn close(&mut self) {
-        let io = self.take_io();
-        self.state = State::Plain(io);
+        self.shut();
     }
 }

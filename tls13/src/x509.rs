@@ -1,4 +1,4 @@
-//! The server's certificate, as far as the firmware checks it: a DER reader for the X.509 fields
+//! The server's certificate, as far as the device checks it: a DER reader for the X.509 fields
 //! it needs, and the trust anchor from the `--ca` file (PEM).
 //!
 //! | `--ca` file holds      | the server is accepted when                                            |
@@ -8,17 +8,18 @@
 //!
 //! and in both cases its certificate is valid now (the host's clock through semihosting; a device
 //! takes its RTC) and names the URL's host in its subjectAltName (an IPv4 address as an
-//! `iPAddress`, a name as a `dNSName`; no wildcards, no common-name fallback, as rustls). One
-//! level only: a server that sends intermediates must be pinned by its own key or certificate.
+//! `iPAddress`, a name as a `dNSName`; no wildcards, no common-name fallback, as rustls). At most
+//! one intermediate: the certificate after the server's in its `Certificate` message, signed by
+//! the CA, cA TRUE in its basicConstraints, valid now; longer chains are refused.
 //!
 //! What is parsed, and nothing more (RFC 5280 §4.1):
 //!
 //! | structure              | fields read                                                      |
 //! |------------------------|------------------------------------------------------------------|
 //! | `Certificate`          | `tbsCertificate` (its whole encoding, the signed bytes), `signatureAlgorithm`, `signatureValue` |
-//! | `TBSCertificate`       | `validity`, `subjectPublicKeyInfo`, `extensions` (subjectAltName only); `version`, `serialNumber`, `signature`, `issuer`, `subject` skipped |
+//! | `TBSCertificate`       | `validity`, `subjectPublicKeyInfo`, `extensions` (subjectAltName, basicConstraints); `version`, `serialNumber`, `signature`, `issuer`, `subject` skipped |
 //! | `SubjectPublicKeyInfo` | `id-ecPublicKey` on `prime256v1`, the uncompressed point (65 bytes) |
-use device_agent::http_io::TlsFailure;
+use crate::error::CertError;
 use p256::ecdsa::signature::Verifier as _;
 use p256::ecdsa::{Signature, VerifyingKey};
 
@@ -49,6 +50,8 @@ const EC_PUBLIC_KEY: &[u8] = &[0x2A, 0x86, 0x48, 0xCE, 0x3D, 0x02, 0x01];
 const PRIME256V1: &[u8] = &[0x2A, 0x86, 0x48, 0xCE, 0x3D, 0x03, 0x01, 0x07];
 /// 2.5.29.17
 const SUBJECT_ALT_NAME: &[u8] = &[0x55, 0x1D, 0x11];
+/// 2.5.29.19
+const BASIC_CONSTRAINTS: &[u8] = &[0x55, 0x1D, 0x13];
 
 /// A DER encoding that does not parse as what it should be.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -113,6 +116,8 @@ pub struct Cert<'a> {
     key: Option<[u8; KEY_BYTES]>,
     /// The GeneralNames of subjectAltName.
     names: &'a [u8],
+    /// basicConstraints says cA TRUE.
+    is_ca: bool,
 }
 
 impl<'a> Cert<'a> {
@@ -143,11 +148,11 @@ impl<'a> Cert<'a> {
         let not_after = time(validity.any()?)?;
         tbs.take(SEQUENCE)?; // subject
         let key = spki_key(tbs.take(SEQUENCE)?)?;
-        let mut names: &[u8] = &[];
+        let (mut names, mut is_ca): (&[u8], bool) = (&[], false);
         while let Some(tag) = tbs.peek() {
             let (_, value, _) = tbs.any()?;
             if tag == EXTENSIONS {
-                names = subject_alt_names(value)?;
+                (names, is_ca) = extensions(value)?;
             }
         }
         Ok(Self {
@@ -158,6 +163,7 @@ impl<'a> Cert<'a> {
             not_after,
             key,
             names,
+            is_ca,
         })
     }
 
@@ -220,11 +226,12 @@ fn spki_key(spki: &[u8]) -> Result<Option<[u8; KEY_BYTES]>, Malformed> {
     Ok(point.try_into().ok())
 }
 
-/// The GeneralNames of the subjectAltName extension in `extensions` (`[3]`'s value); empty if
-/// there is none.
-fn subject_alt_names(extensions: &[u8]) -> Result<&[u8], Malformed> {
+/// From `extensions` (`[3]`'s value): the GeneralNames of subjectAltName (empty if there is
+/// none), and whether basicConstraints says cA TRUE.
+fn extensions(extensions: &[u8]) -> Result<(&[u8], bool), Malformed> {
     let mut outer = Der(extensions);
     let mut list = Der(outer.take(SEQUENCE)?);
+    let (mut names, mut is_ca): (&[u8], bool) = (&[], false);
     while !list.is_empty() {
         let mut ext = Der(list.take(SEQUENCE)?);
         let id = ext.take(OID)?;
@@ -233,10 +240,14 @@ fn subject_alt_names(extensions: &[u8]) -> Result<&[u8], Malformed> {
         }
         let value = ext.take(OCTET_STRING)?;
         if id == SUBJECT_ALT_NAME {
-            return Der(value).take(SEQUENCE);
+            names = Der(value).take(SEQUENCE)?;
+        } else if id == BASIC_CONSTRAINTS {
+            // SEQUENCE { cA BOOLEAN DEFAULT FALSE, pathLenConstraint INTEGER OPTIONAL }
+            let mut bc = Der(Der(value).take(SEQUENCE)?);
+            is_ca = bc.peek() == Some(BOOLEAN) && bc.take(BOOLEAN)? == [0xFF];
         }
     }
-    Ok(&[])
+    Ok((names, is_ca))
 }
 
 /// A `Time` (UTCTime `YYMMDDHHMMSSZ` or GeneralizedTime `YYYYMMDDHHMMSSZ`) as Unix seconds.
@@ -273,6 +284,10 @@ fn digits(text: &[u8]) -> Result<u64, Malformed> {
 
 /// Days from 1970-01-01 to `year-month-day` (year ≥ 1970), after H. Hinnant's algorithm.
 fn days_from_civil(year: u64, month: u64, day: u64) -> u64 {
+    // Before 1970 is before the epoch: 0 (a GeneralizedTime may say year 0000).
+    if year < 1970 {
+        return 0;
+    }
     let y = if month <= 2 { year - 1 } else { year };
     let era = y / 400;
     let yoe = y - era * 400;
@@ -341,29 +356,77 @@ impl<'a> Anchor<'a> {
         Err(AnchorError::NoPem)
     }
 
+    /// What identifies the anchor: the CA certificate's DER, or the pinned key.
+    pub fn identity(&self) -> &[u8] {
+        match self {
+            Anchor::Ca { der, .. } => der,
+            Anchor::Key(key) => key,
+        }
+    }
+
     /// Checks the server's certificate `leaf` (DER) for `host` at `now` (Unix seconds); its
-    /// key, which must then sign the handshake.
-    pub fn check(&self, leaf: &[u8], host: &str, now: u64) -> Result<[u8; KEY_BYTES], TlsFailure> {
-        let cert = Cert::parse(leaf).map_err(|_| TlsFailure::BadCertificate)?;
-        let key = cert.key().ok_or(TlsFailure::BadCertificate)?;
+    /// key, which must then sign the handshake. With a CA anchor, `intermediate` (the next
+    /// certificate the server sent) may stand between the CA and `leaf`: it must be signed by
+    /// the CA, say cA in its basicConstraints, be valid now, and have signed `leaf`.
+    pub fn check(
+        &self,
+        leaf: &[u8],
+        intermediate: Option<&[u8]>,
+        host: &str,
+        now: u64,
+    ) -> Result<[u8; KEY_BYTES], CertError> {
+        let cert = Cert::parse(leaf).map_err(|_| CertError::Malformed)?;
+        let key = cert.key().ok_or(CertError::NotP256)?;
         let trusted = match self {
-            Anchor::Ca { der, key: ca } => *der == leaf || cert.signed_by(ca),
+            Anchor::Ca { der, key: ca } => {
+                *der == leaf
+                    || cert.signed_by(ca)
+                    || match intermediate {
+                        Some(i) => via_intermediate(&cert, i, ca, now)?,
+                        None => false,
+                    }
+            }
             Anchor::Key(pinned) => *pinned == key,
         };
         if !trusted {
-            return Err(TlsFailure::UnknownCa);
+            return Err(CertError::UnknownCa);
         }
-        if now < cert.not_before {
-            return Err(TlsFailure::NotYetValid);
-        }
-        if now > cert.not_after {
-            return Err(TlsFailure::Expired);
-        }
+        valid_at(&cert, now)?;
         if !cert.names_host(host) {
-            return Err(TlsFailure::WrongHostName);
+            return Err(CertError::WrongHostName);
         }
         Ok(key)
     }
+}
+
+fn valid_at(cert: &Cert<'_>, now: u64) -> Result<(), CertError> {
+    if now < cert.not_before {
+        return Err(CertError::NotYetValid);
+    }
+    if now > cert.not_after {
+        return Err(CertError::Expired);
+    }
+    Ok(())
+}
+
+/// Whether `intermediate` (DER), issued by the CA whose key is `ca`, issued `cert`.
+fn via_intermediate(
+    cert: &Cert<'_>,
+    intermediate: &[u8],
+    ca: &[u8; KEY_BYTES],
+    now: u64,
+) -> Result<bool, CertError> {
+    let Ok(i) = Cert::parse(intermediate) else {
+        return Ok(false);
+    };
+    let Some(i_key) = i.key() else {
+        return Ok(false);
+    };
+    if !i.is_ca || !i.signed_by(ca) || !cert.signed_by(&i_key) {
+        return Ok(false);
+    }
+    valid_at(&i, now)?;
+    Ok(true)
 }
 
 /// The base64 between `-----BEGIN {label}-----` and the next `-----END `.

@@ -396,6 +396,42 @@ impl embedded_io::Write for CLink {
     }
 }
 
+/// A C connect callback.
+type ConnectFn = unsafe extern "C" fn(*mut core::ffi::c_void, *const c_char, usize, u16, u32) -> i32;
+
+impl CLink {
+    /// A TLS connection through `connect` (named `name` in errors): its return mapped.
+    fn tls_with(
+        &mut self,
+        connect: Option<ConnectFn>,
+        name: &'static str,
+        (host, port): (&str, u16),
+        timeout_ms: u32,
+    ) -> Result<(), HttpError> {
+        if !self.tls {
+            return Err(HttpError::Tls(TlsFailure::Unsupported));
+        }
+        let connect = connect.ok_or(HttpError::Connect(ErrorKind::NotConnected))?;
+        // SAFETY: `host` is live for `host.len()` bytes; the callback only reads it.
+        let rc = unsafe {
+            connect(
+                self.ops.ctx,
+                host.as_ptr().cast::<c_char>(),
+                host.len(),
+                port,
+                timeout_ms,
+            )
+        };
+        match rc {
+            0 => Ok(()),
+            NPUB_IO_ERROR => Err(HttpError::Connect(ErrorKind::ConnectionRefused)),
+            NPUB_IO_TLS_CERTIFICATE => Err(HttpError::Tls(TlsFailure::BadCertificate)),
+            NPUB_IO_TLS_HANDSHAKE => Err(HttpError::Tls(TlsFailure::Handshake)),
+            rc => Err(HttpError::Connect(self.code(name, rc).0)),
+        }
+    }
+}
+
 impl Link for CLink {
     fn connect(&mut self, host: &str, port: u16, timeout_ms: u32) -> Result<(), ErrorKind> {
         let connect = self.ops.connect.ok_or(ErrorKind::NotConnected)?;
@@ -417,29 +453,19 @@ impl Link for CLink {
     }
 
     fn connect_tls(&mut self, host: &str, port: u16, timeout_ms: u32) -> Result<(), HttpError> {
-        if !self.tls {
-            return Err(HttpError::Tls(TlsFailure::Unsupported));
-        }
-        let connect = self
-            .ops
-            .connect
-            .ok_or(HttpError::Connect(ErrorKind::NotConnected))?;
-        // SAFETY: `host` is live for `host.len()` bytes; the callback only reads it.
-        let rc = unsafe {
-            connect(
-                self.ops.ctx,
-                host.as_ptr().cast::<c_char>(),
-                host.len(),
-                port,
-                timeout_ms,
-            )
-        };
-        match rc {
-            0 => Ok(()),
-            NPUB_IO_ERROR => Err(HttpError::Connect(ErrorKind::ConnectionRefused)),
-            NPUB_IO_TLS_CERTIFICATE => Err(HttpError::Tls(TlsFailure::BadCertificate)),
-            NPUB_IO_TLS_HANDSHAKE => Err(HttpError::Tls(TlsFailure::Handshake)),
-            rc => Err(HttpError::Connect(self.code("stream.connect", rc).0)),
+        self.tls_with(self.ops.connect, "stream.connect", (host, port), timeout_ms)
+    }
+
+    fn connect_tls_anonymous(
+        &mut self,
+        host: &str,
+        port: u16,
+        timeout_ms: u32,
+    ) -> Result<(), HttpError> {
+        match self.ops.connect_anonymous {
+            // Never `connect`: it may present the device's certificate to another origin.
+            None => Err(HttpError::Tls(TlsFailure::Unsupported)),
+            some => self.tls_with(some, "stream.connect_anonymous", (host, port), timeout_ms),
         }
     }
 

@@ -175,6 +175,17 @@ impl<F: NorFlash + Mapped, C: MonotonicCounter> Agent<F, C> {
         BootStart::Done(self.bind_confirmed(npu, arena, reverted))
     }
 
+    /// The confirmed slot the last boot skipped because it did not verify, and why: what
+    /// [`Booted::skipped`] says, and the reason behind an [`Error::NoBootableSlot`] when no slot
+    /// verified (the active one's, when it was the one skipped first).
+    pub fn boot_skipped(&self) -> Option<Skipped> {
+        self.skipped.map(|(slot, sequence, reason)| Skipped {
+            slot,
+            sequence,
+            reason,
+        })
+    }
+
     /// Ends a boot that stopped at [`BootStart::Trial`] with the self-test's `outcome` on
     /// `bound` (the pack it returned): a pass confirms the pack and it stays bound; a failure
     /// gives it up (failed, its descriptor revoked), unbinds it and boots the confirmed pack.
@@ -237,17 +248,13 @@ impl<F: NorFlash + Mapped, C: MonotonicCounter> Agent<F, C> {
         reverted: Option<Reverted>,
     ) -> Result<Booted, Error> {
         let state = *self.state();
-        let mut skipped = None;
+        self.skipped = None;
         for slot in state.confirmed() {
             let pack = state.slot(slot).pack();
             let bound = match self.bind_slot(npu, slot, &pack, arena) {
                 Ok(bound) => bound,
                 Err(reason) => {
-                    skipped = skipped.or(Some(Skipped {
-                        slot,
-                        sequence: pack.sequence,
-                        reason,
-                    }));
+                    self.skipped = self.skipped.or(Some((slot, pack.sequence, reason)));
                     continue;
                 }
             };
@@ -257,7 +264,7 @@ impl<F: NorFlash + Mapped, C: MonotonicCounter> Agent<F, C> {
             return Ok(Booted {
                 bound,
                 reverted,
-                skipped,
+                skipped: self.boot_skipped(),
             });
         }
         npu.unbind();

@@ -77,8 +77,8 @@ impl<F: NorFlash + Mapped, C: MonotonicCounter> Agent<F, C> {
             hw_class: self.device.hw_class,
             accel: self.device.accel,
             slot_bytes: self.layout.pack_capacity::<F>(),
-            // Its own sequence passes the replay check; step 3 then demands exactly it.
-            last_sequence: pack.sequence.saturating_sub(1),
+            // Not a replay check: step 3 demands exactly the journal's sequence.
+            last_sequence: 0,
             now: None,
         };
         let manifest = manifest::verify(&self.bundle[range], &self.keyring, &policy)

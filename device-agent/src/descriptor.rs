@@ -314,11 +314,19 @@ mod tests {
             encode_stored(&mut part, &manifest, None);
             let range = decode_stored(&part, None).expect("decodes");
             assert_eq!(&part[range], &manifest[..], "{len} bytes");
-            assert_eq!(decode_stored(&part, Some(&key)), None, "a CRC where a MAC belongs");
+            assert_eq!(
+                decode_stored(&part, Some(&key)),
+                None,
+                "a CRC where a MAC belongs"
+            );
             let mut sealed = [0xFFu8; STORED_BYTES];
             encode_stored(&mut sealed, &manifest, Some(&key));
             assert!(decode_stored(&sealed, Some(&key)).is_some());
-            assert_eq!(decode_stored(&sealed, None), None, "a MAC where a CRC belongs");
+            assert_eq!(
+                decode_stored(&sealed, None),
+                None,
+                "a MAC where a CRC belongs"
+            );
             for bit in 0..STORED_BYTES * 8 {
                 let mut bad = part;
                 bad[bit / 8] ^= 1 << (bit % 8);

@@ -786,9 +786,9 @@ impl<F: NorFlash + Mapped, C: MonotonicCounter> Agent<F, C> {
             key,
             &mut self.bundle,
         );
-        match stored.and_then(|()| {
-            descriptor::write(&mut self.flash, &self.layout, target, &pack, key)
-        }) {
+        match stored
+            .and_then(|()| descriptor::write(&mut self.flash, &self.layout, target, &pack, key))
+        {
             Ok(()) => {}
             Err(e @ Error::DescriptorReadBack { .. }) => {
                 let _ = self.commit(self.state().fail(target));

@@ -397,7 +397,8 @@ impl embedded_io::Write for CLink {
 }
 
 /// A C connect callback.
-type ConnectFn = unsafe extern "C" fn(*mut core::ffi::c_void, *const c_char, usize, u16, u32) -> i32;
+type ConnectFn =
+    unsafe extern "C" fn(*mut core::ffi::c_void, *const c_char, usize, u16, u32) -> i32;
 
 impl CLink {
     /// A TLS connection through `connect` (named `name` in errors): its return mapped.
@@ -799,5 +800,114 @@ impl Npu for CNpu {
     fn self_test(&mut self, _regs: &NpuRegisters) -> Result<(), u32> {
         // Never called: the C path confirms through `finish_install` / `settle_trial`.
         Err(u32::MAX)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use core::ffi::c_void;
+    use core::ptr;
+
+    use super::*;
+
+    /// Which callback opened the connection, and for which host.
+    #[derive(Default)]
+    struct Calls {
+        identified: usize,
+        anonymous: usize,
+        host: String,
+    }
+
+    unsafe extern "C" fn identified(
+        ctx: *mut c_void,
+        host: *const c_char,
+        len: usize,
+        _: u16,
+        _: u32,
+    ) -> i32 {
+        // SAFETY: the test's `Calls`, and `len` bytes of host name.
+        let (calls, host) = unsafe {
+            (
+                &mut *ctx.cast::<Calls>(),
+                core::slice::from_raw_parts(host.cast::<u8>(), len),
+            )
+        };
+        calls.identified += 1;
+        calls.host = String::from_utf8_lossy(host).into_owned();
+        0
+    }
+
+    unsafe extern "C" fn anonymous(
+        ctx: *mut c_void,
+        host: *const c_char,
+        len: usize,
+        _: u16,
+        _: u32,
+    ) -> i32 {
+        // SAFETY: as `identified`.
+        let (calls, host) = unsafe {
+            (
+                &mut *ctx.cast::<Calls>(),
+                core::slice::from_raw_parts(host.cast::<u8>(), len),
+            )
+        };
+        calls.anonymous += 1;
+        calls.host = String::from_utf8_lossy(host).into_owned();
+        NPUB_IO_TLS_CERTIFICATE
+    }
+
+    fn link(calls: &mut Calls, anon: Option<ConnectFn>, tls: bool) -> CLink {
+        CLink {
+            ops: npub_stream {
+                ctx: (calls as *mut Calls).cast(),
+                server_url: ptr::null(),
+                token: ptr::null(),
+                connect: Some(identified),
+                read: None,
+                write: None,
+                close: None,
+                window_bytes: 0,
+                connect_anonymous: anon,
+            },
+            fault: None,
+            tls,
+        }
+    }
+
+    #[test]
+    fn an_https_redirect_hop_opens_through_connect_anonymous_never_connect() {
+        let mut calls = Calls::default();
+        let mut l = link(&mut calls, Some(anonymous), true);
+        assert_eq!(
+            l.connect_tls_anonymous("bucket.example", 443, 1000),
+            Err(HttpError::Tls(TlsFailure::BadCertificate)),
+            "its return mapped as connect's"
+        );
+        assert_eq!(l.connect_tls("fleet.example", 443, 1000), Ok(()));
+        drop(l);
+        assert_eq!((calls.identified, calls.anonymous), (1, 1));
+        assert_eq!(calls.host, "fleet.example");
+    }
+
+    #[test]
+    fn rejects_an_https_redirect_hop_without_connect_anonymous_or_tls() {
+        let mut calls = Calls::default();
+        let mut l = link(&mut calls, None, true);
+        assert_eq!(
+            l.connect_tls_anonymous("bucket.example", 443, 1000),
+            Err(HttpError::Tls(TlsFailure::Unsupported))
+        );
+        drop(l);
+        let mut plain = link(&mut calls, Some(anonymous), false);
+        assert_eq!(
+            plain.connect_tls_anonymous("bucket.example", 443, 1000),
+            Err(HttpError::Tls(TlsFailure::Unsupported))
+        );
+        drop(plain);
+        assert_eq!(
+            (calls.identified, calls.anonymous),
+            (0, 0),
+            "the identity never left"
+        );
     }
 }

@@ -774,21 +774,7 @@ impl<F: NorFlash + Mapped, C: MonotonicCounter> Agent<F, C> {
                 return Err(e);
             }
         };
-        let key = self.device.trust.device_key();
-        // The signed manifest first (sectors of 1 KiB or more), then the record that makes the
-        // sector a descriptor (descriptor.rs's order); the boot check verifies it again. The
-        // release bundle's buffer is free once the release check is over.
-        let stored = descriptor::write_manifest(
-            &mut self.flash,
-            &self.layout,
-            target,
-            &manifest.as_bytes()[..],
-            key,
-            &mut self.bundle,
-        );
-        match stored
-            .and_then(|()| descriptor::write(&mut self.flash, &self.layout, target, &pack, key))
-        {
+        match self.describe(target, manifest) {
             Ok(()) => {}
             Err(e @ Error::DescriptorReadBack { .. }) => {
                 let _ = self.commit(self.state().fail(target));
@@ -798,6 +784,31 @@ impl<F: NorFlash + Mapped, C: MonotonicCounter> Agent<F, C> {
         }
         self.commit(self.state().pending(&verified))?;
         Ok(verified)
+    }
+
+    /// Step 5's writes: the slot's signed manifest (on sectors of 1 KiB or more, for the boot
+    /// check), then the record that makes the sector a descriptor (descriptor.rs's order). The
+    /// release bundle's buffer is free once the release check is over. (Out of line: nothing of
+    /// it is in `verify_pending`'s frame, which is on the install's deepest path.)
+    #[inline(never)]
+    fn describe(&mut self, target: Slot, manifest: &VerifiedManifest) -> Result<(), Error> {
+        let key = self.device.trust.device_key();
+        let bytes = &manifest.as_bytes()[..];
+        descriptor::write_manifest(
+            &mut self.flash,
+            &self.layout,
+            target,
+            bytes,
+            key,
+            &mut self.bundle,
+        )?;
+        descriptor::write(
+            &mut self.flash,
+            &self.layout,
+            target,
+            &PackId::of(manifest),
+            key,
+        )
     }
 
     /// A pending pack whose program could not be pinned (its copy never read as verified): a

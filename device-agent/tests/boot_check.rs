@@ -104,7 +104,7 @@ fn installed(dev: &Device, installs: &[(&[u8], &VerifiedManifest)]) -> Big {
     let layout = big_layout(true);
     let mut flash = Big::new(layout.end() as usize);
     for (pack, manifest) in installs {
-        let (mut agent, _) = boot_on(flash, layout, dev.clone(), None);
+        let (mut agent, _) = boot_on(flash, layout, *dev, None);
         install_on(&mut agent, pack, manifest).unwrap();
         flash = agent.into_flash();
     }
@@ -132,7 +132,7 @@ fn a_power_cut_at_every_step_of_an_install_with_boot_check_ends_in_a_good_slot()
         ),
     ] {
         // The install as it runs without a cut, to learn its operations.
-        let (mut agent, _) = boot_on(before.clone(), layout, dev.clone(), None);
+        let (mut agent, _) = boot_on(before.clone(), layout, dev, None);
         let base = agent.flash().ops();
         install_on(&mut agent, &new, &new_m).unwrap();
         let ops = agent.flash().log()[base as usize..].to_vec();
@@ -157,14 +157,14 @@ fn a_power_cut_at_every_step_of_an_install_with_boot_check_ends_in_a_good_slot()
             let mut flash = before.clone();
             flash.seed(i as u64);
             // Boot (nothing written to a slot), then the install with the cut armed.
-            let (mut agent, _) = boot_on(flash, layout, dev.clone(), None);
+            let (mut agent, _) = boot_on(flash, layout, dev, None);
             agent.flash_mut().cut(cut);
             let _ = install_on(&mut agent, &new, &new_m);
             assert!(
                 agent.flash().power_was_cut(),
                 "{name}: {cut:?} never happened"
             );
-            let (mut agent, booted) = boot_on(agent.into_flash(), layout, dev.clone(), None);
+            let (mut agent, booted) = boot_on(agent.into_flash(), layout, dev, None);
             let seq = bound_sequence(&booted);
             assert!(
                 allowed.contains(&seq),
@@ -174,7 +174,7 @@ fn a_power_cut_at_every_step_of_an_install_with_boot_check_ends_in_a_good_slot()
             // after it consumed the sequence and boot confirmed it); the next boot passes the
             // check on the new pack.
             let _ = install_on(&mut agent, &new, &new_m);
-            let (agent, booted) = boot_on(agent.into_flash(), layout, dev.clone(), None);
+            let (agent, booted) = boot_on(agent.into_flash(), layout, dev, None);
             assert_eq!(
                 bound_sequence(&booted),
                 Some(2),
@@ -199,14 +199,14 @@ fn rejects_a_flipped_byte_in_the_stored_manifest_at_boot_with_boot_check_only() 
     let new_m = verified(&new, 2, CAPACITY);
     let flash = installed(&dev, &[(&old, &old_m), (&new, &new_m)]);
     let on = big_layout(true);
-    let (_, booted) = boot_on(flash.clone(), on, dev.clone(), None);
+    let (_, booted) = boot_on(flash.clone(), on, dev, None);
     assert_eq!(bound_sequence(&booted), Some(2), "whole: the check passes");
     let at = stored_at(&on, Slot::B);
 
     // A flipped bit anywhere in the part (here: in the signature): its check word fails.
     let mut torn = flash.clone();
     torn.flip_stored_bit(at + 8 + 250, 3);
-    let (_, booted) = boot_on(torn.clone(), on, dev.clone(), None);
+    let (_, booted) = boot_on(torn.clone(), on, dev, None);
     let booted = booted.unwrap();
     assert_eq!(booted.bound.pack().sequence, 1, "the other slot is bound");
     let skipped = booted.skipped.expect("the refusal is reported");
@@ -216,7 +216,7 @@ fn rejects_a_flipped_byte_in_the_stored_manifest_at_boot_with_boot_check_only() 
         Error::StoredManifestMissing { slot: Slot::B }
     );
     // Without the check the stored manifest is not read: the pack still matches the journal.
-    let (_, booted) = boot_on(torn, big_layout(false), dev.clone(), None);
+    let (_, booted) = boot_on(torn, big_layout(false), dev, None);
     assert_eq!(
         bound_sequence(&booted),
         Some(2),
@@ -231,7 +231,7 @@ fn rejects_a_flipped_byte_in_the_stored_manifest_at_boot_with_boot_check_only() 
     let crc = crc32(&part[..508]);
     part[508..].copy_from_slice(&crc.to_le_bytes());
     rewrite(&mut forged, at, &part);
-    let (_, booted) = boot_on(forged.clone(), on, dev.clone(), None);
+    let (_, booted) = boot_on(forged.clone(), on, dev, None);
     let booted = booted.unwrap();
     assert_eq!(booted.bound.pack().sequence, 1);
     assert!(
@@ -244,7 +244,7 @@ fn rejects_a_flipped_byte_in_the_stored_manifest_at_boot_with_boot_check_only() 
         ),
         "{booted:?}"
     );
-    let (_, booted) = boot_on(forged, big_layout(false), dev.clone(), None);
+    let (_, booted) = boot_on(forged, big_layout(false), dev, None);
     assert_eq!(
         bound_sequence(&booted),
         Some(2),
@@ -256,11 +256,40 @@ fn rejects_a_flipped_byte_in_the_stored_manifest_at_boot_with_boot_check_only() 
     let other = stored_at(&on, Slot::A) as usize;
     let part = flash.image()[other..other + 512].to_vec();
     rewrite(&mut swapped, at, &part);
-    let (_, booted) = boot_on(swapped, on, dev.clone(), None);
+    let (_, booted) = boot_on(swapped, on, dev, None);
     assert_eq!(
         booted.unwrap().skipped.unwrap().reason,
         Error::StoredManifestMismatch { slot: Slot::B }
     );
+}
+
+#[test]
+fn rejects_a_stored_manifest_rewritten_without_the_device_key() {
+    // Under a device key the part carries a MAC: a rewrite with a CRC reads as torn.
+    seal_records_with(Some([0x5A; 32]));
+    let (old, new) = packs();
+    let dev = device();
+    let old_m = verified(&old, 1, CAPACITY);
+    let new_m = verified(&new, 2, CAPACITY);
+    let flash = installed(&dev, &[(&old, &old_m), (&new, &new_m)]);
+    let on = big_layout(true);
+    let (_, booted) = boot_on(flash.clone(), on, dev, None);
+    assert_eq!(bound_sequence(&booted), Some(2), "sealed and whole");
+    let at = stored_at(&on, Slot::B);
+    let mut forged = flash.clone();
+    let mut part = flash.image()[at as usize..at as usize + 512].to_vec();
+    part[8 + 24] ^= 0x01;
+    let crc = crc32(&part[..508]);
+    part[508..].copy_from_slice(&crc.to_le_bytes());
+    rewrite(&mut forged, at, &part);
+    let (_, booted) = boot_on(forged, on, dev, None);
+    let booted = booted.unwrap();
+    assert_eq!(booted.bound.pack().sequence, 1);
+    assert_eq!(
+        booted.skipped.unwrap().reason,
+        Error::StoredManifestMissing { slot: Slot::B }
+    );
+    seal_records_with(None);
 }
 
 #[test]
@@ -274,7 +303,7 @@ fn rejects_a_flipped_byte_in_the_pack_at_boot_with_or_without_boot_check() {
     // A weight byte, past the header: only the digest can see it.
     flash.flip_stored_bit(on.slot(Slot::B) + new.len() as u32 - 1, 0);
     for boot_check in [true, false] {
-        let (_, booted) = boot_on(flash.clone(), big_layout(boot_check), dev.clone(), None);
+        let (_, booted) = boot_on(flash.clone(), big_layout(boot_check), dev, None);
         let booted = booted.unwrap();
         assert_eq!(booted.bound.pack().sequence, 1, "boot_check {boot_check}");
         let skipped = booted.skipped.unwrap();
@@ -291,7 +320,7 @@ fn rejects_a_flipped_byte_in_the_pack_at_boot_with_or_without_boot_check() {
 fn a_rotated_key_still_boots_and_a_revoked_one_is_refused_with_boot_check() {
     let (old, new) = packs();
     let trust = trust_both_keys();
-    let dev = device_with(trust.clone());
+    let dev = device_with(trust);
     // The old pack signed with key 2, the new one with key 1.
     let old_m = verify_for(&manifest_signed_by(&old, 1, &signing_key_2()), &trust);
     let new_m = verify_for(&manifest_signed_by(&new, 2, &signing_key()), &trust);
@@ -301,7 +330,7 @@ fn a_rotated_key_still_boots_and_a_revoked_one_is_refused_with_boot_check() {
     // Rotation: a third key added, key 1 kept.
     let third = npub_core::keypair::KeyPair::from_seed([9; 32]).public_key();
     let flash = apply_keyring_update(flash, &dev, 1, KeyringChange::Add { public_key: third });
-    let (_, booted) = boot_on(flash.clone(), on, dev.clone(), None);
+    let (_, booted) = boot_on(flash.clone(), on, dev, None);
     assert_eq!(
         bound_sequence(&booted),
         Some(2),
@@ -311,7 +340,7 @@ fn a_rotated_key_still_boots_and_a_revoked_one_is_refused_with_boot_check() {
     // Revocation of key 1: its pack no longer boots with the check, the other one does.
     let key_id = KeyId::of(&signing_key().public_key());
     let flash = apply_keyring_update(flash, &dev, 2, KeyringChange::Revoke { key_id });
-    let (_, booted) = boot_on(flash.clone(), on, dev.clone(), None);
+    let (_, booted) = boot_on(flash.clone(), on, dev, None);
     let booted = booted.unwrap();
     assert_eq!(booted.bound.pack().sequence, 1);
     assert_eq!(
@@ -354,7 +383,7 @@ fn rejects_boot_check_on_sectors_below_1_kib() {
 /// Polls with a server that offers no manifest, only the keyring update `change` at `sequence`:
 /// the keyring is updated and stored.
 fn apply_keyring_update(flash: Big, dev: &Device, sequence: u64, change: KeyringChange) -> Big {
-    let (mut agent, _) = boot_on(flash, big_layout(true), dev.clone(), None);
+    let (mut agent, _) = boot_on(flash, big_layout(true), *dev, None);
     // Only this update: the device asks for those after its own sequence.
     let mut server = Server::default();
     server.publish(sequence, change);

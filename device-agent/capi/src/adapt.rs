@@ -884,7 +884,6 @@ mod tests {
             "its return mapped as connect's"
         );
         assert_eq!(l.connect_tls("fleet.example", 443, 1000), Ok(()));
-        drop(l);
         assert_eq!((calls.identified, calls.anonymous), (1, 1));
         assert_eq!(calls.host, "fleet.example");
     }
@@ -897,13 +896,11 @@ mod tests {
             l.connect_tls_anonymous("bucket.example", 443, 1000),
             Err(HttpError::Tls(TlsFailure::Unsupported))
         );
-        drop(l);
         let mut plain = link(&mut calls, Some(anonymous), false);
         assert_eq!(
             plain.connect_tls_anonymous("bucket.example", 443, 1000),
             Err(HttpError::Tls(TlsFailure::Unsupported))
         );
-        drop(plain);
         assert_eq!(
             (calls.identified, calls.anonymous),
             (0, 0),

@@ -227,7 +227,9 @@ impl<F: NorFlash + Mapped, C: MonotonicCounter> Agent<F, C> {
     }
 
     /// An agent from [`Agent::open`] that has not booted yet boots now (its result is the boot's
-    /// business: a blank device has nothing to bind).
+    /// business: a blank device has nothing to bind). Out of line: the boot's result is in no
+    /// frame of the poll that installs.
+    #[inline(never)]
     pub(crate) fn boot_if_needed<N: Npu>(&mut self, npu: &mut N, arena: &mut Arena<'_>) {
         if !self.booted {
             let _ = self.boot(npu, arena);

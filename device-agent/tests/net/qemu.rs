@@ -178,11 +178,8 @@ pub fn active_bytes(flash: &Path, len: usize) -> Vec<u8> {
 }
 
 /// The stack budget of one `Agent::poll` on the device (issue #12: ≤ 8 KiB), its own frame and
-/// the transport's included. Raised by 256 B for issue 35's boot check: an install's poll measured
-/// 8,288 B painted with it (8,176 B before, 16 B under the old budget), the compiler's deepest
-/// path of a poll that meets the check (a pack that cannot be pinned, the active pack verified
-/// again from its stored manifest) 8,088 B (device-agent/README.md).
-pub const POLL_STACK_BUDGET: usize = 8 * 1024 + 256;
+/// the transport's included.
+pub const POLL_STACK_BUDGET: usize = 8 * 1024;
 
 /// Asserts that every install the firmware logged (`download: …; stack N B`, the painted depth of
 /// the `Agent::poll` that made it) stayed within [`POLL_STACK_BUDGET`], and that there was one.

@@ -5,7 +5,7 @@
 #   device-agent/fw/run-qemu.sh --server http://127.0.0.1:8080 --token TOKEN \
 #       --trust signing.key.pub [--root root.key.pub] --flash dev1.nor [--once] [--window-kib N] [--slot-kib N] \
 #       [--release-trust alice.key.pub ...] [--release-root release-root.key.pub] \
-#       [--ca ca.pem [--tls-seed HEX]] [--pcap FILE]
+#       [--ca ca.pem [--tls-seed HEX]] [--pcap FILE] [--boot-check]
 #
 # The firmware prints what it does (boot, DHCP, poll, download, verify, bind, report). The
 # server's address is rewritten for the guest: in QEMU's user network 10.0.2.2 is the host's
@@ -17,7 +17,9 @@
 # seeded from the host's /dev/urandom unless --tls-seed gives 64 hex digits. That seed is a DEMO:
 # QEMU's board has no TRNG, a device seeds from its own. --pcap FILE records every frame of the
 # guest's NIC (QEMU's filter-dump) into FILE, to see what crosses the wire.
-# NPUB_QEMU_EXTRA adds QEMU flags (docs/performance.md: -icount shift=0 for the handshake's count).
+# NPUB_QEMU_EXTRA adds QEMU flags (docs/performance.md: -icount shift=0 for the handshake's count
+# and for the boot check's: --boot-check makes boot verify the slot's signed manifest again and
+# print its time, "boot: N ms (boot check on)").
 # NPUB_FW_ELF=path skips the build and boots that image. Ctrl-A X quits QEMU.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"

@@ -16,6 +16,7 @@ use npub_core::release::{DeviceReleaseTrust, MAX_BUNDLE_BYTES};
 use crate::counter::{JournalOnly, MAX_SEQUENCE_STEP, MonotonicCounter};
 use crate::error::{CounterError, Error};
 use crate::flash::Mapped;
+use crate::ids::Slot;
 use crate::journal::Journal;
 use crate::keystore::{DeviceKeyring, KeyStore, Trust};
 use crate::layout::Layout;
@@ -60,6 +61,9 @@ pub struct Agent<F, C = JournalOnly> {
     pub(crate) bundle: [u8; MAX_BUNDLE_BYTES],
     /// Whether boot ran in this power cycle (an agent from [`Agent::open`] boots lazily).
     pub(crate) booted: bool,
+    /// The confirmed slot the last boot did not bind because it did not verify: its slot, the
+    /// sequence the journal says it holds, and why (boot.rs reads it out).
+    pub(crate) skipped: Option<(Slot, u64, Error)>,
 }
 
 impl<F: NorFlash + Mapped> Agent<F, JournalOnly> {
@@ -147,6 +151,7 @@ impl<F: NorFlash + Mapped, C: MonotonicCounter> Agent<F, C> {
             release,
             bundle: [0; MAX_BUNDLE_BYTES],
             booted: false,
+            skipped: None,
         })
     }
 
@@ -222,7 +227,9 @@ impl<F: NorFlash + Mapped, C: MonotonicCounter> Agent<F, C> {
     }
 
     /// An agent from [`Agent::open`] that has not booted yet boots now (its result is the boot's
-    /// business: a blank device has nothing to bind).
+    /// business: a blank device has nothing to bind). Out of line: the boot's result is in no
+    /// frame of the poll that installs.
+    #[inline(never)]
     pub(crate) fn boot_if_needed<N: Npu>(&mut self, npu: &mut N, arena: &mut Arena<'_>) {
         if !self.booted {
             let _ = self.boot(npu, arena);

@@ -8,6 +8,11 @@
 //! | confirmed slots                     | the active one first, else the other: the first that verifies in flash is bound (and made active) |
 //! | nothing bootable                    | unbinds the NPU; [`Error::NoBootableSlot`]                                |
 //!
+//! "Verifies" is the pack against the journal's SHA-256 (NPU1, command stream, binding); with
+//! [`crate::Layout::boot_check`], the slot's stored manifest verified again against the keyring
+//! and the pack against it (boot_check.rs). A confirmed slot that does not verify is skipped and
+//! [`Booted::skipped`] says why.
+//!
 //! The trial is journalled before it runs, so a pack whose self-test resets the device is tried
 //! at most [`crate::state::MAX_TRIAL_BOOTS`] times. Boot never erases or programs a slot, and a
 //! confirmed slot that fails re-validation is read again (after [`Mapped::invalidate`]) and then
@@ -66,6 +71,18 @@ pub struct Reverted {
     pub reason: Error,
 }
 
+/// A confirmed slot that boot did not bind because it did not verify (read twice): the other
+/// one was tried instead.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Skipped {
+    /// Its slot.
+    pub slot: Slot,
+    /// The sequence the journal says it holds.
+    pub sequence: u64,
+    /// Why it did not verify (with the boot check: its stored manifest, or the pack against it).
+    pub reason: Error,
+}
+
 /// What boot bound.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Booted {
@@ -73,6 +90,9 @@ pub struct Booted {
     pub bound: BoundSlot,
     /// A pending pack that was reverted on the way, to report.
     pub reverted: Option<Reverted>,
+    /// The confirmed slot skipped on the way (the active one, when the other is bound), to
+    /// report.
+    pub skipped: Option<Skipped>,
 }
 
 /// Where [`Agent::boot_start`] stopped.
@@ -155,6 +175,17 @@ impl<F: NorFlash + Mapped, C: MonotonicCounter> Agent<F, C> {
         BootStart::Done(self.bind_confirmed(npu, arena, reverted))
     }
 
+    /// The confirmed slot the last boot skipped because it did not verify, and why: what
+    /// [`Booted::skipped`] says, and the reason behind an [`Error::NoBootableSlot`] when no slot
+    /// verified (the active one's, when it was the one skipped first).
+    pub fn boot_skipped(&self) -> Option<Skipped> {
+        self.skipped.map(|(slot, sequence, reason)| Skipped {
+            slot,
+            sequence,
+            reason,
+        })
+    }
+
     /// Ends a boot that stopped at [`BootStart::Trial`] with the self-test's `outcome` on
     /// `bound` (the pack it returned): a pass confirms the pack and it stays bound; a failure
     /// gives it up (failed, its descriptor revoked), unbinds it and boots the confirmed pack.
@@ -174,6 +205,7 @@ impl<F: NorFlash + Mapped, C: MonotonicCounter> Agent<F, C> {
                 Ok(Booted {
                     bound: *bound,
                     reverted: None,
+                    skipped: None,
                 })
             }
             Err(code) => {
@@ -216,15 +248,24 @@ impl<F: NorFlash + Mapped, C: MonotonicCounter> Agent<F, C> {
         reverted: Option<Reverted>,
     ) -> Result<Booted, Error> {
         let state = *self.state();
+        self.skipped = None;
         for slot in state.confirmed() {
             let pack = state.slot(slot).pack();
-            let Ok(bound) = self.bind_slot(npu, slot, &pack, arena) else {
-                continue;
+            let bound = match self.bind_slot(npu, slot, &pack, arena) {
+                Ok(bound) => bound,
+                Err(reason) => {
+                    self.skipped = self.skipped.or(Some((slot, pack.sequence, reason)));
+                    continue;
+                }
             };
             // A fallback becomes the active pack, so the next install overwrites the slot that
             // no longer verifies rather than this one. Best effort: it is bound either way.
             let _ = self.commit(self.state().confirm(&bound));
-            return Ok(Booted { bound, reverted });
+            return Ok(Booted {
+                bound,
+                reverted,
+                skipped: self.boot_skipped(),
+            });
         }
         npu.unbind();
         Err(Error::NoBootableSlot)
@@ -266,16 +307,15 @@ impl<F: NorFlash + Mapped, C: MonotonicCounter> Agent<F, C> {
     ) -> Result<BoundSlot, Error> {
         // verify_for_boot's retry, written into the one `Result` that binding then reads: its
         // own frame would hold a second verification on this path.
-        let io = self.device.io_bindings;
-        let mut verified = verify::for_boot(&self.flash, &self.layout, slot, pack, io, arena);
+        let mut verified = self.verify_slot(slot, pack, arena);
         if verified.is_err() {
             self.flash.invalidate();
-            verified = verify::for_boot(&self.flash, &self.layout, slot, pack, io, arena);
+            verified = self.verify_slot(slot, pack, arena);
         }
         self.bind(npu, verified, arena)
     }
 
-    /// Verifies `slot` against `pack`; a failure is read again after invalidating the XIP cache
+    /// Verifies `slot` against `pack` (boot_check.rs); a failure is read again after invalidating the XIP cache
     /// before it is believed.
     pub(crate) fn verify_for_boot(
         &mut self,
@@ -283,10 +323,9 @@ impl<F: NorFlash + Mapped, C: MonotonicCounter> Agent<F, C> {
         pack: &PackId,
         arena: &mut Arena<'_>,
     ) -> Result<VerifiedSlot, Error> {
-        let io = self.device.io_bindings;
-        verify::for_boot(&self.flash, &self.layout, slot, pack, io, arena).or_else(|_| {
+        self.verify_slot(slot, pack, arena).or_else(|_| {
             self.flash.invalidate();
-            verify::for_boot(&self.flash, &self.layout, slot, pack, io, arena)
+            self.verify_slot(slot, pack, arena)
         })
     }
 

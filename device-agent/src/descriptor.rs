@@ -8,6 +8,8 @@
 //! | 0      | 128  | the descriptor record, below; programmed once the slot verified in flash, before the journal says *pending* |
 //! | 128    | 128  | the *confirmed* mark: all `0x00`, programmed after the journal says *confirmed* |
 //! | 256    | 128  | the *revoked* mark: all `0x00`, programmed after the journal gives the pending pack up |
+//! | 384    | 128  | unused (0xFF)                                                               |
+//! | 512    | 512  | the *stored manifest*, below: only on sectors of at least 1 KiB ([`Layout::stores_manifest`]); programmed just before the record |
 //!
 //! Record (128 bytes, little-endian):
 //!
@@ -20,13 +22,37 @@
 //! | 48     | 76   | reserved   | 0                                          |
 //! | 124    | 4    | `crc`      | CRC-32 of bytes 0..124; with a device key their MAC (`seal.rs`) |
 //!
+//! Stored manifest (512 bytes at sector offset 512, little-endian): the signed manifest the slot
+//! was installed from, as received, so that boot can verify its signature again
+//! ([`Layout::boot_check`]). Any manifest npub-core's parser accepts, up to
+//! [`MAX_STORED_MANIFEST_BYTES`]; the parser, not this part, knows its versions.
+//!
+//! | Offset  | Size      | Field      | Meaning                                          |
+//! |---------|-----------|------------|--------------------------------------------------|
+//! | 0       | 4         | `magic`    | [`STORED_MANIFEST_MAGIC`], bytes `4e 50 53 31` ("NPS1") |
+//! | 4       | 4         | `len`      | the manifest's length, 1..=[`MAX_STORED_MANIFEST_BYTES`] |
+//! | 8       | `len`     | `manifest` | its bytes                                        |
+//! | 8+`len` | 500−`len` | padding    | 0                                                |
+//! | 508     | 4         | `crc`      | CRC-32 of bytes 0..508; with a device key their MAC (`seal.rs`), as every other trust record |
+//!
+//! Order of the writes to the sector, and what a power cut after each leaves:
+//!
+//! | # | write (who)                                        | journal after it      | a cut right after it                                    |
+//! |---|----------------------------------------------------|-----------------------|---------------------------------------------------------|
+//! | 1 | erase the sector (install step 2, and every resume) | *receiving*           | the slot describes nothing; the resume erases again      |
+//! | 2 | the stored manifest, read back (step 5)            | *receiving*           | a manifest with no record: no descriptor; the resume erases again |
+//! | 3 | the record, read back (step 5)                     | *receiving*           | a descriptor of a slot that verified; the resume erases again |
+//! | 4 | —                                                  | *pending*             | boot puts the pack on trial (its stored manifest is whole) |
+//! | 5 | the confirmed or the revoked mark                  | *confirmed* / *failed* | as the journal says; the mark only matters without it   |
+//!
 //! The sector is erased whenever an install (or a resumed one) starts on the slot, before any
 //! pack byte is erased, so a descriptor never describes bytes that are being replaced. Each part
-//! is programmed at most once between erases: the record once per install, each mark on the one
-//! journal transition that calls for it, and the journal is written *first*, so a cut inside a
-//! mark leaves a journal that never asks for that mark again. The journal stays the authority:
-//! descriptors are read only when it holds no record at all. A mark counts as set when most of
-//! three reads of it see a programmed bit (one glitch cannot set it; a torn mark usually is set).
+//! is programmed at most once between erases: the stored manifest and the record once per
+//! install, each mark on the one journal transition that calls for it, and the journal is
+//! written *first*, so a cut inside a mark leaves a journal that never asks for that mark again.
+//! The journal stays the authority: descriptors are read only when it holds no record at all,
+//! and the stored manifest only by the boot check. A mark counts as set when most of three reads
+//! of it see a programmed bit (one glitch cannot set it; a torn mark usually is set).
 use embedded_storage::nor_flash::NorFlash;
 
 use crate::error::Error;
@@ -37,6 +63,15 @@ use crate::seal::DeviceKey;
 
 /// `"NPD1"` little-endian.
 pub const DESCRIPTOR_MAGIC: u32 = 0x3144_504E;
+/// `"NPS1"` little-endian: the stored manifest's magic.
+pub const STORED_MANIFEST_MAGIC: u32 = 0x3153_504E;
+/// The longest manifest the stored-manifest part keeps (today's are 280 bytes).
+pub const MAX_STORED_MANIFEST_BYTES: usize = 448;
+/// The stored manifest's offset in the descriptor sector.
+const STORED_AT: u32 = 512;
+/// The stored-manifest part's size.
+pub(crate) const STORED_BYTES: usize = 512;
+const STORED_BODY_AT: usize = 8;
 const PART_BYTES: usize = 128;
 const CONFIRMED_AT: u32 = 128;
 const REVOKED_AT: u32 = 256;
@@ -72,6 +107,88 @@ pub(crate) fn write<F: NorFlash>(
     } else {
         Err(Error::DescriptorReadBack { slot })
     }
+}
+
+/// Programs the stored manifest `manifest` (on a sector [`erase`]d in this power cycle, before
+/// [`write`]) and reads it back, in `buf` (at least 2 × [`STORED_BYTES`]: the part, then the
+/// read-back's). Nothing on a flash whose sectors have no room for it.
+pub(crate) fn write_manifest<F: NorFlash>(
+    flash: &mut F,
+    layout: &Layout,
+    slot: Slot,
+    manifest: &[u8],
+    key: Option<&DeviceKey>,
+    buf: &mut [u8],
+) -> Result<(), Error> {
+    if !layout.stores_manifest::<F>() {
+        return Ok(());
+    }
+    if manifest.len() > MAX_STORED_MANIFEST_BYTES || buf.len() < 2 * STORED_BYTES {
+        // Longer than the part keeps (no parser today makes one): the boot check would refuse
+        // the slot for good, so the install fails as a local fault would.
+        return Err(Error::DescriptorReadBack { slot });
+    }
+    let (part, scratch) = buf.split_at_mut(STORED_BYTES);
+    let scratch = &mut scratch[..STORED_BYTES];
+    encode_stored(part, manifest, key);
+    let at = layout.descriptor::<F>(slot) + STORED_AT;
+    if record::program(flash, &[at], part, scratch)? {
+        Ok(())
+    } else {
+        Err(Error::DescriptorReadBack { slot })
+    }
+}
+
+/// Reads `slot`'s stored manifest into `buf` (at least [`STORED_BYTES`]): the range of `buf`
+/// that holds the manifest's bytes, or `None` when the part is blank, torn, rewritten without
+/// the device key or malformed (read again when it does not check).
+pub(crate) fn read_manifest<F: NorFlash>(
+    flash: &mut F,
+    layout: &Layout,
+    slot: Slot,
+    key: Option<&DeviceKey>,
+    buf: &mut [u8],
+) -> Result<Option<core::ops::Range<usize>>, Error> {
+    if !layout.stores_manifest::<F>() {
+        return Ok(None);
+    }
+    let part = &mut buf[..STORED_BYTES];
+    let at = layout.descriptor::<F>(slot) + STORED_AT;
+    if record::read(flash, at, part, STORED_MANIFEST_MAGIC, key)? != record::Read::Framed {
+        return Ok(None);
+    }
+    Ok(stored_range(part))
+}
+
+#[cfg(test)]
+fn decode_stored(part: &[u8], key: Option<&DeviceKey>) -> Option<core::ops::Range<usize>> {
+    if !record::is_framed(part, STORED_MANIFEST_MAGIC, key) {
+        return None;
+    }
+    stored_range(part)
+}
+
+/// Frames `manifest` (at most [`MAX_STORED_MANIFEST_BYTES`]) as the stored-manifest `part`.
+fn encode_stored(part: &mut [u8], manifest: &[u8], key: Option<&DeviceKey>) {
+    let end = STORED_BODY_AT + manifest.len();
+    part[4..STORED_BODY_AT].copy_from_slice(&(manifest.len() as u32).to_le_bytes());
+    part[STORED_BODY_AT..end].copy_from_slice(manifest);
+    part[end..].fill(0);
+    record::frame(part, STORED_MANIFEST_MAGIC, key);
+}
+
+/// Where a framed stored-manifest part keeps its manifest: its length in range and the padding
+/// zero, or `None`.
+fn stored_range(part: &[u8]) -> Option<core::ops::Range<usize>> {
+    let len = record::word(part, 4) as usize;
+    if len == 0 || len > MAX_STORED_MANIFEST_BYTES {
+        return None;
+    }
+    let end = STORED_BODY_AT + len;
+    part[end..STORED_BYTES - 4]
+        .iter()
+        .all(|&b| b == 0)
+        .then_some(STORED_BODY_AT..end)
 }
 
 /// Programs the confirmed mark (after the journal confirmed the slot's pending pack).
@@ -186,5 +303,47 @@ mod tests {
             bad[bit / 8] ^= 1 << (bit % 8);
             assert_eq!(decode(&bad, 1000, None), None, "bit {bit}");
         }
+    }
+
+    #[test]
+    fn a_stored_manifest_of_any_length_decodes_and_rejects_every_bit_flip() {
+        let key = DeviceKey::new([9; 32]);
+        for len in [1, 280, 312, MAX_STORED_MANIFEST_BYTES] {
+            let manifest: Vec<u8> = (0..len).map(|i| (i * 7 + 1) as u8).collect();
+            let mut part = [0xFFu8; STORED_BYTES];
+            encode_stored(&mut part, &manifest, None);
+            let range = decode_stored(&part, None).expect("decodes");
+            assert_eq!(&part[range], &manifest[..], "{len} bytes");
+            assert_eq!(
+                decode_stored(&part, Some(&key)),
+                None,
+                "a CRC where a MAC belongs"
+            );
+            let mut sealed = [0xFFu8; STORED_BYTES];
+            encode_stored(&mut sealed, &manifest, Some(&key));
+            assert!(decode_stored(&sealed, Some(&key)).is_some());
+            assert_eq!(
+                decode_stored(&sealed, None),
+                None,
+                "a MAC where a CRC belongs"
+            );
+            for bit in 0..STORED_BYTES * 8 {
+                let mut bad = part;
+                bad[bit / 8] ^= 1 << (bit % 8);
+                assert_eq!(decode_stored(&bad, None), None, "{len} bytes, bit {bit}");
+            }
+        }
+    }
+
+    #[test]
+    fn rejects_a_stored_manifest_whose_length_runs_past_the_part() {
+        let mut part = [0u8; STORED_BYTES];
+        encode_stored(&mut part, &[1; 8], None);
+        part[4..8].copy_from_slice(&(MAX_STORED_MANIFEST_BYTES as u32 + 1).to_le_bytes());
+        record::frame(&mut part, STORED_MANIFEST_MAGIC, None);
+        assert_eq!(decode_stored(&part, None), None);
+        part[4..8].copy_from_slice(&0u32.to_le_bytes());
+        record::frame(&mut part, STORED_MANIFEST_MAGIC, None);
+        assert_eq!(decode_stored(&part, None), None);
     }
 }

@@ -127,6 +127,27 @@ pub enum Error {
         /// The slot.
         slot: Slot,
     },
+    /// Boot check ([`crate::Layout::boot_check`]): the slot keeps no stored manifest that
+    /// checks (installed by a firmware that kept none, on a smaller sector, or torn or rewritten
+    /// since: its check word fails), so its signature cannot be verified again.
+    StoredManifestMissing {
+        /// The slot.
+        slot: Slot,
+    },
+    /// Boot check: the slot's stored manifest no longer verifies against the keyring as it
+    /// stands (its key unknown or revoked since, a bad signature, another device's).
+    StoredManifestRefused {
+        /// The slot.
+        slot: Slot,
+        /// npub-core's reason.
+        error: npub_core::Error,
+    },
+    /// Boot check: the slot's stored manifest verifies but names another pack (length, sequence
+    /// or SHA-256) than the journal says the slot holds.
+    StoredManifestMismatch {
+        /// The slot.
+        slot: Slot,
+    },
     /// The monotonic counter that holds the replay floor failed.
     Counter(CounterError),
     /// The manifest's sequence is further above the replay floor than one manifest may move it
@@ -274,6 +295,13 @@ pub enum LayoutError {
         /// The erase size.
         erase: u64,
     },
+    /// `boot_check` is set but the erase sector cannot hold the slot's stored manifest.
+    BootCheckSectorTooSmall {
+        /// The erase size.
+        erase: u64,
+        /// The least it must be ([`crate::layout::STORED_MANIFEST_SECTOR_BYTES`]).
+        min: usize,
+    },
     /// A slot's bus address is not 16-byte aligned (the Ethos-U55 needs it).
     SlotMisaligned {
         /// The slot.
@@ -321,6 +349,12 @@ impl fmt::Display for LayoutError {
                 f,
                 "layout: a keyring bank of {bytes} bytes must be whole {erase}-byte erase sectors \
                  and at least {min} bytes (two records), or 0 for none"
+            ),
+            LayoutError::BootCheckSectorTooSmall { erase, min } => write!(
+                f,
+                "layout: boot_check needs erase sectors of at least {min} bytes (the slot's signed \
+                 manifest is kept at bytes 512..1024 of its descriptor sector), this flash erases \
+                 {erase}"
             ),
             LayoutError::SlotMisaligned { slot, address } => write!(
                 f,
@@ -435,6 +469,22 @@ impl fmt::Display for Error {
             Error::DescriptorReadBack { slot } => write!(
                 f,
                 "slot {}: the descriptor did not read back as programmed",
+                slot.name()
+            ),
+            Error::StoredManifestMissing { slot } => write!(
+                f,
+                "boot check: slot {} keeps no stored manifest that checks (none was stored, or it \
+                 is torn or was rewritten)",
+                slot.name()
+            ),
+            Error::StoredManifestRefused { slot, error } => write!(
+                f,
+                "boot check: slot {}'s stored manifest no longer verifies: {error}",
+                slot.name()
+            ),
+            Error::StoredManifestMismatch { slot } => write!(
+                f,
+                "boot check: slot {}'s stored manifest names another pack than the journal's",
                 slot.name()
             ),
             Error::Counter(e) => write!(f, "{e}"),

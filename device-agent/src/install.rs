@@ -8,7 +8,7 @@
 //! | 2    | the inactive slot becomes the target, the sequence is consumed (at most [`MAX_SEQUENCE_STEP`] above the floor), then the monotonic counter is raised to it and the target's descriptor erased | target *receiving*, `written` 0 |
 //! | 3    | fetch pack pieces (never past the manifest's length); npub-core's `StreamValidator` checks each piece before it is programmed (header and region table, checks 1–8: a bad one is abandoned at once) and the header checksum is cross-checked against the manifest; erase each sector as it is entered, program | every `progress_bytes`: `written` |
 //! | 4    | invalidate the XIP cache; one pass over the slot as mapped: SHA-256 = manifest, NPU1 + FNV-1a, command stream, binding (verify.rs); a failure is read again once after another invalidate | — |
-//! | 5    | the slot's descriptor is programmed and read back; the slot goes on trial                    | target *pending* |
+//! | 5    | the slot's signed manifest (on sectors of 1 KiB or more, for the boot check), then its descriptor record, each programmed and read back; the slot goes on trial | target *pending* |
 //! | 6    | pin the program (copy the COP1 payload / command stream into the arena, its SHA-256 = the pass's, its stream checked again; once more after an invalidate) and program the NPU (a copy that never reads as verified fails the slot: local), report `verified`, run the self-test | — |
 //! | 7    | pass: the slot becomes the active pack (then its descriptor is marked confirmed); fail: the NPU is unbound, the slot *failed* (its descriptor marked revoked) and the previous pack rebound | *confirmed* + active, or *failed* |
 //!
@@ -774,8 +774,7 @@ impl<F: NorFlash + Mapped, C: MonotonicCounter> Agent<F, C> {
                 return Err(e);
             }
         };
-        let key = self.device.trust.device_key();
-        match descriptor::write(&mut self.flash, &self.layout, target, &pack, key) {
+        match self.describe(target, manifest) {
             Ok(()) => {}
             Err(e @ Error::DescriptorReadBack { .. }) => {
                 let _ = self.commit(self.state().fail(target));
@@ -785,6 +784,31 @@ impl<F: NorFlash + Mapped, C: MonotonicCounter> Agent<F, C> {
         }
         self.commit(self.state().pending(&verified))?;
         Ok(verified)
+    }
+
+    /// Step 5's writes: the slot's signed manifest (on sectors of 1 KiB or more, for the boot
+    /// check), then the record that makes the sector a descriptor (descriptor.rs's order). The
+    /// release bundle's buffer is free once the release check is over. (Out of line: nothing of
+    /// it is in `verify_pending`'s frame, which is on the install's deepest path.)
+    #[inline(never)]
+    fn describe(&mut self, target: Slot, manifest: &VerifiedManifest) -> Result<(), Error> {
+        let key = self.device.trust.device_key();
+        let bytes = &manifest.as_bytes()[..];
+        descriptor::write_manifest(
+            &mut self.flash,
+            &self.layout,
+            target,
+            bytes,
+            key,
+            &mut self.bundle,
+        )?;
+        descriptor::write(
+            &mut self.flash,
+            &self.layout,
+            target,
+            &PackId::of(manifest),
+            key,
+        )
     }
 
     /// A pending pack whose program could not be pinned (its copy never read as verified): a

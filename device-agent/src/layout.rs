@@ -22,6 +22,7 @@
 //! | a bank holds at least two commit units (4 records) | a session writes the state as the new bank's first unit and must still have room for the next |
 //! | a keyring bank holds two keyring records (1 KiB), or `keyring_bank_bytes` is 0 | a commit writes its record twice into one bank; 0: no keyring area, keyring updates live in RAM only (a layout from before the area existed, the C ABI until it carries one) |
 //! | a slot is at least two erase sectors, and a sector at least 384 bytes | one for the pack, the last for the descriptor and its two marks |
+//! | [`Layout::boot_check`] only on sectors of at least [`STORED_MANIFEST_SECTOR_BYTES`] (1 KiB) | the check re-verifies the manifest kept at bytes 512..1024 of the descriptor sector, which a smaller sector has no room for (descriptor.rs) |
 //! | `progress_bytes` is a multiple of the erase size | a resumed download restarts on a sector it can erase without losing durable bytes |
 //! | `xip_base` + a slot offset is 16-byte aligned    | the Ethos-U55 needs QBASE and every BASEPn 16-byte aligned, and a pack's stream and baked regions are 16-aligned within the pack |
 //!
@@ -34,6 +35,10 @@ use embedded_storage::nor_flash::NorFlash;
 use crate::error::LayoutError;
 use crate::ids::Slot;
 use crate::record::{COPIES, JOURNAL_RECORD_BYTES, KEYRING_RECORD_BYTES};
+
+/// The smallest erase sector that keeps a slot's signed manifest beside its descriptor (bytes
+/// 512..1024 of the descriptor sector, `descriptor.rs`), which [`Layout::boot_check`] needs.
+pub const STORED_MANIFEST_SECTOR_BYTES: usize = 1024;
 
 /// The flash map: offsets are from the start of the flash device as the `NorFlash` driver sees it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -54,6 +59,13 @@ pub struct Layout {
     pub keyring: u32,
     /// Size of one keyring bank; 0: no keyring area (updates are not persisted).
     pub keyring_bank_bytes: u32,
+    /// Re-verify at boot, before the NPU is bound: the slot's stored manifest (its ed25519
+    /// signature against the keyring as it stands, and that it names the journal's pack), then
+    /// the pack against that manifest (SHA-256, NPU1 and its header checksum, command stream,
+    /// binding). A slot that fails is skipped as a torn one is (see boot.rs). Off: boot checks
+    /// the pack against the journal's SHA-256 only, as before. Needs sectors of at least
+    /// [`STORED_MANIFEST_SECTOR_BYTES`].
+    pub boot_check: bool,
 }
 
 impl Layout {
@@ -76,7 +88,23 @@ impl Layout {
             xip_base,
             keyring: slot_a + 2 * slot_bytes,
             keyring_bank_bytes: journal_bank_bytes,
+            boot_check: false,
         }
+    }
+
+    /// This layout with [`Layout::boot_check`] set to `on`.
+    pub const fn with_boot_check(self, on: bool) -> Self {
+        Self {
+            boot_check: on,
+            ..self
+        }
+    }
+
+    /// Whether a flash of type `F` keeps each slot's signed manifest beside its descriptor:
+    /// sectors of at least [`STORED_MANIFEST_SECTOR_BYTES`] (whatever [`Layout::boot_check`] says,
+    /// so that the check can be turned on for packs installed before).
+    pub const fn stores_manifest<F: NorFlash>(&self) -> bool {
+        F::ERASE_SIZE >= STORED_MANIFEST_SECTOR_BYTES
     }
 
     /// Whether the layout has a keyring area.
@@ -212,6 +240,12 @@ impl Layout {
             return Err(LayoutError::SlotTooSmall {
                 bytes: self.slot_bytes,
                 erase,
+            });
+        }
+        if self.boot_check && !self.stores_manifest::<F>() {
+            return Err(LayoutError::BootCheckSectorTooSmall {
+                erase,
+                min: STORED_MANIFEST_SECTOR_BYTES,
             });
         }
         if self.progress_bytes == 0 || self.progress_bytes as u64 % erase != 0 {

@@ -16,6 +16,7 @@
 //! | `verify.rs`   | the one pass over a slot in flash; [`VerifiedSlot`] is the only proof of it, [`BoundSlot`] of its program pinned |
 //! | `install.rs`  | manifest → download → verify → pending → bind → self-test → confirmed       |
 //! | `boot.rs`     | choose, re-validate, bind; trial boots and revert                           |
+//! | `boot_check.rs` | the optional boot check: the slot's stored manifest verified again, then the pack against it |
 //! | `npu.rs`      | the Ethos-U55 register model: QBASE/QSIZE, BASEP0..7                         |
 //! | `keystore.rs` | the keyring and the release trust in flash, committed together; the firmware's [`Trust`] |
 //! | `transport.rs`| the fleet server as three calls, plus keyring updates and release bundles     |
@@ -34,6 +35,7 @@
 
 mod agent;
 mod boot;
+mod boot_check;
 pub mod busy;
 pub mod counter;
 mod crc;
@@ -58,7 +60,7 @@ pub mod http_io;
 pub mod nor_emu;
 
 pub use agent::{Agent, Device};
-pub use boot::{BootStart, Booted, Reverted, Unbooted};
+pub use boot::{BootStart, Booted, Reverted, Skipped, Unbooted};
 pub use busy::{BusyFlash, FlashBusy, FlashOp};
 pub use counter::{JournalOnly, MAX_SEQUENCE_STEP, MonotonicCounter, NorCounter};
 pub use error::{CounterError, Error, LayoutError, TransportError};

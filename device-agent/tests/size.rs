@@ -19,13 +19,23 @@
 //! sequence from its bytes instead of decoding it again, and one read of the release record at
 //! mount instead of two (-1,044 B together). What is left is npub-core's, and the check the
 //! issue asks for; the target keeps 1,236 B of room over the measured figure, as before.
+//!
+//! **Raised to 60 KiB by issue 35's boot check, measured.** The probe measured 60,496 B against
+//! 59,232 B before it (rustc 1.95): the signed manifest kept beside each slot (framing, program
+//! and read-back, read and decode at boot), the boot check's glue around npub-core's
+//! `manifest::verify` and `verify::for_install` (both linked already: no second verifier), the
+//! skipped slot and its reason kept for `Agent::boot_skipped`, and the three functions kept out
+//! of line so that the poll's stack stays within 8 KiB (136 B of the total). The check is a
+//! runtime flag of the layout, so the probe links it whether or not it turns it on, as a
+//! firmware does. 1,264 B, over the 160 B the target had left; the target keeps 944 B of room.
 mod net;
 
 use std::path::Path;
 
 /// The agent core's `.text` may not exceed this (issue #12: ≤ 48 KiB; 58 KiB since the release
-/// check of issue 34, measured at 58,156 B: see above).
-const TEXT_TARGET: u64 = 58 * 1024;
+/// check of issue 34, measured at 58,156 B; 60 KiB since issue 35's boot check, measured at
+/// 60,496 B: see above).
+const TEXT_TARGET: u64 = 60 * 1024;
 
 /// The size of section `name` in a 32-bit little-endian ELF file.
 fn section_size(elf: &[u8], name: &str) -> Option<u64> {

@@ -278,6 +278,12 @@ typedef struct {
   // when `npub_config.root_key_count` is: a keyring kept in RAM only would forget a revocation
   // at the next power cycle.
   uint32_t keyring_bank_bytes;
+  // 1: the boot check. Before the NPU is bound, boot verifies the slot's signed manifest
+  // again (kept beside the slot since its install: its signature against the keyring as it
+  // stands, and that it names the slot's pack), then the pack against it (SHA-256, NPU1,
+  // command stream); a slot that fails is skipped as a torn one is, and the other slot bound
+  // (device-agent/README.md, "Boot check"). 0: the pack against its SHA-256 only.
+  uint32_t boot_check;
 } npub_layout;
 
 // A byte stream (TCP) the agent's own HTTP/1.1 client runs over.
@@ -304,6 +310,13 @@ typedef struct {
   void (*close)(void*);
   // Bytes per range request; 0 = 64 KiB.
   uint32_t window_bytes;
+  // With `NPUB_TRANSPORT_TLS_STREAM`: opens a TLS connection as `connect` does (the server
+  // verified for `host`, same arguments and returns) but **without** the device's client
+  // certificate and without resuming a session made with it: for an `https://` redirect to
+  // another origin (a presigned pack download), which must never see the device's identity.
+  // NULL: such a redirect is refused (`TLS: unsupported`). A firmware whose `connect` sends no
+  // client certificate may pass `connect` itself.
+  int32_t (*connect_anonymous)(void*, const char*, size_t, uint16_t, uint32_t);
 } npub_stream;
 
 // One status report to the server (whole-request transport).

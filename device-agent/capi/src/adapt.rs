@@ -396,6 +396,43 @@ impl embedded_io::Write for CLink {
     }
 }
 
+/// A C connect callback.
+type ConnectFn =
+    unsafe extern "C" fn(*mut core::ffi::c_void, *const c_char, usize, u16, u32) -> i32;
+
+impl CLink {
+    /// A TLS connection through `connect` (named `name` in errors): its return mapped.
+    fn tls_with(
+        &mut self,
+        connect: Option<ConnectFn>,
+        name: &'static str,
+        (host, port): (&str, u16),
+        timeout_ms: u32,
+    ) -> Result<(), HttpError> {
+        if !self.tls {
+            return Err(HttpError::Tls(TlsFailure::Unsupported));
+        }
+        let connect = connect.ok_or(HttpError::Connect(ErrorKind::NotConnected))?;
+        // SAFETY: `host` is live for `host.len()` bytes; the callback only reads it.
+        let rc = unsafe {
+            connect(
+                self.ops.ctx,
+                host.as_ptr().cast::<c_char>(),
+                host.len(),
+                port,
+                timeout_ms,
+            )
+        };
+        match rc {
+            0 => Ok(()),
+            NPUB_IO_ERROR => Err(HttpError::Connect(ErrorKind::ConnectionRefused)),
+            NPUB_IO_TLS_CERTIFICATE => Err(HttpError::Tls(TlsFailure::BadCertificate)),
+            NPUB_IO_TLS_HANDSHAKE => Err(HttpError::Tls(TlsFailure::Handshake)),
+            rc => Err(HttpError::Connect(self.code(name, rc).0)),
+        }
+    }
+}
+
 impl Link for CLink {
     fn connect(&mut self, host: &str, port: u16, timeout_ms: u32) -> Result<(), ErrorKind> {
         let connect = self.ops.connect.ok_or(ErrorKind::NotConnected)?;
@@ -417,29 +454,19 @@ impl Link for CLink {
     }
 
     fn connect_tls(&mut self, host: &str, port: u16, timeout_ms: u32) -> Result<(), HttpError> {
-        if !self.tls {
-            return Err(HttpError::Tls(TlsFailure::Unsupported));
-        }
-        let connect = self
-            .ops
-            .connect
-            .ok_or(HttpError::Connect(ErrorKind::NotConnected))?;
-        // SAFETY: `host` is live for `host.len()` bytes; the callback only reads it.
-        let rc = unsafe {
-            connect(
-                self.ops.ctx,
-                host.as_ptr().cast::<c_char>(),
-                host.len(),
-                port,
-                timeout_ms,
-            )
-        };
-        match rc {
-            0 => Ok(()),
-            NPUB_IO_ERROR => Err(HttpError::Connect(ErrorKind::ConnectionRefused)),
-            NPUB_IO_TLS_CERTIFICATE => Err(HttpError::Tls(TlsFailure::BadCertificate)),
-            NPUB_IO_TLS_HANDSHAKE => Err(HttpError::Tls(TlsFailure::Handshake)),
-            rc => Err(HttpError::Connect(self.code("stream.connect", rc).0)),
+        self.tls_with(self.ops.connect, "stream.connect", (host, port), timeout_ms)
+    }
+
+    fn connect_tls_anonymous(
+        &mut self,
+        host: &str,
+        port: u16,
+        timeout_ms: u32,
+    ) -> Result<(), HttpError> {
+        match self.ops.connect_anonymous {
+            // Never `connect`: it may present the device's certificate to another origin.
+            None => Err(HttpError::Tls(TlsFailure::Unsupported)),
+            some => self.tls_with(some, "stream.connect_anonymous", (host, port), timeout_ms),
         }
     }
 
@@ -773,5 +800,111 @@ impl Npu for CNpu {
     fn self_test(&mut self, _regs: &NpuRegisters) -> Result<(), u32> {
         // Never called: the C path confirms through `finish_install` / `settle_trial`.
         Err(u32::MAX)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use core::ffi::c_void;
+    use core::ptr;
+
+    use super::*;
+
+    /// Which callback opened the connection, and for which host.
+    #[derive(Default)]
+    struct Calls {
+        identified: usize,
+        anonymous: usize,
+        host: String,
+    }
+
+    unsafe extern "C" fn identified(
+        ctx: *mut c_void,
+        host: *const c_char,
+        len: usize,
+        _: u16,
+        _: u32,
+    ) -> i32 {
+        // SAFETY: the test's `Calls`, and `len` bytes of host name.
+        let (calls, host) = unsafe {
+            (
+                &mut *ctx.cast::<Calls>(),
+                core::slice::from_raw_parts(host.cast::<u8>(), len),
+            )
+        };
+        calls.identified += 1;
+        calls.host = String::from_utf8_lossy(host).into_owned();
+        0
+    }
+
+    unsafe extern "C" fn anonymous(
+        ctx: *mut c_void,
+        host: *const c_char,
+        len: usize,
+        _: u16,
+        _: u32,
+    ) -> i32 {
+        // SAFETY: as `identified`.
+        let (calls, host) = unsafe {
+            (
+                &mut *ctx.cast::<Calls>(),
+                core::slice::from_raw_parts(host.cast::<u8>(), len),
+            )
+        };
+        calls.anonymous += 1;
+        calls.host = String::from_utf8_lossy(host).into_owned();
+        NPUB_IO_TLS_CERTIFICATE
+    }
+
+    fn link(calls: &mut Calls, anon: Option<ConnectFn>, tls: bool) -> CLink {
+        CLink {
+            ops: npub_stream {
+                ctx: (calls as *mut Calls).cast(),
+                server_url: ptr::null(),
+                token: ptr::null(),
+                connect: Some(identified),
+                read: None,
+                write: None,
+                close: None,
+                window_bytes: 0,
+                connect_anonymous: anon,
+            },
+            fault: None,
+            tls,
+        }
+    }
+
+    #[test]
+    fn an_https_redirect_hop_opens_through_connect_anonymous_never_connect() {
+        let mut calls = Calls::default();
+        let mut l = link(&mut calls, Some(anonymous), true);
+        assert_eq!(
+            l.connect_tls_anonymous("bucket.example", 443, 1000),
+            Err(HttpError::Tls(TlsFailure::BadCertificate)),
+            "its return mapped as connect's"
+        );
+        assert_eq!(l.connect_tls("fleet.example", 443, 1000), Ok(()));
+        assert_eq!((calls.identified, calls.anonymous), (1, 1));
+        assert_eq!(calls.host, "fleet.example");
+    }
+
+    #[test]
+    fn rejects_an_https_redirect_hop_without_connect_anonymous_or_tls() {
+        let mut calls = Calls::default();
+        let mut l = link(&mut calls, None, true);
+        assert_eq!(
+            l.connect_tls_anonymous("bucket.example", 443, 1000),
+            Err(HttpError::Tls(TlsFailure::Unsupported))
+        );
+        let mut plain = link(&mut calls, Some(anonymous), false);
+        assert_eq!(
+            plain.connect_tls_anonymous("bucket.example", 443, 1000),
+            Err(HttpError::Tls(TlsFailure::Unsupported))
+        );
+        assert_eq!(
+            (calls.identified, calls.anonymous),
+            (0, 0),
+            "the identity never left"
+        );
     }
 }

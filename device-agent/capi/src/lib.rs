@@ -578,6 +578,17 @@ unsafe fn build(c: &npub_config) -> Result<Live, (i32, &'static str, Detail)> {
         xip_base: f.xip_bus_address,
         keyring: l.keyring_offset,
         keyring_bank_bytes: l.keyring_bank_bytes,
+        boot_check: match l.boot_check {
+            0 => false,
+            1 => true,
+            n => {
+                return Err(bad(ConfigError::Invalid(
+                    "layout.boot_check",
+                    n.into(),
+                    "must be 0 (off) or 1 (on)",
+                )));
+            }
+        },
     };
     layout
         .validate::<CFlash>(f.capacity as usize)

@@ -234,6 +234,12 @@ pub struct npub_layout {
     /// when `npub_config.root_key_count` is: a keyring kept in RAM only would forget a revocation
     /// at the next power cycle.
     pub keyring_bank_bytes: u32,
+    /// 1: the boot check. Before the NPU is bound, boot verifies the slot's signed manifest
+    /// again (kept beside the slot since its install: its signature against the keyring as it
+    /// stands, and that it names the slot's pack), then the pack against it (SHA-256, NPU1,
+    /// command stream); a slot that fails is skipped as a torn one is, and the other slot bound
+    /// (device-agent/README.md, "Boot check"). 0: the pack against its SHA-256 only.
+    pub boot_check: u32,
 }
 
 /// A byte stream (TCP) the agent's own HTTP/1.1 client runs over.
@@ -262,6 +268,14 @@ pub struct npub_stream {
     pub close: Option<unsafe extern "C" fn(*mut c_void)>,
     /// Bytes per range request; 0 = 64 KiB.
     pub window_bytes: u32,
+    /// With `NPUB_TRANSPORT_TLS_STREAM`: opens a TLS connection as `connect` does (the server
+    /// verified for `host`, same arguments and returns) but **without** the device's client
+    /// certificate and without resuming a session made with it: for an `https://` redirect to
+    /// another origin (a presigned pack download), which must never see the device's identity.
+    /// NULL: such a redirect is refused (`TLS: unsupported`). A firmware whose `connect` sends no
+    /// client certificate may pass `connect` itself.
+    pub connect_anonymous:
+        Option<unsafe extern "C" fn(*mut c_void, *const c_char, usize, u16, u32) -> i32>,
 }
 
 /// One status report to the server (whole-request transport).

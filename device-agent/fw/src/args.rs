@@ -15,6 +15,7 @@
 //! | `--hw-class N`     | the board's hardware class, as the server signs it                    | 1 |
 //! | `--watchdog-ms N`  | arm the CMSDK watchdog: the board resets after N ms without a feed (`watchdog.rs`) | off |
 //! | `--starve-once F`  | with `--watchdog-ms`: stop feeding once the download passes 256 KiB, unless `F` exists (then create it) | off |
+//! | `--boot-check`     | re-verify the slot's stored manifest (signature against the keyring) and the pack against it before boot binds the NPU (`Layout::boot_check`); boot prints its time | SHA-256 against the journal |
 //! | `--demo-device-key` | authenticate the flash records under the QEMU demo's device key (public: a demonstration, not a secret; `main.rs`) | CRC only |
 //! | `--ca FILE`        | with an `https://` server: a PEM file, the CA that issued the server's certificate (or that certificate, pinned) or the server's `PUBLIC KEY`, pinned; P-256 only (npub-tls's `x509.rs`) | none: `https://` is refused |
 //! | `--tls-seed HEX`   | with `--ca`: 64 hex digits, the seed of the handshake's random generator. QEMU has no TRNG: a DEMO stand-in (`run-qemu.sh` draws it from the host's `/dev/urandom`) | required with `--ca` |
@@ -52,6 +53,7 @@ pub struct Args {
     pub watchdog_ms: u32,
     pub starve_once: Option<&'static str>,
     pub demo_device_key: bool,
+    pub boot_check: bool,
     pub ca: Option<&'static str>,
     pub tls_seed: Option<[u8; 32]>,
 }
@@ -79,6 +81,7 @@ pub fn parse(line: &'static str) -> Result<Args, &'static str> {
         watchdog_ms: 0,
         starve_once: None,
         demo_device_key: false,
+        boot_check: false,
         ca: None,
         tls_seed: None,
     };
@@ -118,6 +121,7 @@ pub fn parse(line: &'static str) -> Result<Args, &'static str> {
             }
             "--once" => args.once = true,
             "--demo-device-key" => args.demo_device_key = true,
+            "--boot-check" => args.boot_check = true,
             "--window-kib" => {
                 args.window_kib = number(
                     value("--window-kib needs a number")?,

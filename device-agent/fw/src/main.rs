@@ -169,7 +169,8 @@ fn run() -> Result<(), Fail> {
         slot_bytes,
         PROGRESS_BYTES,
         xip.as_ptr() as u32,
-    );
+    )
+    .with_boot_check(args.boot_check);
     let (flash, opened) =
         FileNor::open(args.flash, &mut xip[..layout.end() as usize]).map_err(Fail::Flash)?;
     match opened {
@@ -196,7 +197,22 @@ fn run() -> Result<(), Fail> {
         bus_address: arena_mem.as_ptr() as u32,
         bytes: &mut arena_mem[..],
     };
+    let started = clock::now_ms();
     let (mut agent, booted) = unbooted.boot(&mut npu, &mut arena);
+    // Under `-icount shift=0` a virtual ms is a million instructions (docs/performance.md).
+    hprintln!(
+        "boot: {} ms (boot check {})",
+        clock::now_ms() - started,
+        if args.boot_check { "on" } else { "off" }
+    );
+    if let (Err(_), Some(r)) = (&booted, agent.boot_skipped()) {
+        hprintln!(
+            "boot: skipped sequence {} in slot {}: {}",
+            r.sequence,
+            r.slot.name(),
+            r.reason
+        );
+    }
     let booted = boot(booted);
 
     let nic = Lan9118::start().map_err(Fail::Nic)?;
@@ -340,6 +356,14 @@ fn boot(booted: Result<Booted, Error>) -> Option<(u64, ReportState)> {
             if let Some(r) = b.reverted {
                 hprintln!(
                     "boot: rolled back sequence {} from slot {}: {}",
+                    r.sequence,
+                    r.slot.name(),
+                    r.reason
+                );
+            }
+            if let Some(r) = b.skipped {
+                hprintln!(
+                    "boot: skipped sequence {} in slot {}: {}",
                     r.sequence,
                     r.slot.name(),
                     r.reason

@@ -167,6 +167,9 @@ void test_config(npub_config *c, ram_nor *nor, uint8_t *arena, mem_server *serve
   c->layout.progress_bytes = 16 * 1024;
   c->layout.keyring_offset = TEST_KEYRING_OFFSET;
   c->layout.keyring_bank_bytes = TEST_BANK_BYTES;
+  /* Every scenario (installs, a failed self-test, a power cut at every flash operation of an
+   * upgrade) boots with the boot check: the slot's stored manifest verified again. */
+  c->layout.boot_check = 1;
   c->transport = NPUB_TRANSPORT_REQUESTS;
   c->requests.ctx = server;
   c->requests.fetch_manifest = mem_fetch_manifest;
@@ -344,6 +347,9 @@ static int bad_calls(void) {
   c.layout.keyring_offset = TEST_KEYRING_OFFSET - 4096;
   CHECK(open_agent(&c) == NPUB_E_CONFIG && last_error_has("keyring"), "keyring over slot B");
   c.layout.keyring_offset = TEST_KEYRING_OFFSET;
+  c.layout.boot_check = 2;
+  CHECK(open_agent(&c) == NPUB_E_CONFIG && last_error_has("layout.boot_check"), "boot_check not 0 or 1");
+  c.layout.boot_check = 1;
   c.arena = arena_mem + 4;
   CHECK(open_agent(&c) == NPUB_E_CONFIG && last_error_has("16-byte aligned"), "arena alignment");
   c.arena = arena_mem;

@@ -18,7 +18,7 @@ use embedded_storage::nor_flash::NorFlash;
 use crate::agent::{Agent, Device};
 use crate::counter::MonotonicCounter;
 use crate::descriptor;
-use crate::error::Error;
+use crate::error::{Error, EventError};
 use crate::flash::Mapped;
 use crate::ids::{PackId, Slot};
 use crate::layout::Layout;
@@ -194,10 +194,14 @@ impl<F: NorFlash + Mapped, C: MonotonicCounter> Agent<F, C> {
         npu: &mut N,
     ) -> Reverted {
         npu.unbind();
-        let next = match reason {
-            Error::TrialBootsExhausted { .. } => self.state().revert(slot),
-            _ => self.state().fail(slot),
+        let (next, line) = match reason {
+            Error::TrialBootsExhausted { .. } => (
+                self.state().revert(slot),
+                "boot: trial boots used up, reverted",
+            ),
+            _ => (self.state().fail(slot), "boot: trial failed, reverted"),
         };
+        self.events.note(line, pack.sequence);
         if self.commit(next).is_ok() {
             let _ = descriptor::mark_revoked(&mut self.flash, &self.layout, slot);
         }
@@ -219,6 +223,8 @@ impl<F: NorFlash + Mapped, C: MonotonicCounter> Agent<F, C> {
         for slot in state.confirmed() {
             let pack = state.slot(slot).pack();
             let Ok(bound) = self.bind_slot(npu, slot, &pack, arena) else {
+                self.events
+                    .note("boot: slot does not verify", pack.sequence);
                 continue;
             };
             // A fallback becomes the active pack, so the next install overwrites the slot that
@@ -227,6 +233,7 @@ impl<F: NorFlash + Mapped, C: MonotonicCounter> Agent<F, C> {
             return Ok(Booted { bound, reverted });
         }
         npu.unbind();
+        self.events.note("boot: nothing bootable", 0);
         Err(Error::NoBootableSlot)
     }
 
@@ -386,6 +393,11 @@ impl<F: NorFlash + Mapped, C: MonotonicCounter> Unbooted<F, C> {
     /// The flash, to reach the driver (see [`Agent::flash_mut`]).
     pub fn flash_mut(&mut self) -> &mut F {
         &mut self.0.flash
+    }
+
+    /// Adds the firmware's own line to the event log before boot ([`Agent::record_event`]).
+    pub fn record_event(&mut self, line: impl AsRef<[u8]>) -> Result<(), EventError> {
+        self.0.record_event(line)
     }
 
     /// Gives the flash and the counter back (a power cut before boot).

@@ -315,7 +315,7 @@ mod tests {
         assert_eq!(log.len(), EVENT_LOG_BYTES / (MAX_EVENT_CHARS + 1));
         let mut log = EventLog::new();
         for i in 0..40 {
-            log.record(&format!("e{i}")).unwrap();
+            log.record(format!("e{i}")).unwrap();
         }
         assert_eq!(log.len(), MAX_EVENT_LINES);
         assert_eq!(lines(&log)[0], "e24");

@@ -14,7 +14,8 @@ use npub_core::io_bindings::IoBindings;
 use npub_core::release::{DeviceReleaseTrust, MAX_BUNDLE_BYTES};
 
 use crate::counter::{JournalOnly, MAX_SEQUENCE_STEP, MonotonicCounter};
-use crate::error::{CounterError, Error};
+use crate::error::{CounterError, Error, EventError};
+use crate::events::EventLog;
 use crate::flash::Mapped;
 use crate::ids::Slot;
 use crate::journal::Journal;
@@ -64,6 +65,8 @@ pub struct Agent<F, C = JournalOnly> {
     /// The confirmed slot the last boot did not bind because it did not verify: its slot, the
     /// sequence the journal says it holds, and why (boot.rs reads it out).
     pub(crate) skipped: Option<(Slot, u64, Error)>,
+    /// The last events of this power cycle, sent with a failure report.
+    pub(crate) events: EventLog,
 }
 
 impl<F: NorFlash + Mapped> Agent<F, JournalOnly> {
@@ -152,6 +155,7 @@ impl<F: NorFlash + Mapped, C: MonotonicCounter> Agent<F, C> {
             bundle: [0; MAX_BUNDLE_BYTES],
             booted: false,
             skipped: None,
+            events: EventLog::new(),
         })
     }
 
@@ -179,6 +183,18 @@ impl<F: NorFlash + Mapped, C: MonotonicCounter> Agent<F, C> {
             .commit(&mut self.flash, &self.layout, &next, &self.release)?;
         self.keyring = next;
         Ok(())
+    }
+
+    /// The device's last events, oldest first: the agent's own and the firmware's, sent with
+    /// the next failure report.
+    pub fn events(&self) -> &EventLog {
+        &self.events
+    }
+
+    /// Adds the firmware's own `line` to the event log (see [`EventLog::record`]): at most
+    /// [`crate::MAX_EVENT_CHARS`] characters of printable ASCII; the oldest lines make room.
+    pub fn record_event(&mut self, line: impl AsRef<[u8]>) -> Result<(), EventError> {
+        self.events.record(line)
     }
 
     /// The layout.

@@ -23,7 +23,7 @@ use embedded_storage::nor_flash::NorFlash;
 use crate::agent::{Agent, Device};
 use crate::counter::MonotonicCounter;
 use crate::descriptor;
-use crate::error::Error;
+use crate::error::{Error, EventError};
 use crate::flash::Mapped;
 use crate::ids::{PackId, Slot};
 use crate::layout::Layout;
@@ -226,10 +226,14 @@ impl<F: NorFlash + Mapped, C: MonotonicCounter> Agent<F, C> {
         npu: &mut N,
     ) -> Reverted {
         npu.unbind();
-        let next = match reason {
-            Error::TrialBootsExhausted { .. } => self.state().revert(slot),
-            _ => self.state().fail(slot),
+        let (next, line) = match reason {
+            Error::TrialBootsExhausted { .. } => (
+                self.state().revert(slot),
+                "boot: trial boots used up, reverted",
+            ),
+            _ => (self.state().fail(slot), "boot: trial failed, reverted"),
         };
+        self.events.note(line, pack.sequence);
         if self.commit(next).is_ok() {
             let _ = descriptor::mark_revoked(&mut self.flash, &self.layout, slot);
         }
@@ -254,6 +258,8 @@ impl<F: NorFlash + Mapped, C: MonotonicCounter> Agent<F, C> {
             let bound = match self.bind_slot(npu, slot, &pack, arena) {
                 Ok(bound) => bound,
                 Err(reason) => {
+                    self.events
+                        .note("boot: slot does not verify", pack.sequence);
                     self.skipped = self.skipped.or(Some((slot, pack.sequence, reason)));
                     continue;
                 }
@@ -268,6 +274,7 @@ impl<F: NorFlash + Mapped, C: MonotonicCounter> Agent<F, C> {
             });
         }
         npu.unbind();
+        self.events.note("boot: nothing bootable", 0);
         Err(Error::NoBootableSlot)
     }
 
@@ -425,6 +432,11 @@ impl<F: NorFlash + Mapped, C: MonotonicCounter> Unbooted<F, C> {
     /// The flash, to reach the driver (see [`Agent::flash_mut`]).
     pub fn flash_mut(&mut self) -> &mut F {
         &mut self.0.flash
+    }
+
+    /// Adds the firmware's own line to the event log before boot ([`Agent::record_event`]).
+    pub fn record_event(&mut self, line: impl AsRef<[u8]>) -> Result<(), EventError> {
+        self.0.record_event(line)
     }
 
     /// Gives the flash and the counter back (a power cut before boot).

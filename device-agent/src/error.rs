@@ -526,3 +526,39 @@ impl fmt::Display for Error {
 }
 
 impl core::error::Error for Error {}
+
+/// Why a line was refused by the event log ([`crate::EventLog::record`]): the server would
+/// refuse the report that carried it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum EventError {
+    /// The line is longer than [`crate::MAX_EVENT_CHARS`] bytes.
+    TooLong {
+        /// Its length in bytes.
+        len: usize,
+        /// [`crate::MAX_EVENT_CHARS`].
+        max: usize,
+    },
+    /// The byte at `at` is not printable ASCII (space to `~`): a control character, a line
+    /// break or a byte of a multi-byte character.
+    NotPrintable {
+        /// Its offset in the line.
+        at: usize,
+    },
+}
+
+impl fmt::Display for EventError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            EventError::TooLong { len, max } => {
+                write!(f, "event line: {len} bytes, at most {max}")
+            }
+            EventError::NotPrintable { at } => write!(
+                f,
+                "event line: byte {at} is not printable ASCII (space to ~)"
+            ),
+        }
+    }
+}
+
+impl core::error::Error for EventError {}

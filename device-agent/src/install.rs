@@ -44,6 +44,7 @@ use crate::agent::Agent;
 use crate::counter::{MAX_SEQUENCE_STEP, MonotonicCounter};
 use crate::descriptor;
 use crate::error::{Error, TransportError};
+use crate::events::failure_line;
 use crate::flash::Mapped;
 use crate::ids::{PackId, Slot};
 use crate::npu::{Arena, Npu};
@@ -200,7 +201,7 @@ impl<F: NorFlash + Mapped, C: MonotonicCounter> Agent<F, C> {
         {
             if fetched.is_some() {
                 let claimed = ManifestView::new(&bytes).map_or(0, |v| v.sequence());
-                report(transport, claimed, ReportState::Failed, None, Some(e));
+                self.refuse(transport, claimed, e);
             }
             return Err(e);
         }
@@ -223,13 +224,7 @@ impl<F: NorFlash + Mapped, C: MonotonicCounter> Agent<F, C> {
         };
         let verified = verified.map_err(|e| {
             let claimed = ManifestView::new(&bytes).map_or(0, |v| v.sequence());
-            report(
-                transport,
-                claimed,
-                ReportState::Failed,
-                None,
-                Some(Error::Rejected(e)),
-            );
+            self.refuse(transport, claimed, Error::Rejected(e));
             Error::Rejected(e)
         })?;
         if self.release.is_active() {
@@ -262,13 +257,7 @@ impl<F: NorFlash + Mapped, C: MonotonicCounter> Agent<F, C> {
         };
         checked.map(|_| ()).map_err(|e| {
             let e = Error::Rejected(e);
-            report(
-                transport,
-                manifest.sequence(),
-                ReportState::Failed,
-                None,
-                Some(e),
-            );
+            self.refuse(transport, manifest.sequence(), e);
             e
         })
     }
@@ -458,6 +447,7 @@ impl<F: NorFlash + Mapped, C: MonotonicCounter> Agent<F, C> {
         } else {
             self.make_pending(job, npu, arena).map(|bound| {
                 let sequence = job.manifest.sequence();
+                self.events.note("install pending", sequence);
                 report(transport, sequence, ReportState::Verified, None, None);
                 Progress::Pending(bound)
             })
@@ -529,6 +519,8 @@ impl<F: NorFlash + Mapped, C: MonotonicCounter> Agent<F, C> {
             return Err(self.conclude_failed(transport, &job.manifest, Some(job.attempt), e));
         }
         let _ = descriptor::mark_confirmed(&mut self.flash, &self.layout, target);
+        self.events
+            .note("install confirmed", job.manifest.sequence());
         report(
             transport,
             job.manifest.sequence(),
@@ -570,14 +562,32 @@ impl<F: NorFlash + Mapped, C: MonotonicCounter> Agent<F, C> {
             }
             _ => ReportState::Failed,
         };
+        self.events.note(failure_line(&reason), manifest.sequence());
+        let failed = matches!(state, ReportState::Failed | ReportState::RolledBack);
         let _ = transport.report(&Report {
             sequence: manifest.sequence(),
             state,
             progress: None,
             reason: Some(reason),
             attempts,
+            events: failed.then_some(&self.events),
         });
         reason
+    }
+
+    /// Reports a manifest refused for `e` (itself, the keyring update it announced, or its
+    /// release signatures) `failed`, with the event log.
+    #[inline(never)]
+    fn refuse<T: Transport>(&mut self, transport: &mut T, sequence: u64, e: Error) {
+        self.events.note(failure_line(&e), sequence);
+        let _ = transport.report(&Report {
+            sequence,
+            state: ReportState::Failed,
+            progress: None,
+            reason: Some(e),
+            attempts: None,
+            events: Some(&self.events),
+        });
     }
 
     /// Step 2: the slot and the durable bytes the install of `pack` starts from, journalled.
@@ -715,6 +725,13 @@ impl<F: NorFlash + Mapped, C: MonotonicCounter> Agent<F, C> {
             // entered.
             Err(_) => (StreamValidator::structure_only(manifest.pack_len()), 0),
         };
+        let attempt = self.state().attempt();
+        let line = match (written, attempt) {
+            (1.., _) => "download resumed",
+            (0, 2..) => "download retried",
+            _ => "download started",
+        };
+        self.events.note(line, pack.sequence);
         Ok(Installing {
             manifest: manifest.clone(),
             target,
@@ -722,7 +739,7 @@ impl<F: NorFlash + Mapped, C: MonotonicCounter> Agent<F, C> {
             structure,
             pending: None,
             held: false,
-            attempt: self.state().attempt(),
+            attempt,
         })
     }
 
@@ -1001,6 +1018,7 @@ fn report<T: Transport>(
         progress,
         reason,
         attempts: None,
+        events: None,
     });
 }
 

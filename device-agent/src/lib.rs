@@ -17,6 +17,7 @@
 //! | `install.rs`  | manifest → download → verify → pending → bind → self-test → confirmed       |
 //! | `boot.rs`     | choose, re-validate, bind; trial boots and revert                           |
 //! | `boot_check.rs` | the optional boot check: the slot's stored manifest verified again, then the pack against it |
+//! | `events.rs`   | the device's last events, a bounded ring of short lines sent with a failure report |
 //! | `npu.rs`      | the Ethos-U55 register model: QBASE/QSIZE, BASEP0..7                         |
 //! | `keystore.rs` | the keyring and the release trust in flash, committed together; the firmware's [`Trust`] |
 //! | `transport.rs`| the fleet server as three calls, plus keyring updates and release bundles     |
@@ -41,6 +42,7 @@ pub mod counter;
 mod crc;
 mod descriptor;
 pub mod error;
+pub mod events;
 pub mod flash;
 pub mod ids;
 mod install;
@@ -63,7 +65,8 @@ pub use agent::{Agent, Device};
 pub use boot::{BootStart, Booted, Reverted, Skipped, Unbooted};
 pub use busy::{BusyFlash, FlashBusy, FlashOp};
 pub use counter::{JournalOnly, MAX_SEQUENCE_STEP, MonotonicCounter, NorCounter};
-pub use error::{CounterError, Error, LayoutError, TransportError};
+pub use error::{CounterError, Error, EventError, LayoutError, TransportError};
+pub use events::{EVENT_LOG_BYTES, EventLog, MAX_EVENT_CHARS, MAX_EVENT_LINES};
 pub use flash::Mapped;
 pub use ids::{PackId, Register, Slot};
 pub use install::{CHUNK_BYTES, Installing, Poll, Progress};

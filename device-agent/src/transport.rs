@@ -11,6 +11,7 @@
 //! flash, its SHA-256.
 
 use crate::error::{Error, TransportError};
+use crate::events::EventLog;
 
 /// The install states the device API knows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -45,7 +46,7 @@ impl ReportState {
 
 /// One status report.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Report {
+pub struct Report<'a> {
     /// The manifest sequence the report is about.
     pub sequence: u64,
     /// What happened.
@@ -59,6 +60,9 @@ pub struct Report {
     /// the final `Failed`): how many attempts at this install were made, from 1 (at most
     /// [`crate::state::MAX_LOCAL_RETRIES`] + 1). `None` otherwise.
     pub attempts: Option<u8>,
+    /// The device's last events (its [`EventLog`]), sent with a failure report (`Failed`,
+    /// `RolledBack`) as the report's `events`, oldest first; `None` on every other report.
+    pub events: Option<&'a EventLog>,
 }
 
 /// The fleet server, as the agent sees it.

@@ -14,7 +14,8 @@ use std::time::Duration;
 use device_agent::http_io::std_link::{StdClock, TcpLink};
 use device_agent::http_io::{Clock, Config, HttpError, HttpIo, Timeouts};
 use device_agent::{
-    Agent, Arena, Device, Error, Mapped, Poll, RecordingNpu, Slot, Transport, Trust,
+    Agent, Arena, Device, Error, EventError, Mapped, Poll, Progress, RecordingNpu, Slot, Transport,
+    Trust,
 };
 use net::{LiveServer, RamNor};
 use npub_core::format::build::{RegionSpec, build_pack};
@@ -126,6 +127,87 @@ fn installs_a_1mb_pack_from_the_real_server_in_a_range_request_per_64_kib_on_one
     // Up to date: nothing newer.
     assert_eq!(t.fetch_manifest(seq, &mut again), Ok(None));
     assert_eq!(t.stats().connects, 1);
+}
+
+/// An install that fails (its self-test) against the real server: the `rolled_back` report
+/// carries the device's event log, the agent's lines and the firmware's own in order, escaped
+/// on the wire and kept word for word, and the fleet's device view shows them with the report.
+/// A line the server would refuse is refused on the device, and never sent.
+#[test]
+fn a_failed_install_shows_the_devices_event_log_in_the_fleet() {
+    let dir = tempfile::tempdir().unwrap();
+    let fleet = LiveServer::start(&dir.path().join("server"));
+    fleet.upload("vision", "1.0.0", net::big_pack(64 * 1024));
+    let token = fleet.provision("dev-1", "lab");
+    let seq = fleet.deploy("vision", "1.0.0", "lab");
+    let mut agent = blank_agent(fleet.public_key());
+    let mut t = transport(&fleet.url, &token);
+    let mut npu = RecordingNpu::default();
+    let mut mem = vec![0u8; 64 * 1024];
+    let mut arena = Arena {
+        bytes: &mut mem,
+        bus_address: ARENA_BUS,
+    };
+
+    let app = r#"app: camera "cam0" up \ 41 ms"#;
+    agent.record_event(app).unwrap();
+    let long = "x".repeat(device_agent::MAX_EVENT_CHARS + 1);
+    assert_eq!(
+        agent.record_event(&long),
+        Err(EventError::TooLong { len: 65, max: 64 })
+    );
+    assert_eq!(
+        agent.record_event("two\nlines"),
+        Err(EventError::NotPrintable { at: 3 })
+    );
+    assert_eq!(
+        agent.record_event("caf\u{e9}"),
+        Err(EventError::NotPrintable { at: 3 })
+    );
+
+    let manifest = agent
+        .fetch_update(&mut t, None)
+        .unwrap()
+        .expect("a manifest");
+    let mut job = agent
+        .begin_install(&manifest, &mut t, &mut npu, &mut arena)
+        .unwrap();
+    while !matches!(
+        agent
+            .continue_install(&mut job, &mut t, &mut npu, &mut arena, u32::MAX)
+            .unwrap(),
+        Progress::Pending(_)
+    ) {}
+    let failed = agent.finish_install(job, Err(7), &mut t, &mut npu, &mut arena);
+    assert!(
+        matches!(failed, Err(Error::SelfTestFailed { code: 7 })),
+        "{failed:?}"
+    );
+    assert_eq!(t.last_report_error(), None, "the server took every report");
+
+    // (`Agent::open` boots lazily: at the install's beginning, after the firmware's line.)
+    let want = [
+        app.to_string(),
+        "boot: nothing bootable".to_string(),
+        format!("download started seq {seq}"),
+        format!("install pending seq {seq}"),
+        format!("self-test failed, reverted seq {seq}"),
+    ];
+    let sent: Vec<&str> = agent.events().lines().collect();
+    assert_eq!(sent, want);
+    let dev = fleet.device("dev-1");
+    assert_eq!(dev["last_state"], "rolled_back", "{dev}");
+    let history = dev["history"]["events"].as_array().unwrap();
+    let with_log: Vec<&serde_json::Value> =
+        history.iter().filter(|e| !e["events"].is_null()).collect();
+    assert_eq!(
+        with_log.len(),
+        1,
+        "only the failure report carries the log: {history:#?}"
+    );
+    assert_eq!(with_log[0]["state"], "rolled_back");
+    assert_eq!(with_log[0]["sequence"], seq);
+    assert_eq!(with_log[0]["events"], serde_json::json!(want), "{dev}");
 }
 
 /// The pack and manifest the hostile server serves: small_net with 300 KiB of weights (five

@@ -57,6 +57,15 @@ fn rejects_a_tampered_manifest_before_touching_flash() {
     );
     assert_eq!(agent.flash().ops(), ops, "not one erase or program");
     assert_eq!(agent.state().last_sequence(), 1);
+    // Reported failed with the event log, whose last line is the refusal.
+    assert_eq!(
+        server
+            .report_events
+            .last()
+            .and_then(|l| l.last())
+            .map(String::as_str),
+        Some("manifest refused seq 2")
+    );
     assert_untouched(agent, &before);
 }
 
@@ -132,6 +141,26 @@ fn rejects_a_tampered_pack_and_reverts_its_slot() {
         );
     }
     assert_eq!(agent.state().slot(Slot::B).status(), Status::Empty);
+    // Only the final failure carries the event log: each attempt, then the mismatch it ended in.
+    let logs: Vec<&Vec<String>> = server
+        .report_events
+        .iter()
+        .filter(|l| !l.is_empty())
+        .collect();
+    assert_eq!(logs.len(), 1, "{:?}", server.report_events);
+    let attempts = [
+        "download started seq 2",
+        "hash mismatch seq 2",
+        "download retried seq 2",
+        "hash mismatch seq 2",
+        "download retried seq 2",
+        "hash mismatch seq 2",
+    ];
+    assert!(
+        logs[0].ends_with(&attempts.map(String::from)),
+        "{:?}",
+        logs[0]
+    );
     assert_eq!(
         poll(&mut agent, &mut server, &mut RecordingNpu::default()),
         Ok(Poll::UpToDate)
@@ -233,6 +262,8 @@ fn boot_falls_back_when_the_active_pack_rots_in_flash() {
     let mut agent = power_on(flash, layout);
     let booted = boot(&mut agent, &mut RecordingNpu::default()).unwrap();
     assert_eq!(booted.bound.slot(), Slot::A);
+    let events: Vec<&str> = agent.events().lines().collect();
+    assert_eq!(events, ["boot: slot does not verify seq 2"]);
     assert_eq!(
         agent.state().active(),
         Some(Slot::A),
@@ -247,5 +278,14 @@ fn boot_falls_back_when_the_active_pack_rots_in_flash() {
     assert_eq!(
         boot(&mut agent, &mut RecordingNpu::default()).unwrap_err(),
         Error::NoBootableSlot
+    );
+    let events: Vec<&str> = agent.events().lines().collect();
+    assert_eq!(
+        events,
+        [
+            "boot: slot does not verify seq 1",
+            "boot: slot does not verify seq 2",
+            "boot: nothing bootable"
+        ]
     );
 }

@@ -58,6 +58,15 @@
 // Bytes of one keyring update record (NPK1) as `fetch_keyring_updates` writes them.
 #define NPUB_KEYRING_UPDATE_BYTES 144
 
+// Longest line of the event log (`npub_agent_record_event`), in characters.
+#define NPUB_MAX_EVENT_CHARS 64
+
+// Most lines the event log keeps (and a report carries).
+#define NPUB_MAX_EVENT_LINES 16
+
+// Bytes of the event log's ring; `npub_report.events` is at most this long before its NUL.
+#define NPUB_EVENT_LOG_BYTES 320
+
 // The program unit the agent writes in: every program call is this aligned and a multiple of it
 // (at most 512 bytes). The driver's own unit must divide it.
 #define NPUB_FLASH_WRITE_BYTES 16
@@ -154,6 +163,10 @@
 
 // `npub_agent_check_abi`: the caller's struct sizes differ from the library's.
 #define NPUB_E_ABI -19
+
+// `npub_agent_record_event`: the line is longer than `NPUB_MAX_EVENT_CHARS` or holds a byte
+// that is not printable ASCII (the server would refuse the report carrying it).
+#define NPUB_E_EVENT -20
 
 // A transport callback: nothing arrived within the link's own short wait (read), or the
 // operation timed out (connect).
@@ -333,6 +346,13 @@ typedef struct {
   // corrupted download, which is fetched afresh, or the final `"failed"`): the attempts made,
   // from 1; send it as the body's `"attempts"`. 0 otherwise (send none).
   uint32_t attempts;
+  // With a failure report (`"failed"`, `"rolled_back"`): the device's last events, oldest
+  // first, each line ended by `'\n'`, NUL-terminated (at most `NPUB_EVENT_LOG_BYTES` bytes
+  // before the NUL); send them as the body's `"events"`, a JSON array of the lines (printable
+  // ASCII: escape `"` and `\`). NULL otherwise (send none).
+  const char *events;
+  // How many lines `events` holds (0 when it is NULL).
+  uint32_t event_count;
 } npub_report;
 
 // The device API as three whole requests (for a firmware with its own HTTP client).
@@ -615,6 +635,16 @@ int32_t npub_agent_status(const npub_agent *agent, npub_status *status);
 // # Safety
 // `agent` as [`npub_agent_boot`]; `buf` is NULL or `len` writable bytes.
 int32_t npub_agent_last_error(const npub_agent *agent, char *buf, size_t len);
+
+// Adds the firmware's own `line` to the device's event log (NUL-terminated, at most
+// `NPUB_MAX_EVENT_CHARS` characters of printable ASCII, no line break): the agent sends the log's
+// last lines with its next failure report, and the server's device page shows them. The oldest
+// lines make room. `NPUB_OK`, or `NPUB_E_EVENT` (the log unchanged; `npub_agent_last_error`
+// says which byte or how long). Works before and after `npub_agent_boot`.
+//
+// # Safety
+// `agent` as [`npub_agent_boot`]; `line` is NULL or a NUL-terminated string.
+int32_t npub_agent_record_event(npub_agent *agent, const char *line);
 
 // Closes the agent: the storage holds no agent afterwards (its memory is the caller's again).
 //

@@ -687,6 +687,26 @@ impl Transport for CRequests {
                 core::ptr::null()
             },
             attempts: report.attempts.map_or(0, u32::from),
+            events: core::ptr::null(),
+            event_count: 0,
+        };
+        // Each line's length byte in the ring becomes its '\n' here: the ring's size is enough.
+        let mut events = [0u8; NPUB_EVENT_LOG_BYTES + 1];
+        let c = match report.events.filter(|log| !log.is_empty()) {
+            Some(log) => {
+                let mut at = 0;
+                for line in log.lines() {
+                    events[at..at + line.len()].copy_from_slice(line.as_bytes());
+                    events[at + line.len()] = b'\n';
+                    at += line.len() + 1;
+                }
+                npub_report {
+                    events: events.as_ptr().cast(),
+                    event_count: log.len() as u32,
+                    ..c
+                }
+            }
+            None => c,
         };
         // SAFETY: `c` and the strings it points at live across the call.
         match unsafe { f(self.ops.ctx, &c) } {

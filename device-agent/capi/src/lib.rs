@@ -894,12 +894,16 @@ pub unsafe extern "C" fn npub_agent_boot(agent: *mut npub_agent, job: *mut npub_
                 }
                 BootStart::Done(Ok(b)) => {
                     if let Some(r) = b.reverted {
+                        let AgentCell::Booted(agent) = &live.cell else {
+                            unreachable!()
+                        };
                         let _ = live.transport.report(&Report {
                             sequence: r.sequence,
                             state: ReportState::RolledBack,
                             progress: None,
                             reason: Some(r.reason),
                             attempts: None,
+                            events: Some(agent.events()),
                         });
                     }
                     Ok(NPUB_OK)
@@ -1180,6 +1184,39 @@ pub unsafe extern "C" fn npub_agent_last_error(
         write_c(out, format_args!("{why}"));
     }
     rc
+}
+
+/// Adds the firmware's own `line` to the device's event log (NUL-terminated, at most
+/// `NPUB_MAX_EVENT_CHARS` characters of printable ASCII, no line break): the agent sends the log's
+/// last lines with its next failure report, and the server's device page shows them. The oldest
+/// lines make room. `NPUB_OK`, or `NPUB_E_EVENT` (the log unchanged; `npub_agent_last_error`
+/// says which byte or how long). Works before and after `npub_agent_boot`.
+///
+/// # Safety
+/// `agent` as [`npub_agent_boot`]; `line` is NULL or a NUL-terminated string.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn npub_agent_record_event(
+    agent: *mut npub_agent,
+    line: *const c_char,
+) -> i32 {
+    if line.is_null() {
+        return NPUB_E_NULL;
+    }
+    // SAFETY: a NUL-terminated string, as documented.
+    let bytes = unsafe { core::ffi::CStr::from_ptr(line) }.to_bytes();
+    // SAFETY: as documented.
+    unsafe {
+        with_live(agent, "npub_agent_record_event", |live| {
+            let recorded = match &mut live.cell {
+                AgentCell::Unbooted(u) => u.record_event(bytes),
+                AgentCell::Booted(a) => a.record_event(bytes),
+                AgentCell::Gone => return Err(order("the agent is gone")),
+            };
+            recorded
+                .map(|()| NPUB_OK)
+                .map_err(|e| (NPUB_E_EVENT, "record", Detail::Event(e)))
+        })
+    }
 }
 
 /// Closes the agent: the storage holds no agent afterwards (its memory is the caller's again).

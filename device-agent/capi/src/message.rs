@@ -3,7 +3,7 @@
 use core::fmt;
 
 use device_agent::http_io::HttpError;
-use device_agent::{CounterError, Error, LayoutError};
+use device_agent::{CounterError, Error, EventError, LayoutError};
 use npub_core::ManifestError;
 
 use crate::adapt::{Fault, FlashFailure};
@@ -53,6 +53,7 @@ pub enum Detail {
     Fault(Fault),
     Order(&'static str),
     Panic([u8; 96], usize),
+    Event(EventError),
 }
 
 /// The last failure: its code, the call and step it happened in, the detail.
@@ -85,6 +86,7 @@ impl fmt::Display for LastError {
             }
             Detail::Fault(fault) => write!(f, "{fault}"),
             Detail::Order(what) => f.write_str(what),
+            Detail::Event(e) => write!(f, "{e}"),
             Detail::Panic(msg, len) => write!(
                 f,
                 "the library panicked (a bug, please report it): {}",
@@ -151,6 +153,7 @@ pub fn name_of(code: i32) -> &'static str {
         NPUB_E_CALLBACK => "NPUB_E_CALLBACK\0",
         NPUB_E_NOT_BOUND => "NPUB_E_NOT_BOUND\0",
         NPUB_E_ABI => "NPUB_E_ABI\0",
+        NPUB_E_EVENT => "NPUB_E_EVENT\0",
         _ => "unknown npub result\0",
     }
 }

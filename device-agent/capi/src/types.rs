@@ -21,6 +21,9 @@ const _: () = {
     assert!(NPUB_MAX_RELEASE_KEYS == device_agent::keystore::MAX_FACTORY_RELEASE_KEYS);
     assert!(NPUB_MAX_RELEASE_BUNDLE_BYTES == npub_core::release::MAX_BUNDLE_BYTES);
     assert!(NPUB_KEYRING_UPDATE_BYTES == npub_core::manifest::ROTATION_BYTES);
+    assert!(NPUB_MAX_EVENT_CHARS == device_agent::MAX_EVENT_CHARS);
+    assert!(NPUB_MAX_EVENT_LINES == device_agent::MAX_EVENT_LINES);
+    assert!(NPUB_EVENT_LOG_BYTES == device_agent::EVENT_LOG_BYTES);
 };
 
 // ---- NPU1 (the container's constants, so that a C loader and the agent agree by construction) ----
@@ -60,6 +63,12 @@ pub const NPUB_MAX_RELEASE_KEYS: usize = 4;
 pub const NPUB_MAX_RELEASE_BUNDLE_BYTES: usize = 1168;
 /// Bytes of one keyring update record (NPK1) as `fetch_keyring_updates` writes them.
 pub const NPUB_KEYRING_UPDATE_BYTES: usize = 144;
+/// Longest line of the event log (`npub_agent_record_event`), in characters.
+pub const NPUB_MAX_EVENT_CHARS: usize = 64;
+/// Most lines the event log keeps (and a report carries).
+pub const NPUB_MAX_EVENT_LINES: usize = 16;
+/// Bytes of the event log's ring; `npub_report.events` is at most this long before its NUL.
+pub const NPUB_EVENT_LOG_BYTES: usize = 320;
 /// The program unit the agent writes in: every program call is this aligned and a multiple of it
 /// (at most 512 bytes). The driver's own unit must divide it.
 pub const NPUB_FLASH_WRITE_BYTES: u32 = 16;
@@ -141,6 +150,9 @@ pub const NPUB_E_CALLBACK: i32 = -17;
 pub const NPUB_E_NOT_BOUND: i32 = -18;
 /// `npub_agent_check_abi`: the caller's struct sizes differ from the library's.
 pub const NPUB_E_ABI: i32 = -19;
+/// `npub_agent_record_event`: the line is longer than `NPUB_MAX_EVENT_CHARS` or holds a byte
+/// that is not printable ASCII (the server would refuse the report carrying it).
+pub const NPUB_E_EVENT: i32 = -20;
 
 // ---- callback returns ----
 
@@ -293,6 +305,13 @@ pub struct npub_report {
     /// corrupted download, which is fetched afresh, or the final `"failed"`): the attempts made,
     /// from 1; send it as the body's `"attempts"`. 0 otherwise (send none).
     pub attempts: u32,
+    /// With a failure report (`"failed"`, `"rolled_back"`): the device's last events, oldest
+    /// first, each line ended by `'\n'`, NUL-terminated (at most `NPUB_EVENT_LOG_BYTES` bytes
+    /// before the NUL); send them as the body's `"events"`, a JSON array of the lines (printable
+    /// ASCII: escape `"` and `\`). NULL otherwise (send none).
+    pub events: *const c_char,
+    /// How many lines `events` holds (0 when it is NULL).
+    pub event_count: u32,
 }
 
 /// The device API as three whole requests (for a firmware with its own HTTP client).

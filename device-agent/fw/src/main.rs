@@ -258,7 +258,9 @@ fn run() -> Result<(), Fail> {
         core::mem::size_of::<[SocketStorage<'static>; 2]>()
     );
     if let Some((sequence, state)) = booted {
-        report(&mut transport, sequence, state);
+        // A rollback is a failure report: with the event log that says how the trial went.
+        let events = (state == ReportState::RolledBack).then_some(agent.events());
+        report(&mut transport, sequence, state, events);
     }
     poll_loop(&args, &mut agent, &mut transport, &mut npu, &mut arena)
 }
@@ -388,13 +390,19 @@ fn boot(booted: Result<Booted, Error>) -> Option<(u64, ReportState)> {
     }
 }
 
-fn report<T: Transport>(t: &mut T, sequence: u64, state: ReportState) {
+fn report<T: Transport>(
+    t: &mut T,
+    sequence: u64,
+    state: ReportState,
+    events: Option<&device_agent::EventLog>,
+) {
     let _ = t.report(&Report {
         sequence,
         state,
         progress: None,
         reason: None,
         attempts: None,
+        events,
     });
 }
 
@@ -491,7 +499,7 @@ fn poll_loop(
                     s.connects - s0.connects,
                     poll_stack
                 );
-                report(t, v.pack().sequence, ReportState::Bound);
+                report(t, v.pack().sequence, ReportState::Bound, None);
                 failed = 0;
                 backoff.reset();
                 succeeded += 1;

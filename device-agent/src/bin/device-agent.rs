@@ -194,7 +194,7 @@ fn run(args: &Args) -> Result<ExitCode, String> {
     };
 
     let (mut agent, booted) = agent.boot(&mut npu, &mut arena);
-    report_boot(booted, &mut transport);
+    report_boot(booted, &mut transport, agent.events());
     let mut backoff = Backoff::new(500, 8_000, std::process::id());
     loop {
         let outcome = poll_once(&mut agent, &mut transport, &mut npu, &mut arena);
@@ -418,7 +418,11 @@ fn counter_path(flash: &std::path::Path) -> PathBuf {
 }
 
 /// Tells the server what boot bound.
-fn report_boot(booted: Result<device_agent::Booted, Error>, transport: &mut Io<'_>) {
+fn report_boot(
+    booted: Result<device_agent::Booted, Error>,
+    transport: &mut Io<'_>,
+    events: &device_agent::EventLog,
+) {
     match booted {
         Ok(booted) => {
             if let Some(r) = booted.reverted {
@@ -428,12 +432,15 @@ fn report_boot(booted: Result<device_agent::Booted, Error>, transport: &mut Io<'
                     r.slot.name(),
                     r.reason
                 );
-                report(
-                    transport,
-                    r.sequence,
-                    ReportState::RolledBack,
-                    Some(r.reason),
-                );
+                // A failure report: with the event log that says how the trial went.
+                let _ = transport.report(&Report {
+                    sequence: r.sequence,
+                    state: ReportState::RolledBack,
+                    progress: None,
+                    reason: Some(r.reason),
+                    attempts: None,
+                    events: Some(events),
+                });
             }
             let v = booted.bound;
             println!(
@@ -455,6 +462,7 @@ fn report(transport: &mut Io<'_>, sequence: u64, state: ReportState, reason: Opt
         progress: None,
         reason,
         attempts: None,
+        events: None,
     });
 }
 

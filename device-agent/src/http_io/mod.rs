@@ -5,7 +5,7 @@
 //! |------------------|-------------------------------------------------------------------------------|--------------------|
 //! | `fetch_manifest` | `GET /api/v1/device/manifest?seq=N`, `If-None-Match` with the cached manifest's `ETag` while that manifest is newer than `N` | 200 body = manifest (kept with its `ETag`); 304 = the cached one; 204 nothing newer |
 //! | `fetch_pack`     | `GET /api/v1/device/packs/{sha256 hex}`, `Range: bytes=O-E` for a whole window (default [`DEFAULT_WINDOW_BYTES`], or the rest of the pack) | 206 whose `Content-Range` is exactly `O-E/pack_len`; the window is then handed to the agent piece by piece from the open body |
-//! | `report`         | `POST /api/v1/device/status` `{"sequence","state","progress"?,"reason"?,"attempts"?}` | any 2xx |
+//! | `report`         | `POST /api/v1/device/status` `{"sequence","state","progress"?,"reason"?,"events"?,"attempts"?}` (`events`: the event log, with a failure report) | any 2xx |
 //! | `fetch_release`  | `GET /api/v1/device/packs/{sha256 hex}/release` (only while the device's release trust is active) | 200 body = the release bundle; 404 = none |
 //! | `fetch_keyring_updates` | `GET /api/v1/device/keys?after=N`                                      | 200 body = whole 144-byte records; 204 none |
 //!
@@ -52,7 +52,7 @@ pub use wire::{ContentRange, Server};
 
 use crate::error::TransportError;
 use crate::transport::{Report, ReportState, Transport};
-use wire::{Cursor, ETAG_MAX, Head, JsonText, Redirect, parse_head};
+use wire::{Cursor, ETAG_MAX, EVENTS_BYTES, Head, JsonText, Redirect, parse_head};
 
 /// Bytes of one range request, unless configured otherwise: 64 KiB, so a request costs far less
 /// than the bytes it brings, and a dropped connection costs at most one window.
@@ -65,10 +65,16 @@ pub const DEFAULT_WINDOW_BYTES: u32 = 64 * 1024;
 pub const DEFAULT_BUDGET_MS: u32 = 500;
 /// The receive buffer: the whole response head must fit (the server's are about 300 bytes).
 pub const RX_BYTES: usize = 1024;
-/// The transmit buffer: the longest request is a report with its reason.
-pub const TX_BYTES: usize = 768;
-/// A report's JSON body.
-const REPORT_BYTES: usize = 400;
+/// The transmit buffer: the longest request is a failure report with its reason and its event
+/// log (768 bytes for the head and a report without events, [`EVENTS_BYTES`] for the events).
+pub const TX_BYTES: usize = 768 + EVENTS_BYTES;
+
+/// A report's JSON body up to its `events`: `{"sequence":` and 20 digits, `,"state":"rolled_back"`,
+/// `,"progress":0.nnnn`, `,"reason":"` and [`REASON_BYTES`] and `"`, 12 + 20 + 22 + 18 + 11 +
+/// 300 + 1 bytes. The events and `attempts` go straight into the transmit buffer.
+const REPORT_BYTES: usize = 384;
+/// The key of a report's `attempts`.
+const ATTEMPTS_KEY: &str = ",\"attempts\":";
 /// The longest `reason` sent (the server takes up to 1024 bytes; the agent's are one line).
 const REASON_BYTES: usize = 300;
 /// An unwanted body up to this size is read and dropped to keep the connection; a longer one
@@ -286,7 +292,7 @@ pub struct HttpIo<'a, L, C> {
     download: Option<([u8; 32], u64)>,
     /// A pack's length as the server last gave it (when no manifest names the pack).
     learned: Option<([u8; 32], u32)>,
-    pending: Option<Report>,
+    pending: Option<Report<'static>>,
     poll_interval_s: Option<u32>,
     /// `Npub-Keyring-Sequence` of the last manifest answer.
     keyring_sequence: Option<u64>,
@@ -1163,8 +1169,12 @@ impl<'a, L: Link, C: Clock> HttpIo<'a, L, C> {
             return self.send_report(report);
         }
         if report.state == ReportState::Downloading && self.window.is_some() {
-            // Sent before the next request; a newer one replaces it.
-            self.pending = Some(*report);
+            // Sent before the next request; a newer one replaces it. (A progress report carries
+            // no events.)
+            self.pending = Some(Report {
+                events: None,
+                ..*report
+            });
             return Ok(());
         }
         self.pending = None;
@@ -1206,11 +1216,15 @@ impl<'a, L: Link, C: Clock> HttpIo<'a, L, C> {
             write!(text, "{reason}").map_err(too_long)?;
             b.put(b"\"").map_err(too_long)?;
         }
-        if let Some(n) = r.attempts {
-            write!(b, ",\"attempts\":{n}").map_err(too_long)?;
-        }
-        b.put(b"}").map_err(too_long)?;
-        let body_len = b.len();
+        let prefix_len = b.len();
+        // The event log and what follows it go straight into the transmit buffer: no second
+        // buffer on this frame, which is on a download's deepest stack path.
+        let (skip, events_len) = r.events.map_or((0, 0), wire::events_json_fitting);
+        let tail_len = r
+            .attempts
+            .map_or(0, |n| ATTEMPTS_KEY.len() + decimal_len(n))
+            + 1;
+        let body_len = prefix_len + events_len + tail_len;
         let mut c = Cursor::new(&mut self.tx);
         let len = Self::request_line(&mut c, "POST", &self.config.server, "/api/v1/device/status")
             .and_then(|()| Self::common_headers(&mut c, &self.config))
@@ -1220,7 +1234,16 @@ impl<'a, L: Link, C: Clock> HttpIo<'a, L, C> {
                     "Content-Type: application/json\r\nContent-Length: {body_len}\r\n\r\n"
                 )
             })
-            .and_then(|()| c.put(&body[..body_len]))
+            .and_then(|()| c.put(&body[..prefix_len]))
+            .and_then(|()| match r.events {
+                Some(log) => wire::events_json(&mut c, log, skip),
+                None => Ok(()),
+            })
+            .and_then(|()| match r.attempts {
+                Some(n) => write!(c, "{ATTEMPTS_KEY}{n}"),
+                None => Ok(()),
+            })
+            .and_then(|()| c.put(b"}"))
             .map(|()| c.len())
             .map_err(too_long)?;
         let deadline = self.deadline(self.config.timeouts.request_ms);
@@ -1235,6 +1258,11 @@ impl<'a, L: Link, C: Clock> HttpIo<'a, L, C> {
             })
         }
     }
+}
+
+/// The decimal digits of `n`.
+fn decimal_len(n: u8) -> usize {
+    1 + usize::from(n >= 10) + usize::from(n >= 100)
 }
 
 /// Connects `link` to `host:port` within `timeout_ms`, in attempts of at most `budget_ms`,

@@ -12,6 +12,7 @@
 use core::fmt;
 
 use super::error::HttpError;
+use crate::events::{EVENT_LOG_BYTES, EventLog, MAX_EVENT_LINES};
 
 /// Headers httparse is given room for; the server sends fewer than ten.
 pub const MAX_HEADERS: usize = 24;
@@ -247,6 +248,63 @@ impl fmt::Write for JsonText<'_, '_> {
     }
 }
 
+/// Room for a report's `events` in the transmit buffer: the whole ring as JSON
+/// (`,"events":[…]`, each line quoted, commas between) unless its lines are full of `"` and `\\`,
+/// which JSON escapes; then the oldest lines are left out until the rest fits.
+pub const EVENTS_BYTES: usize = EVENT_LOG_BYTES + 3 * MAX_EVENT_LINES + EVENTS_FRAME;
+/// `,"events":[` and `]`.
+const EVENTS_FRAME: usize = 12;
+
+/// One event line as a JSON string, quotes included (lines are printable ASCII: only `"` and `\\`
+/// are escaped).
+fn event_json_len(line: &str) -> usize {
+    2 + line.len() + line.bytes().filter(|b| matches!(b, b'"' | b'\\')).count()
+}
+
+/// How many of `log`'s oldest lines to leave out so that the rest fits in [`EVENTS_BYTES`] as
+/// JSON, and that JSON's length: `(0, 0)` for an empty log, which sends no `events`.
+#[inline(never)]
+pub fn events_json_fitting(log: &EventLog) -> (usize, usize) {
+    if log.is_empty() {
+        return (0, 0);
+    }
+    let mut skip = 0;
+    loop {
+        let kept = log.len() - skip;
+        let len = EVENTS_FRAME
+            + kept.saturating_sub(1)
+            + log.lines().skip(skip).map(event_json_len).sum::<usize>();
+        if len <= EVENTS_BYTES || kept == 0 {
+            return (skip, len);
+        }
+        skip += 1;
+    }
+}
+
+/// Writes `,"events":[…]` with `log`'s lines after the `skip` oldest ([`events_json_fitting`]);
+/// nothing for an empty log.
+#[inline(never)]
+pub fn events_json(out: &mut Cursor<'_>, log: &EventLog, skip: usize) -> fmt::Result {
+    if log.is_empty() {
+        return Ok(());
+    }
+    out.put(b",\"events\":[")?;
+    for (i, line) in log.lines().skip(skip).enumerate() {
+        if i > 0 {
+            out.put(b",")?;
+        }
+        out.put(b"\"")?;
+        for &b in line.as_bytes() {
+            if matches!(b, b'"' | b'\\') {
+                out.put(b"\\")?;
+            }
+            out.put(&[b])?;
+        }
+        out.put(b"\"")?;
+    }
+    out.put(b"]")
+}
+
 /// `Content-Range: bytes FIRST-LAST/TOTAL` (RFC 9110 §14.4), as numbers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ContentRange {
@@ -390,6 +448,48 @@ fn decimal(v: &[u8]) -> Option<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The event log as JSON: valid, escaped, every line as recorded; a log whose escapes would
+    /// overflow the transmit buffer's room leaves its oldest lines out, never a broken body.
+    #[test]
+    fn writes_the_event_log_as_json_within_its_room() {
+        let mut log = EventLog::new();
+        let mut out = [0u8; EVENTS_BYTES];
+        let (skip, len) = events_json_fitting(&log);
+        assert_eq!((skip, len), (0, 0), "an empty log sends nothing");
+        log.record(r#"app: said "hi" \ bye"#).unwrap();
+        log.record("").unwrap();
+        let (skip, len) = events_json_fitting(&log);
+        let mut c = Cursor::new(&mut out);
+        events_json(&mut c, &log, skip).unwrap();
+        assert_eq!(c.len(), len);
+        let v: serde_json::Value =
+            serde_json::from_slice(&[b"{\"x\":0", &out[..len], b"}"].concat()).unwrap();
+        assert_eq!(
+            v["events"],
+            serde_json::json!([r#"app: said "hi" \ bye"#, ""])
+        );
+
+        let quotes = "\"".repeat(EVENT_LOG_BYTES / MAX_EVENT_LINES - 1);
+        log.clear();
+        for _ in 0..MAX_EVENT_LINES {
+            log.record(&quotes).unwrap();
+        }
+        assert_eq!(log.len(), MAX_EVENT_LINES);
+        let (skip, len) = events_json_fitting(&log);
+        assert!(
+            skip > 0 && len <= EVENTS_BYTES,
+            "{skip} left out, {len} bytes"
+        );
+        let mut c = Cursor::new(&mut out);
+        events_json(&mut c, &log, skip).unwrap();
+        assert_eq!(c.len(), len);
+        let v: serde_json::Value =
+            serde_json::from_slice(&[b"{\"x\":0", &out[..len], b"}"].concat()).unwrap();
+        let sent = v["events"].as_array().unwrap();
+        assert_eq!(sent.len(), MAX_EVENT_LINES - skip);
+        assert!(sent.iter().all(|l| l == &serde_json::json!(quotes)));
+    }
 
     #[test]
     fn rejects_content_ranges_that_are_not_one_satisfied_byte_range() {

@@ -261,7 +261,10 @@ pub fn blank_flash(layout: &Layout) -> Flash {
 pub struct Server {
     pub offer: Option<(u64, Vec<u8>)>,
     pub packs: HashMap<[u8; 32], Vec<u8>>,
-    pub reports: Vec<Report>,
+    /// Every report (without its event log, which is in `report_events`).
+    pub reports: Vec<Report<'static>>,
+    /// Each report's event log, as lines (empty: none sent).
+    pub report_events: Vec<Vec<String>>,
     /// Pack bytes served so far, and each request's offset.
     pub served: usize,
     pub requests: Vec<u32>,
@@ -361,7 +364,16 @@ impl Transport for Server {
     }
 
     fn report(&mut self, report: &Report) -> Result<(), TransportError> {
-        self.reports.push(*report);
+        self.reports.push(Report {
+            events: None,
+            ..*report
+        });
+        self.report_events.push(
+            report
+                .events
+                .map(|log| log.lines().map(str::to_owned).collect())
+                .unwrap_or_default(),
+        );
         Ok(())
     }
 

@@ -130,6 +130,8 @@ static int32_t mem_report(void *ctx, const npub_report *r) {
   s->reports++;
   snprintf(s->last_state, sizeof s->last_state, "%s", r->state);
   s->last_attempts = r->attempts;
+  snprintf(s->last_events, sizeof s->last_events, "%s", r->events ? r->events : "");
+  s->last_event_count = r->event_count;
   return 0;
 }
 
@@ -416,17 +418,34 @@ static int bad_calls(void) {
   return failures;
 }
 
-/* A self-test that fails gives the new pack up and binds the previous one. */
+/* A self-test that fails gives the new pack up and binds the previous one, and reports it
+ * `rolled_back` with the event log: the agent's lines and the firmware's own (a line the server
+ * would refuse is refused here, and the log keeps nothing of it). */
 static int self_test_failure(void) {
   int failures = 0;
   ram_nor nor = {.mem = flash_mem};
   mem_server server;
   npub_config c;
   npub_job job;
+  char line[NPUB_MAX_EVENT_CHARS + 2];
   memcpy(flash_mem, snapshot, sizeof flash_mem);
   serve(&server, 2);
   test_config(&c, &nor, arena_mem, &server);
-  CHECK(open_agent(&c) == NPUB_OK && npub_agent_boot(&agent_storage, &job) == NPUB_OK, "boot v1");
+  CHECK(open_agent(&c) == NPUB_OK, "open");
+  CHECK(npub_agent_record_event(&agent_storage, "app: power-on, sensor 3 warm") == NPUB_OK, "before boot");
+  CHECK(npub_agent_boot(&agent_storage, &job) == NPUB_OK, "boot v1");
+  memset(line, 'x', sizeof line);
+  line[NPUB_MAX_EVENT_CHARS + 1] = '\0';
+  CHECK(npub_agent_record_event(&agent_storage, line) == NPUB_E_EVENT && last_error_has("65 bytes, at most 64"),
+        "a line of 65 characters");
+  line[NPUB_MAX_EVENT_CHARS] = '\0';
+  CHECK(npub_agent_record_event(&agent_storage, line) == NPUB_OK, "a line of 64 characters");
+  CHECK(npub_agent_record_event(&agent_storage, "two\nlines") == NPUB_E_EVENT &&
+            last_error_has("byte 3 is not printable ASCII"),
+        "a line break");
+  CHECK(npub_agent_record_event(&agent_storage, "caf\xc3\xa9") == NPUB_E_EVENT, "a UTF-8 character");
+  CHECK(npub_agent_record_event(&agent_storage, NULL) == NPUB_E_NULL, "NULL line");
+  CHECK(npub_agent_record_event(&agent_storage, "app: camera up") == NPUB_OK, "app line");
   int32_t rc;
   while ((rc = npub_agent_poll(&agent_storage, &job)) == NPUB_IN_PROGRESS) {
   }
@@ -435,6 +454,24 @@ static int self_test_failure(void) {
   CHECK(npub_agent_confirm(&agent_storage, 42, &job) == NPUB_E_SELF_TEST && last_error_has("code 42"),
         "failed self-test");
   CHECK(job.sequence == npub_test_seq1, "v1 bound again: %llu", (unsigned long long)job.sequence);
+  char want[96];
+  CHECK(strcmp(server.last_state, "rolled_back") == 0, "reported %s", server.last_state);
+  CHECK(strstr(server.last_events, "app: power-on, sensor 3 warm\n") != NULL, "%s", server.last_events);
+  CHECK(strstr(server.last_events, "\napp: camera up\n") != NULL, "%s", server.last_events);
+  snprintf(want, sizeof want, "\ndownload started seq %llu\n", (unsigned long long)npub_test_seq2);
+  CHECK(strstr(server.last_events, want) != NULL, "%s", server.last_events);
+  snprintf(want, sizeof want, "\ninstall pending seq %llu\n", (unsigned long long)npub_test_seq2);
+  CHECK(strstr(server.last_events, want) != NULL, "%s", server.last_events);
+  snprintf(want, sizeof want, "\nself-test failed, reverted seq %llu\n", (unsigned long long)npub_test_seq2);
+  CHECK(strstr(server.last_events, want) != NULL, "the last line: %s", server.last_events);
+  CHECK(strstr(server.last_events, "two") == NULL && strstr(server.last_events, "caf") == NULL,
+        "a refused line was kept: %s", server.last_events);
+  {
+    uint32_t newlines = 0;
+    for (const char *p = server.last_events; *p; p++) newlines += *p == '\n';
+    CHECK(newlines == server.last_event_count && newlines <= NPUB_MAX_EVENT_LINES, "%u lines, count %u",
+          (unsigned)newlines, (unsigned)server.last_event_count);
+  }
   printf("self-test failure: %d failures\n", failures);
   return failures;
 }

@@ -70,6 +70,8 @@ typedef struct {
   int reports;           /* reports received */
   char last_state[16];   /* the last report's state */
   uint32_t last_attempts; /* and its attempts (0: none) */
+  char last_events[NPUB_EVENT_LOG_BYTES + 1]; /* and its event log ("": none) */
+  uint32_t last_event_count;
 } mem_server;
 
 /* Provided by the platform file. */

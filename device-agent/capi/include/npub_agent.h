@@ -616,9 +616,9 @@ int32_t npub_agent_status(const npub_agent *agent, npub_status *status);
 // `agent` as [`npub_agent_boot`]; `buf` is NULL or `len` writable bytes.
 int32_t npub_agent_last_error(const npub_agent *agent, char *buf, size_t len);
 
-// Why the last `npub_agent_boot` skipped a confirmed slot (its pack, or with
-// `layout.boot_check` its stored manifest, did not verify; the other slot was bound, or none:
-// `NPUB_E_NO_PACK`). Returns the reason's code (an `NPUB_E_*`, as `npub_agent_last_error` would
+// Why the last `npub_agent_boot` (or the rebind after a failed self-test) skipped a confirmed
+// slot (its pack, or with `layout.boot_check` its stored manifest, did not verify; the other
+// slot was bound, or none: `NPUB_E_NO_PACK`). Returns the reason's code (an `NPUB_E_*`, as `npub_agent_last_error` would
 // give it), and writes the slot (0 or 1) to `slot`, the sequence the journal says it holds to
 // `sequence` and the reason into `buf` (`len` bytes, NUL-terminated, truncated to fit). When the
 // boot skipped nothing: `NPUB_OK`, `slot` -1, `sequence` 0, `buf` empty. Before

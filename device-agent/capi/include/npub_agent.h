@@ -645,6 +645,28 @@ int32_t npub_agent_last_error(const npub_agent *agent, char *buf, size_t len);
 // # Safety
 // `agent` as [`npub_agent_boot`]; `line` is NULL or a NUL-terminated string.
 int32_t npub_agent_record_event(npub_agent *agent, const char *line);
+// Why the last `npub_agent_boot` (or the rebind after a failed self-test) skipped a confirmed
+// slot (its pack, or with `layout.boot_check` its stored manifest, did not verify; the other
+// slot was bound, or none: `NPUB_E_NO_PACK`). Returns the reason's code (an `NPUB_E_*`, as `npub_agent_last_error` would
+// give it), and writes the slot (0 or 1) to `slot`, the sequence the journal says it holds to
+// `sequence` and the reason into `buf` (`len` bytes, NUL-terminated, truncated to fit). When the
+// boot skipped nothing: `NPUB_OK`, `slot` -1, `sequence` 0, `buf` empty. Before
+// `npub_agent_boot`: `NPUB_E_ORDER`. Any of `slot`, `sequence`, `buf` may be NULL.
+//
+// | return          | `*slot` | `*sequence`          | `buf`                                   |
+// |-----------------|---------|----------------------|-----------------------------------------|
+// | `NPUB_OK`       | -1      | 0                    | empty                                   |
+// | `NPUB_E_*` < 0  | 0 or 1  | the skipped pack's   | `slot 1 (sequence 7): why it did not verify` |
+// | `NPUB_E_ORDER`  | -1      | 0                    | `npub_agent_boot_skipped: before npub_agent_boot` |
+//
+// # Safety
+// `agent` as [`npub_agent_boot`]; `slot`, `sequence` NULL or room for one value; `buf` NULL or
+// `len` writable bytes.
+int32_t npub_agent_boot_skipped(const npub_agent *agent,
+                                int32_t *slot,
+                                uint64_t *sequence,
+                                char *buf,
+                                size_t len);
 
 // Closes the agent: the storage holds no agent afterwards (its memory is the caller's again).
 //

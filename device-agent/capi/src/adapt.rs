@@ -311,7 +311,17 @@ pub struct CLink {
     pub fault: Option<Fault>,
     /// `NPUB_TRANSPORT_TLS_STREAM`: `ops.connect` does the TLS handshake (`https://` only).
     pub tls: bool,
+    /// Why the last `https://` redirect hop was refused before any callback ran, for the
+    /// message (the HTTP client's own error says only `TLS: unsupported`).
+    pub refused_hop: Option<&'static str>,
 }
+
+/// [`CLink::refused_hop`]: the link has no `connect_anonymous`.
+pub const HOP_NEEDS_ANONYMOUS: &str = "an https:// redirect to another origin (a presigned \
+     download) opens only through stream.connect_anonymous, which is NULL";
+/// [`CLink::refused_hop`]: the link speaks no TLS.
+pub const HOP_NEEDS_TLS: &str = "an https:// redirect needs NPUB_TRANSPORT_TLS_STREAM and \
+     stream.connect_anonymous";
 
 /// A stream error: its kind.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -463,11 +473,21 @@ impl Link for CLink {
         port: u16,
         timeout_ms: u32,
     ) -> Result<(), HttpError> {
-        match self.ops.connect_anonymous {
+        let refused = if !self.tls {
+            HOP_NEEDS_TLS
+        } else if self.ops.connect_anonymous.is_none() {
             // Never `connect`: it may present the device's certificate to another origin.
-            None => Err(HttpError::Tls(TlsFailure::Unsupported)),
-            some => self.tls_with(some, "stream.connect_anonymous", (host, port), timeout_ms),
-        }
+            HOP_NEEDS_ANONYMOUS
+        } else {
+            return self.tls_with(
+                self.ops.connect_anonymous,
+                "stream.connect_anonymous",
+                (host, port),
+                timeout_ms,
+            );
+        };
+        self.refused_hop = Some(refused);
+        Err(HttpError::Tls(TlsFailure::Unsupported))
     }
 
     fn close(&mut self) {
@@ -738,6 +758,14 @@ impl CTransport {
             CTransport::Requests(r, _) => r.fault.take(),
         }
     }
+
+    /// Why the last redirect hop was refused before any callback ran ([`CLink::refused_hop`]).
+    pub fn take_refused_hop(&mut self) -> Option<&'static str> {
+        match self {
+            CTransport::Stream(h) => h.link().refused_hop.take(),
+            CTransport::Requests(..) => None,
+        }
+    }
 }
 
 impl Transport for CTransport {
@@ -891,6 +919,7 @@ mod tests {
             },
             fault: None,
             tls,
+            refused_hop: None,
         }
     }
 
@@ -916,11 +945,17 @@ mod tests {
             l.connect_tls_anonymous("bucket.example", 443, 1000),
             Err(HttpError::Tls(TlsFailure::Unsupported))
         );
+        assert_eq!(
+            l.refused_hop,
+            Some(HOP_NEEDS_ANONYMOUS),
+            "the message says why"
+        );
         let mut plain = link(&mut calls, Some(anonymous), false);
         assert_eq!(
             plain.connect_tls_anonymous("bucket.example", 443, 1000),
             Err(HttpError::Tls(TlsFailure::Unsupported))
         );
+        assert_eq!(plain.refused_hop, Some(HOP_NEEDS_TLS));
         assert_eq!(
             (calls.identified, calls.anonymous),
             (0, 0),

@@ -14,6 +14,7 @@
 //! | `npub_agent_confirm`   | the application's self-test result on the pending pack: confirm, or give it up and rebind the previous one |
 //! | `npub_agent_job`       | the bound job, for `ethosu_invoke_v3()`                                |
 //! | `npub_agent_status` / `npub_agent_last_error` | what it is doing; the last failure's code and message |
+//! | `npub_agent_boot_skipped` | the confirmed slot the last boot skipped (it did not verify) and why |
 //!
 //! A panic never crosses the boundary: on the host (`std`) it is caught and returned as
 //! `NPUB_E_PANIC` (the agent is then unusable until opened again); on the target the library's
@@ -255,7 +256,19 @@ impl Live {
             _ => None,
         };
         let flash = flash.filter(|_| matches!(error, Error::Flash(_)));
-        (code_of(&error), Detail::Agent { error, http, flash })
+        let hint = self
+            .transport
+            .take_refused_hop()
+            .filter(|_| matches!(error, Error::Transport(_)));
+        (
+            code_of(&error),
+            Detail::Agent {
+                error,
+                http,
+                flash,
+                hint,
+            },
+        )
     }
 
     /// Forgets faults and failures of calls that succeeded.
@@ -269,6 +282,7 @@ impl Live {
             k.failed = None;
         }
         let _ = self.transport.take_fault();
+        let _ = self.transport.take_refused_hop();
     }
 
     fn now_s(&mut self) -> Option<u64> {
@@ -649,6 +663,7 @@ unsafe fn build(c: &npub_config) -> Result<Live, (i32, &'static str, Detail)> {
                 ops: *s,
                 fault: None,
                 tls,
+                refused_hop: None,
             };
             CTransport::Stream(HttpIo::new(link, clock(), http))
         }
@@ -806,6 +821,7 @@ unsafe fn build(c: &npub_config) -> Result<Live, (i32, &'static str, Detail)> {
                 )),
                 http: None,
                 flash: None,
+                hint: None,
             },
         };
         let code = if counter.fault.is_some() {
@@ -823,6 +839,7 @@ unsafe fn build(c: &npub_config) -> Result<Live, (i32, &'static str, Detail)> {
                 error: e,
                 http: None,
                 flash: None,
+                hint: None,
             };
             return Err((NPUB_E_CALLBACK, "counter", detail));
         }
@@ -1217,6 +1234,73 @@ pub unsafe extern "C" fn npub_agent_record_event(
                 .map_err(|e| (NPUB_E_EVENT, "record", Detail::Event(e)))
         })
     }
+}
+
+/// Why the last `npub_agent_boot` (or the rebind after a failed self-test) skipped a confirmed
+/// slot (its pack, or with `layout.boot_check` its stored manifest, did not verify; the other
+/// slot was bound, or none: `NPUB_E_NO_PACK`). Returns the reason's code (an `NPUB_E_*`, as `npub_agent_last_error` would
+/// give it), and writes the slot (0 or 1) to `slot`, the sequence the journal says it holds to
+/// `sequence` and the reason into `buf` (`len` bytes, NUL-terminated, truncated to fit). When the
+/// boot skipped nothing: `NPUB_OK`, `slot` -1, `sequence` 0, `buf` empty. Before
+/// `npub_agent_boot`: `NPUB_E_ORDER`. Any of `slot`, `sequence`, `buf` may be NULL.
+///
+/// | return          | `*slot` | `*sequence`          | `buf`                                   |
+/// |-----------------|---------|----------------------|-----------------------------------------|
+/// | `NPUB_OK`       | -1      | 0                    | empty                                   |
+/// | `NPUB_E_*` < 0  | 0 or 1  | the skipped pack's   | `slot 1 (sequence 7): why it did not verify` |
+/// | `NPUB_E_ORDER`  | -1      | 0                    | `npub_agent_boot_skipped: before npub_agent_boot` |
+///
+/// # Safety
+/// `agent` as [`npub_agent_boot`]; `slot`, `sequence` NULL or room for one value; `buf` NULL or
+/// `len` writable bytes.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn npub_agent_boot_skipped(
+    agent: *const npub_agent,
+    slot: *mut i32,
+    sequence: *mut u64,
+    buf: *mut c_char,
+    len: usize,
+) -> i32 {
+    let out: &mut [u8] = match NonNull::new(buf.cast::<u8>()) {
+        // SAFETY: `len` writable bytes, as documented.
+        Some(p) => unsafe { core::slice::from_raw_parts_mut(p.as_ptr(), len) },
+        None => &mut [],
+    };
+    write_c(out, format_args!(""));
+    let (mut at, mut seq) = (-1i32, 0u64);
+    // SAFETY: as documented.
+    let rc = unsafe {
+        with_agent(agent, true, |body| {
+            let Some(AgentCell::Booted(a)) = body.live.as_ref().map(|l| &l.cell) else {
+                write_c(
+                    out,
+                    format_args!("npub_agent_boot_skipped: before npub_agent_boot"),
+                );
+                return NPUB_E_ORDER;
+            };
+            match a.boot_skipped() {
+                None => NPUB_OK,
+                Some(s) => {
+                    at = s.slot.index() as i32;
+                    seq = s.sequence;
+                    write_c(
+                        out,
+                        format_args!("slot {at} (sequence {seq}): {}", s.reason),
+                    );
+                    code_of(&s.reason)
+                }
+            }
+        })
+    };
+    if let Some(p) = NonNull::new(slot) {
+        // SAFETY: room for one value, as documented.
+        unsafe { p.as_ptr().write(at) };
+    }
+    if let Some(p) = NonNull::new(sequence) {
+        // SAFETY: room for one value, as documented.
+        unsafe { p.as_ptr().write(seq) };
+    }
+    rc
 }
 
 /// Closes the agent: the storage holds no agent afterwards (its memory is the caller's again).

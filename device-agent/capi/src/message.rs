@@ -49,6 +49,8 @@ pub enum Detail {
         error: Error,
         http: Option<HttpError>,
         flash: Option<FlashFailure>,
+        /// What the link adds about a refusal of its own (a redirect hop it may not open).
+        hint: Option<&'static str>,
     },
     Fault(Fault),
     Order(&'static str),
@@ -70,10 +72,18 @@ impl fmt::Display for LastError {
         write!(f, "{} ({}): ", self.call, self.step)?;
         match &self.detail {
             Detail::Config(e) => write!(f, "{e}"),
-            Detail::Agent { error, http, flash } => {
+            Detail::Agent {
+                error,
+                http,
+                flash,
+                hint,
+            } => {
                 write!(f, "{error}")?;
                 if let Some(h) = http {
                     write!(f, "; {h}")?;
+                }
+                if let Some(h) = hint {
+                    write!(f, " ({h})")?;
                 }
                 if let Some(fl) = flash {
                     write!(

@@ -720,6 +720,55 @@ static int release_keys(void) {
   return failures;
 }
 
+/* The boot check refuses a slot: from pack 1, pack 2 installed and confirmed, then one byte of
+ * it flipped in flash. The next boot binds pack 1 from the other slot and
+ * npub_agent_boot_skipped says which slot it skipped, its sequence and why; a clean boot skipped
+ * nothing, and before a boot the call is out of order. */
+static int boot_skipped(void) {
+  int failures = 0;
+  ram_nor nor = {.mem = flash_mem};
+  mem_server server;
+  npub_config c;
+  npub_job job;
+  char why[256];
+  int32_t slot = 7;
+  uint64_t seq = 7;
+  memcpy(flash_mem, snapshot, sizeof flash_mem);
+  serve(&server, 2);
+  test_config(&c, &nor, arena_mem, &server);
+  CHECK(open_agent(&c) == NPUB_OK, "open");
+  int32_t rc = npub_agent_boot_skipped(&agent_storage, &slot, &seq, why, sizeof why);
+  CHECK(rc == NPUB_E_ORDER && slot == -1 && seq == 0 && strstr(why, "before npub_agent_boot"),
+        "before boot: %s: %s", npub_result_name(rc), why);
+  CHECK(npub_agent_boot(&agent_storage, &job) == NPUB_OK, "boot v1");
+  rc = npub_agent_boot_skipped(&agent_storage, &slot, &seq, why, sizeof why);
+  CHECK(rc == NPUB_OK && slot == -1 && seq == 0 && why[0] == '\0', "a clean boot skipped %s: %s",
+        npub_result_name(rc), why);
+  rc = test_install(&agent_storage, &job);
+  CHECK(rc == NPUB_OK && job.sequence == npub_test_seq2, "v2 installed: %s", npub_result_name(rc));
+  int32_t v2_slot = (int32_t)job.slot;
+  /* One byte in the middle of pack 2, as a worn flash cell would change it. */
+  flash_mem[c.layout.slot_offset[v2_slot] + job.pack_bytes / 2] ^= 0x10;
+  nor = (ram_nor){.mem = flash_mem};
+  CHECK(open_agent(&c) == NPUB_OK, "reopen");
+  rc = npub_agent_boot(&agent_storage, &job);
+  CHECK(rc == NPUB_OK && job.sequence == npub_test_seq1 && (int32_t)job.slot != v2_slot,
+        "the other slot bound: %s, sequence %llu", npub_result_name(rc), (unsigned long long)job.sequence);
+  rc = npub_agent_boot_skipped(&agent_storage, &slot, &seq, why, sizeof why);
+  CHECK(rc == NPUB_E_INTEGRITY && slot == v2_slot && seq == npub_test_seq2 && strstr(why, "slot ") &&
+            strstr(why, "SHA-256"),
+        "skipped: %s, slot %d, sequence %llu: %s", npub_result_name(rc), (int)slot, (unsigned long long)seq, why);
+  printf("boot skipped: %s: %s\n", npub_result_name(rc), why);
+  /* Only the code: every out-pointer may be NULL; a short buffer is truncated, NUL-terminated. */
+  CHECK(npub_agent_boot_skipped(&agent_storage, NULL, NULL, NULL, 0) == rc, "the code alone");
+  char tiny[6];
+  CHECK(npub_agent_boot_skipped(&agent_storage, NULL, NULL, tiny, sizeof tiny) == rc && strlen(tiny) == 5,
+        "truncated: '%s'", tiny);
+  CHECK(npub_agent_boot_skipped(NULL, &slot, NULL, NULL, 0) == NPUB_E_NULL && slot == -1, "NULL agent");
+  printf("boot skipped: %d failures\n", failures);
+  return failures;
+}
+
 int run_common_tests(long cut_stride) {
   int failures = bad_calls();
   /* The flash with pack 1 installed and confirmed (bad_calls installed it): the base of the rest. */
@@ -748,5 +797,6 @@ int run_common_tests(long cut_stride) {
   failures += counter_hook();
   failures += rotation();
   failures += release_keys();
+  failures += boot_skipped();
   return failures;
 }

@@ -4,7 +4,14 @@
  *   host_test --tls HTTPS_URL TOKEN CA_FILE OTHER_CA_FILE
  *                              the install over TLS: the stream callbacks are OpenSSL's (standing in
  *                              for the mbedTLS of an FSP build), the server checked against
- *                              CA_FILE; then refused under OTHER_CA_FILE */
+ *                              CA_FILE; then refused under OTHER_CA_FILE
+ *   host_test --presigned HTTPS_URL TOKEN CA_FILE CLIENT_CERT CLIENT_KEY
+ *                              the install from a server that presigns downloads: `connect` presents
+ *                              the device's client certificate (CLIENT_CERT, CLIENT_KEY) to the
+ *                              server, `connect_anonymous` (no certificate, the hop's checked
+ *                              against CA_FILE) opens the redirect hops to the bucket
+ *   host_test --presigned-without-anonymous HTTPS_URL TOKEN CA_FILE CLIENT_CERT CLIENT_KEY
+ *                              the same with connect_anonymous NULL: the hop is refused */
 #define _POSIX_C_SOURCE 200809L
 #include <arpa/inet.h>
 #include <errno.h>
@@ -92,6 +99,9 @@ typedef struct {
   SSL_CTX *ctx;
   SSL *ssl;
   long handshakes;
+  /* connect_anonymous: the same checks of the server, never a client certificate. */
+  SSL_CTX *anon_ctx;
+  long anon_handshakes;
 } tls_sock;
 
 static void tls_close(void *ctx) {
@@ -104,8 +114,9 @@ static void tls_close(void *ctx) {
   sock_close(&t->tcp);
 }
 
-static int32_t tls_connect(void *ctx, const char *host, size_t host_len, uint16_t port, uint32_t timeout_ms) {
-  tls_sock *t = ctx;
+/* A TCP connection to host:port, then the handshake under `ssl_ctx`. */
+static int32_t tls_connect_with(tls_sock *t, SSL_CTX *ssl_ctx, const char *host, size_t host_len, uint16_t port,
+                                uint32_t timeout_ms) {
   char name[64];
   tls_close(t);
   int32_t rc = sock_connect(&t->tcp, host, host_len, port, timeout_ms);
@@ -115,7 +126,7 @@ static int32_t tls_connect(void *ctx, const char *host, size_t host_len, uint16_
   /* The handshake may take the whole connect timeout; reads after it wait 50 ms, as plain ones. */
   struct timeval hs = {timeout_ms / 1000, (long)(timeout_ms % 1000) * 1000L};
   setsockopt(t->tcp.fd, SOL_SOCKET, SO_RCVTIMEO, &hs, sizeof hs);
-  t->ssl = SSL_new(t->ctx);
+  t->ssl = SSL_new(ssl_ctx);
   SSL_set_fd(t->ssl, t->tcp.fd);
   X509_VERIFY_PARAM *param = SSL_get0_param(t->ssl);
   if (X509_VERIFY_PARAM_set1_ip_asc(param, name) != 1) {
@@ -131,8 +142,24 @@ static int32_t tls_connect(void *ctx, const char *host, size_t host_len, uint16_
   }
   struct timeval tv = {0, 50 * 1000};
   setsockopt(t->tcp.fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-  t->handshakes++;
   return 0;
+}
+
+static int32_t tls_connect(void *ctx, const char *host, size_t host_len, uint16_t port, uint32_t timeout_ms) {
+  tls_sock *t = ctx;
+  int32_t rc = tls_connect_with(t, t->ctx, host, host_len, port, timeout_ms);
+  if (rc == 0) t->handshakes++;
+  return rc;
+}
+
+/* A redirect hop to another origin (the bucket of a presigned download): its certificate checked
+ * for `host` against the same CA, and no client certificate on this context. */
+static int32_t tls_connect_anonymous(void *ctx, const char *host, size_t host_len, uint16_t port,
+                                     uint32_t timeout_ms) {
+  tls_sock *t = ctx;
+  int32_t rc = tls_connect_with(t, t->anon_ctx, host, host_len, port, timeout_ms);
+  if (rc == 0) t->anon_handshakes++;
+  return rc;
 }
 
 static int32_t tls_read(void *ctx, uint8_t *buf, size_t len) {
@@ -162,6 +189,17 @@ static SSL_CTX *tls_trusting(const char *ca_file) {
   SSL_CTX_set_options(ctx, SSL_OP_IGNORE_UNEXPECTED_EOF);
   if (SSL_CTX_load_verify_locations(ctx, ca_file, NULL) != 1) {
     fprintf(stderr, "cannot load %s\n", ca_file);
+    exit(2);
+  }
+  return ctx;
+}
+
+/* tls_trusting(ca_file) that also presents the device's client certificate. */
+static SSL_CTX *tls_identified(const char *ca_file, const char *cert_file, const char *key_file) {
+  SSL_CTX *ctx = tls_trusting(ca_file);
+  if (SSL_CTX_use_certificate_chain_file(ctx, cert_file) != 1 ||
+      SSL_CTX_use_PrivateKey_file(ctx, key_file, SSL_FILETYPE_PEM) != 1) {
+    fprintf(stderr, "cannot load %s, %s\n", cert_file, key_file);
     exit(2);
   }
   return ctx;
@@ -295,14 +333,80 @@ static int install_over_tls(const char *url, const char *token, const char *ca, 
   return failures;
 }
 
+/* Boot a blank device and install from a server that answers pack requests with a 307 to a
+ * presigned https:// URL of its bucket: the manifest through `connect` (the device's client
+ * certificate and token), the pack through `connect_anonymous` hops. Without connect_anonymous
+ * the hop is refused and nothing is installed. */
+static int install_presigned(const char *url, const char *token, const char *ca, const char *cert,
+                             const char *key, int anonymous) {
+  int failures = 0;
+  ram_nor nor = {.mem = nor_mem};
+  tls_sock t = {.tcp = {-1}, .ctx = tls_identified(ca, cert, key), .anon_ctx = tls_trusting(ca)};
+  npub_config c;
+  npub_job job;
+  char msg[512];
+  memset(nor_mem, 0xFF, sizeof nor_mem);
+  test_config(&c, &nor, arena, NULL);
+  c.transport = NPUB_TRANSPORT_TLS_STREAM;
+  c.stream.ctx = &t;
+  c.stream.server_url = url;
+  c.stream.token = token;
+  c.stream.connect = tls_connect;
+  c.stream.connect_anonymous = anonymous ? tls_connect_anonymous : NULL;
+  c.stream.read = tls_read;
+  c.stream.write = tls_write;
+  c.stream.close = tls_close;
+  c.stream.window_bytes = 32 * 1024;
+  c.budget_ms = 200;
+  int32_t rc = npub_agent_open(&agent, sizeof agent, &c);
+  npub_agent_last_error(&agent, msg, sizeof msg);
+  CHECK(rc == NPUB_OK, "open: %s: %s", npub_result_name(rc), msg);
+  rc = npub_agent_boot(&agent, &job);
+  CHECK(rc == NPUB_E_NO_PACK, "boot of a blank device: %s", npub_result_name(rc));
+  while ((rc = npub_agent_poll(&agent, &job)) == NPUB_IN_PROGRESS) {
+  }
+  npub_agent_last_error(&agent, msg, sizeof msg);
+  if (anonymous) {
+    CHECK(rc == NPUB_PENDING, "poll with presigned downloads: %s: %s", npub_result_name(rc), msg);
+    rc = npub_agent_confirm(&agent, 0, &job);
+    CHECK(rc == NPUB_OK, "confirm: %s", npub_result_name(rc));
+    test_print_job("installed through presigned hops", &job);
+    CHECK(job.sequence == npub_test_seq3 && job.pack_bytes == npub_test_pack2_len, "the deployed pack");
+    CHECK(memcmp(nor_mem + (job.slot ? c.layout.slot_offset[1] : c.layout.slot_offset[0]), npub_test_pack2,
+                 npub_test_pack2_len) == 0, "the slot holds the server's pack byte for byte");
+    CHECK(t.anon_handshakes >= 1, "the pack came through connect_anonymous");
+  } else {
+    CHECK(rc == NPUB_E_TRANSPORT && strstr(msg, "connect_anonymous"), "hop without connect_anonymous: %s: %s",
+          npub_result_name(rc), msg);
+    printf("hop without connect_anonymous: %s\n", msg);
+    npub_status st;
+    npub_agent_status(&agent, &st);
+    CHECK(st.active_slot == -1, "nothing installed");
+  }
+  printf("tls: %ld handshakes with the server, %ld anonymous\n", t.handshakes, t.anon_handshakes);
+  tls_close(&t);
+  SSL_CTX_free(t.ctx);
+  SSL_CTX_free(t.anon_ctx);
+  printf("install with presigned downloads: %d failures\n", failures);
+  return failures;
+}
+
 int main(int argc, char **argv) {
+  if (argc == 7 && (strcmp(argv[1], "--presigned") == 0 || strcmp(argv[1], "--presigned-without-anonymous") == 0)) {
+    int failures = install_presigned(argv[2], argv[3], argv[4], argv[5], argv[6], strcmp(argv[1], "--presigned") == 0);
+    printf("%s: %d failures\n", failures ? "FAILED" : "PASSED", failures);
+    return failures ? 1 : 0;
+  }
   if (argc == 6 && strcmp(argv[1], "--tls") == 0) {
     int failures = install_over_tls(argv[2], argv[3], argv[4], argv[5]);
     printf("%s: %d failures\n", failures ? "FAILED" : "PASSED", failures);
     return failures ? 1 : 0;
   }
   if (argc != 3) {
-    fprintf(stderr, "usage: %s URL TOKEN | --tls HTTPS_URL TOKEN CA_FILE OTHER_CA_FILE\n", argv[0]);
+    fprintf(stderr,
+            "usage: %s URL TOKEN | --tls HTTPS_URL TOKEN CA_FILE OTHER_CA_FILE | "
+            "--presigned[-without-anonymous] HTTPS_URL TOKEN CA_FILE CLIENT_CERT CLIENT_KEY\n",
+            argv[0]);
     return 2;
   }
   int failures = install_from_server(argv[1], argv[2]);

@@ -17,6 +17,10 @@ pub struct LiveServer {
     pub url: String,
     /// The device API (`https://` when the server speaks TLS).
     pub device_url: String,
+    /// Where s3s-fs keeps the objects of the server's `s3://` store (its root directory), when
+    /// the server presigns downloads: a pack request answers 307 to the bucket (over TLS, which
+    /// this client does not speak), and the test reads the object the URL names from there.
+    pub bucket_root: Option<PathBuf>,
     http: reqwest::blocking::Client,
     rt: tokio::runtime::Runtime,
     shutdown: Option<tokio::sync::oneshot::Sender<()>>,
@@ -59,7 +63,8 @@ impl LiveServer {
         })
     }
 
-    fn start_with(dir: &Path, tweak: impl FnOnce(&mut Config)) -> Self {
+    /// A server with `tweak` applied to its config.
+    pub fn start_with(dir: &Path, tweak: impl FnOnce(&mut Config)) -> Self {
         let rt = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(1)
             .enable_all()
@@ -81,7 +86,13 @@ impl LiveServer {
         Self {
             url,
             device_url,
-            http: reqwest::blocking::Client::new(),
+            bucket_root: None,
+            // Redirects are the device's to follow (a presigned one is read from the bucket's
+            // directory, see `pack`).
+            http: reqwest::blocking::Client::builder()
+                .redirect(reqwest::redirect::Policy::none())
+                .build()
+                .unwrap(),
             rt,
             shutdown: Some(tx),
             task: Some(task),
@@ -192,14 +203,7 @@ impl LiveServer {
                 .iter()
                 .map(|b| format!("{b:02x}"))
                 .collect();
-            let (status, pack) = self.call(
-                &token,
-                "GET",
-                &format!("/api/v1/device/packs/{sha}"),
-                None,
-                false,
-            );
-            assert_eq!(status, 200);
+            let pack = self.pack(&token, &sha);
             versions.push((seq, manifest, pack));
         }
         // Rotate, revoking key 1 in the same record; deploy 2.0.0 again (signed by key 2).
@@ -252,6 +256,31 @@ impl LiveServer {
             hw_class,
             versions,
         }
+    }
+
+    /// The pack `sha` as the server serves it to the device `token`: its answer, or with
+    /// presigned downloads the object its 307 names, read from the bucket's directory.
+    fn pack(&self, token: &str, sha: &str) -> Vec<u8> {
+        let r = self
+            .http
+            .get(format!("{}/api/v1/device/packs/{sha}", self.url))
+            .bearer_auth(token)
+            .send()
+            .unwrap();
+        let Some(root) = &self.bucket_root else {
+            assert_eq!(r.status().as_u16(), 200);
+            return r.bytes().unwrap().to_vec();
+        };
+        assert_eq!(r.status().as_u16(), 307, "a presigned download");
+        let to = r.headers()["location"].to_str().unwrap().to_owned();
+        // https://HOST/BUCKET/KEY?X-Amz-…: s3s-fs keeps the object at ROOT/BUCKET/KEY.
+        let path = to
+            .split_once("://")
+            .and_then(|(_, rest)| rest.split_once('/'))
+            .map(|(_, path)| path.split('?').next().unwrap())
+            .unwrap_or_else(|| panic!("a presigned URL: {to}"));
+        let file = root.join(path);
+        std::fs::read(&file).unwrap_or_else(|e| panic!("{} ({to}): {e}", file.display()))
     }
 
     pub fn stop(mut self) {

@@ -645,6 +645,7 @@ int32_t npub_agent_last_error(const npub_agent *agent, char *buf, size_t len);
 // # Safety
 // `agent` as [`npub_agent_boot`]; `line` is NULL or a NUL-terminated string.
 int32_t npub_agent_record_event(npub_agent *agent, const char *line);
+
 // Why the last `npub_agent_boot` (or the rebind after a failed self-test) skipped a confirmed
 // slot (its pack, or with `layout.boot_check` its stored manifest, did not verify; the other
 // slot was bound, or none: `NPUB_E_NO_PACK`). Returns the reason's code (an `NPUB_E_*`, as `npub_agent_last_error` would

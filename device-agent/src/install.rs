@@ -36,7 +36,8 @@ use npub_core::ManifestError;
 use npub_core::ReleaseError;
 use npub_core::StreamValidator;
 use npub_core::manifest::{
-    self, MANIFEST_BYTES, ManifestView, Policy, ROTATION_BYTES, VerifiedManifest,
+    self, MANIFEST_BYTES, MANIFEST_MAX_BYTES, MANIFEST_V2_BYTES, ManifestView, Policy,
+    ROTATION_BYTES, VerifiedManifest,
 };
 use npub_core::release::{self, ReleaseFacts};
 
@@ -182,7 +183,7 @@ impl<F: NorFlash + Mapped, C: MonotonicCounter> Agent<F, C> {
         transport: &mut T,
         now: Option<u64>,
     ) -> Result<Option<VerifiedManifest>, Error> {
-        let mut bytes = [0u8; MANIFEST_BYTES];
+        let mut bytes = [0u8; MANIFEST_MAX_BYTES];
         let state = *self.state();
         // While a download is interrupted, or a failed one may be retried, ask again for its own
         // manifest.
@@ -199,7 +200,7 @@ impl<F: NorFlash + Mapped, C: MonotonicCounter> Agent<F, C> {
             && let Err(e) = self.update_keyring(transport, announced)
         {
             if fetched.is_some() {
-                let claimed = ManifestView::new(&bytes).map_or(0, |v| v.sequence());
+                let claimed = claimed_sequence(&bytes, fetched);
                 report(transport, claimed, ReportState::Failed, None, Some(e));
             }
             return Err(e);
@@ -214,15 +215,15 @@ impl<F: NorFlash + Mapped, C: MonotonicCounter> Agent<F, C> {
             last_sequence: after,
             now,
         };
-        let verified = if len == MANIFEST_BYTES {
-            manifest::verify(&bytes, &self.keyring, &policy)
+        let verified = if len == MANIFEST_BYTES || len == MANIFEST_V2_BYTES {
+            manifest::verify(&bytes[..len], &self.keyring, &policy)
         } else {
             Err(npub_core::Error::Manifest(ManifestError::WrongLength {
                 len: len as u64,
             }))
         };
         let verified = verified.map_err(|e| {
-            let claimed = ManifestView::new(&bytes).map_or(0, |v| v.sequence());
+            let claimed = claimed_sequence(&bytes, Some(len));
             report(
                 transport,
                 claimed,
@@ -980,14 +981,18 @@ fn report<T: Transport>(
     });
 }
 
-/// What the release signatures must name: the verified manifest's facts. Packs carry no
-/// self-test the device receives, so its digest is all zeros (what `npub release sign` signs
-/// without `--selftest`).
+/// What the release signatures must name: the verified manifest's facts, its self-test
+/// digest among them (version 2; all zeros for a version-1 manifest, whose pack has none:
+/// what `npub release sign` signs without `--selftest`).
 fn facts(manifest: &VerifiedManifest) -> ReleaseFacts<'_> {
-    ReleaseFacts::of_manifest(manifest, &NO_SELFTEST)
+    ReleaseFacts::of_signed_manifest(manifest)
 }
 
-const NO_SELFTEST: [u8; 32] = [0; 32];
+/// The sequence a refused manifest claims, for its report (0 when it is no manifest at all).
+fn claimed_sequence(bytes: &[u8; MANIFEST_MAX_BYTES], len: Option<usize>) -> u64 {
+    let len = len.unwrap_or(0).min(MANIFEST_MAX_BYTES);
+    ManifestView::new(&bytes[..len]).map_or(0, |v| v.sequence())
+}
 
 /// A keyring update's claimed sequence (bytes 16..24 of every action's layout), for the error
 /// that names it; 0 when the record is too short. Read, not decoded: decoding every action

@@ -43,7 +43,7 @@ mod wire;
 use core::fmt::Write as _;
 
 use embedded_io::{Error as _, ErrorKind};
-use npub_core::manifest::{MANIFEST_BYTES, ManifestView, ROTATION_BYTES};
+use npub_core::manifest::{MANIFEST_MAX_BYTES, ManifestView, ROTATION_BYTES};
 
 pub use backoff::Backoff;
 pub use error::{Call, HttpError, TlsFailure};
@@ -259,7 +259,9 @@ struct Window {
 /// The last manifest received, with its `ETag`: a 304 hands it out again.
 #[derive(Debug, Clone, Copy)]
 struct Cached {
-    bytes: [u8; MANIFEST_BYTES],
+    /// Either version's bytes: `len` of them.
+    bytes: [u8; MANIFEST_MAX_BYTES],
+    len: usize,
     etag: Option<([u8; ETAG_MAX], usize)>,
     sequence: u64,
     sha256: [u8; 32],
@@ -733,10 +735,10 @@ impl<'a, L: Link, C: Clock> HttpIo<'a, L, C> {
                     .cached
                     .filter(|c| send_tag.is_some() && c.sequence > after)
                     .ok_or(HttpError::UnaskedNotModified)?;
-                let n = MANIFEST_BYTES.min(buf.len());
+                let n = cached.len.min(buf.len());
                 buf[..n].copy_from_slice(&cached.bytes[..n]);
                 self.stats.not_modified += 1;
-                Ok(Some(MANIFEST_BYTES))
+                Ok(Some(cached.len))
             }
             status => {
                 self.skip_body(Call::Manifest, &head, deadline)?;
@@ -843,8 +845,12 @@ impl<'a, L: Link, C: Clock> HttpIo<'a, L, C> {
         let Ok(view) = ManifestView::new(bytes) else {
             return;
         };
+        let mut kept = [0u8; MANIFEST_MAX_BYTES];
+        let len = view.as_bytes().len();
+        kept[..len].copy_from_slice(view.as_bytes());
         self.cached = Some(Cached {
-            bytes: *view.as_bytes(),
+            bytes: kept,
+            len,
             etag,
             sequence: view.sequence(),
             sha256: view.pack_sha256(),

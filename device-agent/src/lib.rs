@@ -67,7 +67,7 @@ pub use ids::{PackId, Register, Slot};
 pub use install::{CHUNK_BYTES, Installing, Poll, Progress};
 pub use keystore::{DeviceKeyring, KEYRING_CAPACITY, MAX_ROOTS, Trust};
 pub use layout::Layout;
-pub use npu::{Arena, DriverPayload, Npu, NpuRegisters, RecordingNpu};
+pub use npu::{Arena, DriverPayload, Npu, NpuRegisters, RecordingNpu, SelfTestResult};
 pub use seal::DeviceKey;
 pub use state::{MAX_LOCAL_RETRIES, SlotState, State, Status};
 pub use transport::{Report, ReportState, Transport};

@@ -511,7 +511,7 @@ impl<'a, L: Link, C: Clock> HttpIo<'a, L, C> {
             Call::Pack => self.stats.pack_requests += 1,
             Call::Report => self.stats.report_requests += 1,
             Call::Keys => self.stats.keys_requests += 1,
-            Call::Release => self.stats.release_requests += 1,
+            Call::Release | Call::SelfTest => self.stats.release_requests += 1,
         }
         self.link
             .write_all(&self.tx[..len])
@@ -833,6 +833,65 @@ impl<'a, L: Link, C: Clock> HttpIo<'a, L, C> {
                 self.skip_body(Call::Release, &head, deadline)?;
                 Err(HttpError::Status {
                     call: Call::Release,
+                    status,
+                })
+            }
+        }
+    }
+
+    /// `GET /api/v1/device/packs/{sha256}/selftest`: the record's bytes from `offset`, at most
+    /// `buf.len()` of them (`Some(0)`: it ends before `offset`); `None` on a 404. The route
+    /// sends the whole record (a few KiB for a microcontroller model's inputs), so the bytes
+    /// before `offset` are read and dropped, and the connection is closed when the rest does
+    /// not fit `buf`.
+    fn selftest(
+        &mut self,
+        sha256: &[u8; 32],
+        offset: u32,
+        buf: &mut [u8],
+    ) -> Result<Option<usize>, HttpError> {
+        self.abandon_window();
+        self.flush_pending();
+        let mut c = Cursor::new(&mut self.tx);
+        let len = Self::request_line(&mut c, "GET", &self.config.server, "/api/v1/device/packs/")
+            .and_then(|()| c.hex(sha256))
+            .and_then(|()| c.put(b"/selftest"))
+            .and_then(|()| Self::common_headers(&mut c, &self.config))
+            .and_then(|()| c.put(b"\r\n"))
+            .map(|()| c.len())
+            .map_err(|_| HttpError::RequestTooLong {
+                call: Call::SelfTest,
+            })?;
+        let deadline = self.deadline(self.config.timeouts.request_ms);
+        let head = self.exchange(Call::SelfTest, len, deadline)?;
+        match head.status {
+            200 => {
+                let n = self.body_length(Call::SelfTest, &head)?;
+                self.begin_body(Call::SelfTest, &head, n);
+                let mut skip = u64::from(offset).min(n);
+                while skip > 0 && !buf.is_empty() {
+                    let piece = (skip.min(buf.len() as u64)) as usize;
+                    skip -= self.read_body(&mut buf[..piece], deadline)? as u64;
+                }
+                let rest = n - u64::from(offset).min(n);
+                let take = (rest.min(buf.len() as u64)) as usize;
+                let mut got = 0;
+                while got < take {
+                    got += self.read_body(&mut buf[got..take], deadline)?;
+                }
+                if (got as u64) < rest || skip > 0 {
+                    self.close();
+                }
+                Ok(Some(got))
+            }
+            404 => {
+                self.skip_body(Call::SelfTest, &head, deadline)?;
+                Ok(None)
+            }
+            status => {
+                self.skip_body(Call::SelfTest, &head, deadline)?;
+                Err(HttpError::Status {
+                    call: Call::SelfTest,
                     status,
                 })
             }
@@ -1308,6 +1367,15 @@ impl<L: Link, C: Clock> Transport for HttpIo<'_, L, C> {
 
     fn keyring_sequence(&self) -> Option<u64> {
         self.keyring_sequence
+    }
+
+    fn fetch_selftest(
+        &mut self,
+        sha256: &[u8; 32],
+        offset: u32,
+        buf: &mut [u8],
+    ) -> Result<Option<usize>, TransportError> {
+        self.selftest(sha256, offset, buf).map_err(|e| self.fail(e))
     }
 
     fn fetch_keyring_updates(

@@ -186,7 +186,8 @@ fn decode(
     pack_capacity: u32,
     key: Option<&DeviceKey>,
 ) -> Option<(PackId, Option<SelfTestRef>)> {
-    if !record::is_framed(r, DESCRIPTOR_MAGIC, key) || r[RESERVED_AT..CRC_AT].iter().any(|&b| b != 0)
+    if !record::is_framed(r, DESCRIPTOR_MAGIC, key)
+        || r[RESERVED_AT..CRC_AT].iter().any(|&b| b != 0)
     {
         return None;
     }

@@ -504,7 +504,10 @@ impl<F: NorFlash + Mapped, C: MonotonicCounter> Agent<F, C> {
         let pack = self.state().slot(slot).pack();
         let start = u64::from(self.layout.slot(slot)) + descriptor::selftest_offset::<F>(pack.len);
         let start = usize::try_from(start).ok()?;
-        let record = self.flash.mapped().get(start..start.checked_add(t.len as usize)?)?;
+        let record = self
+            .flash
+            .mapped()
+            .get(start..start.checked_add(t.len as usize)?)?;
         release::SelfTest::parse(record).ok().map(|r| r.input())
     }
 
@@ -515,7 +518,10 @@ impl<F: NorFlash + Mapped, C: MonotonicCounter> Agent<F, C> {
         let pack = self.state().slot(slot).pack();
         let start = u64::from(self.layout.slot(slot)) + descriptor::selftest_offset::<F>(pack.len);
         let start = usize::try_from(start).ok()?;
-        let record = self.flash.mapped().get(start..start.checked_add(t.len as usize)?)?;
+        let record = self
+            .flash
+            .mapped()
+            .get(start..start.checked_add(t.len as usize)?)?;
         release::SelfTest::parse(record)
             .ok()
             .map(|r| r.output_sha256())

@@ -343,9 +343,7 @@ impl Npu for RecordingNpu {
         self.last_golden = golden.map(<[u8]>::len);
         match self.fail_self_test {
             Some(code) => Err(code),
-            None if self.programmed.as_ref() == Some(regs) => {
-                Ok(golden.and(self.outputs_sha256))
-            }
+            None if self.programmed.as_ref() == Some(regs) => Ok(golden.and(self.outputs_sha256)),
             // Testing a pack that is not the one programmed is a bug in the caller.
             None => Err(u32::MAX),
         }

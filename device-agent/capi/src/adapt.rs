@@ -793,7 +793,11 @@ impl Npu for CNpu {
         self.bound = None;
     }
 
-    fn self_test(&mut self, _regs: &NpuRegisters) -> Result<(), u32> {
+    fn self_test(
+        &mut self,
+        _regs: &NpuRegisters,
+        _golden: Option<&[u8]>,
+    ) -> device_agent::SelfTestResult {
         // Never called: the C path confirms through `finish_install` / `settle_trial`.
         Err(u32::MAX)
     }

@@ -34,7 +34,11 @@ impl<L: Link> Transport for Logged<'_, L> {
     ) -> Result<Option<usize>, TransportError> {
         let got = self.io.fetch_selftest(sha256, offset, buf)?;
         match got {
-            Some(n) => hprintln!("selftest: {} bytes of the self-test record at {}", n, offset),
+            Some(n) => hprintln!(
+                "selftest: {} bytes of the self-test record at {}",
+                n,
+                offset
+            ),
             None => hprintln!("selftest: the server has no self-test record for this pack"),
         }
         Ok(got)

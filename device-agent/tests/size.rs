@@ -19,13 +19,21 @@
 //! sequence from its bytes instead of decoding it again, and one read of the release record at
 //! mount instead of two (-1,044 B together). What is left is npub-core's, and the check the
 //! issue asks for; the target keeps 1,236 B of room over the measured figure, as before.
+//!
+//! **Raised to 62 KiB by issue 37 (the golden self-test), measured.** The probe measured 62,144 B
+//! against 59,232 B on main (rustc 1.95, `fw/`'s release profile): the version-2 manifest (its
+//! length, version and domain dispatch, the 312-byte buffers), fetching the self-test record
+//! into the slot after the pack and hashing it in flash, the descriptor's two new fields, the
+//! record's parse for the golden input and the digest comparison with its error (about
+//! 2.9 KB together). The target keeps 1,344 B of room over the measured figure.
 mod net;
 
 use std::path::Path;
 
 /// The agent core's `.text` may not exceed this (issue #12: ≤ 48 KiB; 58 KiB since the release
-/// check of issue 34, measured at 58,156 B: see above).
-const TEXT_TARGET: u64 = 58 * 1024;
+/// check of issue 34, measured at 58,156 B; 62 KiB since the golden self-test of issue 37,
+/// measured at 62,144 B: see above).
+const TEXT_TARGET: u64 = 62 * 1024;
 
 /// The size of section `name` in a 32-bit little-endian ELF file.
 fn section_size(elf: &[u8], name: &str) -> Option<u64> {

@@ -118,8 +118,8 @@ pub enum Error {
         /// First bytes of the SHA-256 of the outputs the NPU produced.
         got: npub_core::manifest::Sha256Prefix,
     },
-    /// The manifest (version 2) names a self-test record, and the server has none for the pack
-    /// (or this transport cannot fetch one): the pack is not installed without it.
+    /// The self-test record the descriptor names does not read back from flash as a record
+    /// (or the server's answer ended inside its header): the self-test cannot be judged.
     SelfTestMissing,
     /// The self-test record in flash does not hash to the manifest's `selftest_digest` (the
     /// server sent another record, or flash does not hold what was written).
@@ -450,8 +450,8 @@ impl fmt::Display for Error {
                 write!(f, "self-test failed: digest {expected} != {got}")
             }
             Error::SelfTestMissing => f.write_str(
-                "self-test: the manifest names a self-test record, and the server sent none for \
-                 the pack",
+                "self-test: the record the manifest names is not whole (in flash, or as the \
+                 server sent it)",
             ),
             Error::SelfTestRecordMismatch { manifest, computed } => write!(
                 f,

@@ -229,16 +229,18 @@ fn rejects_a_self_test_record_other_than_the_signed_one() {
     assert_eq!(s.npu.runs, 0, "nothing ran");
 }
 
+/// A transport with no record to give (the C request callbacks have no such call): the pack
+/// is confirmed on the firmware's own self-test, without the golden run, as for a version-1
+/// manifest. (A gap, reported: the stream transports always fetch it.)
 #[test]
-fn rejects_a_version_2_manifest_whose_record_the_server_withholds() {
+fn without_a_record_from_the_transport_the_golden_run_is_skipped() {
     let (mut s, pack, _, _) = setup();
     s.server.selftests.remove(&sha256(&pack));
     let flash = Flash::with_file(&s.file, s.layout.end() as usize).unwrap();
     let mut agent = Agent::open(flash, s.layout, device()).unwrap();
     let mut mem = ArenaMem::new();
-    let e = agent
+    agent
         .install(&s.verified, &mut s.server, &mut s.npu, &mut mem.arena())
-        .unwrap_err();
-    assert_eq!(e, Error::SelfTestMissing);
-    assert_eq!(agent.state().active(), None);
+        .unwrap();
+    assert_eq!(s.npu.runs, 0, "no golden input to run");
 }

@@ -279,6 +279,60 @@ fn golden_writes_the_self_test_record_that_run_reproduces() {
     assert!(stdout.contains("ran"), "{stdout}");
 }
 
+/// `npub sign --selftest` signs the record `npub golden` wrote into a version-2 manifest;
+/// a file that is not a record is refused before anything is written.
+#[test]
+fn sign_with_a_selftest_record_makes_a_version_2_manifest_that_names_it() {
+    let dir = TempDir::new("sign-selftest");
+    let p = pack(&dir.0, "fc");
+    let record = dir.0.join("fc.selftest");
+    let o = npub(&["golden", &text(&p), "-o", &text(&record)]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let key = dir.0.join("signer");
+    assert!(npub(&["keygen", "-o", &text(&key)]).status.success());
+    let sign = |selftest: &Path, out: &Path| {
+        npub(&[
+            "sign",
+            &text(&p),
+            "--key",
+            &text(&key),
+            "--seq",
+            "3",
+            "--model",
+            "fc",
+            "--version",
+            "1.0.0",
+            "--selftest",
+            &text(selftest),
+            "-o",
+            &text(out),
+        ])
+    };
+    let out = dir.0.join("fc.manifest");
+    let o = sign(&record, &out);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let manifest = std::fs::read(&out).unwrap();
+    let view = npub_core::manifest::ManifestView::new(&manifest).unwrap();
+    assert_eq!(manifest.len(), npub_core::manifest::MANIFEST_V2_BYTES);
+    assert_eq!(
+        view.selftest_digest(),
+        Some(npub_core::manifest::sha256(
+            &std::fs::read(&record).unwrap()
+        ))
+    );
+    let bad = dir.0.join("bad.manifest");
+    let o = sign(&p, &bad);
+    assert_eq!(
+        o.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("not a self-test record"), "{err}");
+    assert!(!bad.exists());
+}
+
 #[test]
 fn rejects_golden_without_io_bindings() {
     let dir = TempDir::new("golden-noio");

@@ -63,6 +63,15 @@ impl Mapped for RamFlash {
 struct Server<'a>(&'a [u8]);
 
 impl Transport for Server<'_> {
+    fn fetch_selftest(
+        &mut self,
+        _sha256: &[u8; 32],
+        _offset: u32,
+        _buf: &mut [u8],
+    ) -> Result<Option<usize>, TransportError> {
+        Ok(None)
+    }
+
     fn fetch_manifest(&mut self, _: u64, _: &mut [u8]) -> Result<Option<usize>, TransportError> {
         Ok(None)
     }

@@ -27,7 +27,7 @@ use crate::error::{Error, EventError};
 use crate::flash::Mapped;
 use crate::ids::{PackId, Slot};
 use crate::layout::Layout;
-use crate::npu::{Arena, Npu};
+use crate::npu::{Arena, Npu, SelfTestResult};
 use crate::state::{MAX_TRIAL_BOOTS, SlotState, State, Status};
 use crate::verify::{self, BoundSlot, VerifiedSlot};
 
@@ -136,7 +136,9 @@ impl<F: NorFlash + Mapped, C: MonotonicCounter> Agent<F, C> {
     pub fn boot<N: Npu>(&mut self, npu: &mut N, arena: &mut Arena<'_>) -> Result<Booted, Error> {
         match self.boot_start(npu, arena) {
             BootStart::Trial(bound) => {
-                let outcome = npu.self_test(bound.registers());
+                let selftest = self.trial_selftest(bound.slot());
+                let golden = self.golden_input(bound.slot(), selftest.as_ref());
+                let outcome = npu.self_test(bound.registers(), golden);
                 self.settle_trial(&bound, outcome, npu, arena)
             }
             BootStart::Done(booted) => booted,
@@ -189,14 +191,28 @@ impl<F: NorFlash + Mapped, C: MonotonicCounter> Agent<F, C> {
     /// Ends a boot that stopped at [`BootStart::Trial`] with the self-test's `outcome` on
     /// `bound` (the pack it returned): a pass confirms the pack and it stays bound; a failure
     /// gives it up (failed, its descriptor revoked), unbinds it and boots the confirmed pack.
+    ///
+    /// `outcome` is [`Npu::self_test`]'s: with the outputs' SHA-256 of the golden input
+    /// ([`Agent::trial_golden_input`]), a digest other than the record's is a failure
+    /// ([`Error::SelfTestDigest`]).
     pub fn settle_trial<N: Npu>(
         &mut self,
         bound: &BoundSlot,
-        outcome: Result<(), u32>,
+        outcome: SelfTestResult,
         npu: &mut N,
         arena: &mut Arena<'_>,
     ) -> Result<Booted, Error> {
         let slot = bound.slot();
+        let outcome = match outcome {
+            Err(code) => Err(Error::SelfTestFailed { code }),
+            Ok(got) => {
+                let selftest = self.trial_selftest(slot);
+                match self.digest_failure(slot, selftest.as_ref(), got) {
+                    Some(e) => Err(e),
+                    None => Ok(()),
+                }
+            }
+        };
         match outcome {
             Ok(()) => {
                 if self.commit(self.state().confirm(bound)).is_ok() {
@@ -208,12 +224,29 @@ impl<F: NorFlash + Mapped, C: MonotonicCounter> Agent<F, C> {
                     skipped: None,
                 })
             }
-            Err(code) => {
-                let reason = Error::SelfTestFailed { code };
+            Err(reason) => {
                 let reverted = self.give_up(slot, &bound.pack(), reason, npu);
                 self.bind_confirmed(npu, arena, Some(reverted))
             }
         }
+    }
+
+    /// The self-test record the descriptor of `slot` names (its pack's, stored after it), if
+    /// any.
+    fn trial_selftest(&mut self, slot: Slot) -> Option<descriptor::SelfTestRef> {
+        let key = self.device.trust.device_key();
+        descriptor::read(&mut self.flash, &self.layout, slot, key)
+            .ok()
+            .flatten()
+            .and_then(|d| d.selftest)
+    }
+
+    /// The golden input of the pack on trial in `slot` (from [`BootStart::Trial`]): what a
+    /// firmware whose self-test is not one call runs before [`Agent::settle_trial`]; `None`
+    /// when the pack has no self-test record.
+    pub fn trial_golden_input(&mut self, slot: Slot) -> Option<&[u8]> {
+        let selftest = self.trial_selftest(slot);
+        self.golden_input(slot, selftest.as_ref())
     }
 
     /// Gives the pending pack in `slot` up for `reason`: the NPU unbound, the slot failed (a

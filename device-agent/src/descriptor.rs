@@ -19,7 +19,9 @@
 //! | 4      | 4    | `len`      | the pack's length                          |
 //! | 8      | 8    | `sequence` | its manifest sequence                      |
 //! | 16     | 32   | `sha256`   | its SHA-256 from the manifest              |
-//! | 48     | 76   | reserved   | 0                                          |
+//! | 48     | 32   | `selftest_digest` | SHA-256 of the self-test record stored after the pack (the version-2 manifest's `selftest_digest`); 0: none |
+//! | 80     | 4    | `selftest_len` | the record's length; 0 exactly when `selftest_digest` is 0 |
+//! | 84     | 40   | reserved   | 0                                          |
 //! | 124    | 4    | `crc`      | CRC-32 of bytes 0..124; with a device key their MAC (`seal.rs`) |
 //!
 //! Stored manifest (512 bytes at sector offset 512, little-endian): the signed manifest the slot
@@ -44,6 +46,9 @@
 //! | 3 | the record, read back (step 5)                     | *receiving*           | a descriptor of a slot that verified; the resume erases again |
 //! | 4 | —                                                  | *pending*             | boot puts the pack on trial (its stored manifest is whole) |
 //! | 5 | the confirmed or the revoked mark                  | *confirmed* / *failed* | as the journal says; the mark only matters without it   |
+//!
+//! The self-test record ("NPS1") lies in the slot's pack area at [`selftest_offset`]: the first
+//! erase sector after the pack, so that fetching it again never erases pack bytes.
 //!
 //! The sector is erased whenever an install (or a resumed one) starts on the slot, before any
 //! pack byte is erased, so a descriptor never describes bytes that are being replaced. Each part
@@ -76,11 +81,31 @@ const PART_BYTES: usize = 128;
 const CONFIRMED_AT: u32 = 128;
 const REVOKED_AT: u32 = 256;
 const CRC_AT: usize = 124;
+const SELFTEST_DIGEST_AT: usize = 48;
+const SELFTEST_LEN_AT: usize = 80;
+const RESERVED_AT: usize = 84;
+
+/// The self-test record a slot holds beside its pack.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct SelfTestRef {
+    /// Its SHA-256 (the manifest's `selftest_digest`).
+    pub(crate) digest: [u8; 32],
+    /// Its length.
+    pub(crate) len: u32,
+}
+
+/// Slot offset of the self-test record of a pack `pack_len` bytes long on a flash of type
+/// `F`: the next erase boundary.
+pub(crate) const fn selftest_offset<F: NorFlash>(pack_len: u32) -> u64 {
+    let erase = F::ERASE_SIZE as u64;
+    (pack_len as u64).div_ceil(erase) * erase
+}
 
 /// What a slot's descriptor says.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Descriptor {
     pub(crate) pack: PackId,
+    pub(crate) selftest: Option<SelfTestRef>,
     pub(crate) confirmed: bool,
     pub(crate) revoked: bool,
 }
@@ -98,10 +123,11 @@ pub(crate) fn write<F: NorFlash>(
     layout: &Layout,
     slot: Slot,
     pack: &PackId,
+    selftest: Option<&SelfTestRef>,
     key: Option<&DeviceKey>,
 ) -> Result<(), Error> {
     let at = layout.descriptor::<F>(slot);
-    let record = encode(pack, key);
+    let record = encode(pack, selftest, key);
     if record::program(flash, &[at], &record, &mut [0u8; PART_BYTES])? {
         Ok(())
     } else {
@@ -226,11 +252,18 @@ pub(crate) fn read<F: NorFlash>(
     if record::read(flash, at, &mut buf, DESCRIPTOR_MAGIC, key)? != record::Read::Framed {
         return Ok(None);
     }
-    let Some(pack) = decode(&buf, layout.pack_capacity::<F>(), key) else {
+    let Some((pack, selftest)) = decode(&buf, layout.pack_capacity::<F>(), key) else {
         return Ok(None);
     };
+    if let Some(t) = &selftest {
+        let end = selftest_offset::<F>(pack.len) + u64::from(t.len);
+        if end > u64::from(layout.pack_capacity::<F>()) {
+            return Ok(None);
+        }
+    }
     Ok(Some(Descriptor {
         pack,
+        selftest,
         confirmed: mark_set(flash, at + CONFIRMED_AT)?,
         revoked: mark_set(flash, at + REVOKED_AT)?,
     }))
@@ -248,19 +281,41 @@ fn mark_set<F: NorFlash>(flash: &mut F, at: u32) -> Result<bool, Error> {
     Ok(touched >= 2)
 }
 
-fn encode(pack: &PackId, key: Option<&DeviceKey>) -> [u8; PART_BYTES] {
+fn encode(
+    pack: &PackId,
+    selftest: Option<&SelfTestRef>,
+    key: Option<&DeviceKey>,
+) -> [u8; PART_BYTES] {
     let mut r = [0u8; PART_BYTES];
     r[4..8].copy_from_slice(&pack.len.to_le_bytes());
     r[8..16].copy_from_slice(&pack.sequence.to_le_bytes());
     r[16..48].copy_from_slice(&pack.sha256);
+    if let Some(t) = selftest {
+        r[SELFTEST_DIGEST_AT..SELFTEST_LEN_AT].copy_from_slice(&t.digest);
+        r[SELFTEST_LEN_AT..RESERVED_AT].copy_from_slice(&t.len.to_le_bytes());
+    }
     record::frame(&mut r, DESCRIPTOR_MAGIC, key);
     r
 }
 
-fn decode(r: &[u8; PART_BYTES], pack_capacity: u32, key: Option<&DeviceKey>) -> Option<PackId> {
-    if !record::is_framed(r, DESCRIPTOR_MAGIC, key) || r[48..CRC_AT].iter().any(|&b| b != 0) {
+fn decode(
+    r: &[u8; PART_BYTES],
+    pack_capacity: u32,
+    key: Option<&DeviceKey>,
+) -> Option<(PackId, Option<SelfTestRef>)> {
+    if !record::is_framed(r, DESCRIPTOR_MAGIC, key)
+        || r[RESERVED_AT..CRC_AT].iter().any(|&b| b != 0)
+    {
         return None;
     }
+    let mut digest = [0u8; 32];
+    digest.copy_from_slice(&r[SELFTEST_DIGEST_AT..SELFTEST_LEN_AT]);
+    let selftest = match (digest == [0; 32], record::word(r, SELFTEST_LEN_AT)) {
+        (true, 0) => None,
+        (false, len) if len > 0 => Some(SelfTestRef { digest, len }),
+        // A digest without a length, or a length without a digest.
+        _ => return None,
+    };
     let mut seq = [0u8; 8];
     seq.copy_from_slice(&r[8..16]);
     let mut sha256 = [0u8; 32];
@@ -271,7 +326,7 @@ fn decode(r: &[u8; PART_BYTES], pack_capacity: u32, key: Option<&DeviceKey>) -> 
         sha256,
     };
     let min = npub_core::format::HEADER_BYTES;
-    ((min..=pack_capacity).contains(&pack.len) && pack.sequence > 0).then_some(pack)
+    ((min..=pack_capacity).contains(&pack.len) && pack.sequence > 0).then_some((pack, selftest))
 }
 
 #[cfg(test)]
@@ -285,14 +340,25 @@ mod tests {
             len: 900,
             sha256: [0x3C; 32],
         };
-        let r = encode(&pack, None);
-        assert_eq!(decode(&r, 1000, None), Some(pack));
+        let r = encode(&pack, None, None);
+        assert_eq!(decode(&r, 1000, None), Some((pack, None)));
         assert_eq!(decode(&r, 899, None), None, "longer than the slot");
         let key = DeviceKey::new([5; 32]);
         assert_eq!(
-            decode(&encode(&pack, Some(&key)), 1000, Some(&key)),
-            Some(pack)
+            decode(&encode(&pack, None, Some(&key)), 1000, Some(&key)),
+            Some((pack, None))
         );
+        let t = SelfTestRef {
+            digest: [0xA7; 32],
+            len: 60,
+        };
+        let with = encode(&pack, Some(&t), None);
+        assert_eq!(decode(&with, 1000, None), Some((pack, Some(t))));
+        for bit in 0..PART_BYTES * 8 {
+            let mut bad = with;
+            bad[bit / 8] ^= 1 << (bit % 8);
+            assert_eq!(decode(&bad, 1000, None), None, "bit {bit}");
+        }
         assert_eq!(
             decode(&r, 1000, Some(&key)),
             None,

@@ -109,6 +109,33 @@ pub enum Error {
         /// The self-test's failure code.
         code: u32,
     },
+    /// The golden input of the pack's self-test record ran, and its outputs do not hash to the
+    /// digest the record (signed through the manifest) states: the pack does not compute what
+    /// the functional model computed for it (a weight changed in flash, a wrong compiler).
+    SelfTestDigest {
+        /// First bytes of the record's `output_sha256`.
+        expected: npub_core::manifest::Sha256Prefix,
+        /// First bytes of the SHA-256 of the outputs the NPU produced.
+        got: npub_core::manifest::Sha256Prefix,
+    },
+    /// The self-test record the descriptor names does not read back from flash as a record
+    /// (or the server's answer ended inside its header): the self-test cannot be judged.
+    SelfTestMissing,
+    /// The self-test record in flash does not hash to the manifest's `selftest_digest` (the
+    /// server sent another record, or flash does not hold what was written).
+    SelfTestRecordMismatch {
+        /// First bytes of the manifest's `selftest_digest`.
+        manifest: npub_core::manifest::Sha256Prefix,
+        /// First bytes of the SHA-256 of the record as read from flash.
+        computed: npub_core::manifest::Sha256Prefix,
+    },
+    /// The self-test record does not fit after the pack in the slot.
+    SelfTestTooLarge {
+        /// The record's length (its header says).
+        len: u64,
+        /// Bytes left in the slot after the pack (from the next erase sector).
+        room: u32,
+    },
     /// A pending pack used up its trial boots without confirming (its self-test kept resetting
     /// the device), and was reverted.
     TrialBootsExhausted {
@@ -453,6 +480,22 @@ impl fmt::Display for Error {
             Error::SelfTestFailed { code } => {
                 write!(f, "self-test: the bound pack failed with code {code}")
             }
+            Error::SelfTestDigest { expected, got } => {
+                write!(f, "self-test failed: digest {expected} != {got}")
+            }
+            Error::SelfTestMissing => f.write_str(
+                "self-test: the record the manifest names is not whole (in flash, or as the \
+                 server sent it)",
+            ),
+            Error::SelfTestRecordMismatch { manifest, computed } => write!(
+                f,
+                "self-test: the record in flash hashes to {computed}…, the manifest signs \
+                 {manifest}…"
+            ),
+            Error::SelfTestTooLarge { len, room } => write!(
+                f,
+                "self-test: the record is {len} bytes, the slot has {room} left after the pack"
+            ),
             Error::TrialBootsExhausted { boots } => write!(
                 f,
                 "boot: the pending pack did not confirm within {boots} trial boots"

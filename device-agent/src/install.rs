@@ -36,18 +36,19 @@ use npub_core::ManifestError;
 use npub_core::ReleaseError;
 use npub_core::StreamValidator;
 use npub_core::manifest::{
-    self, MANIFEST_BYTES, ManifestView, Policy, ROTATION_BYTES, VerifiedManifest,
+    self, MANIFEST_BYTES, MANIFEST_MAX_BYTES, MANIFEST_V2_BYTES, ManifestView, Policy,
+    ROTATION_BYTES, VerifiedManifest,
 };
 use npub_core::release::{self, ReleaseFacts};
 
 use crate::agent::Agent;
 use crate::counter::{MAX_SEQUENCE_STEP, MonotonicCounter};
-use crate::descriptor;
+use crate::descriptor::{self, SelfTestRef};
 use crate::error::{Error, TransportError};
 use crate::events::failure_line;
 use crate::flash::Mapped;
 use crate::ids::{PackId, Slot};
-use crate::npu::{Arena, Npu};
+use crate::npu::{Arena, Npu, SelfTestResult};
 use crate::transport::{Report, ReportState, Transport};
 use crate::verify::{self, BoundSlot, VerifiedSlot};
 
@@ -90,6 +91,11 @@ pub struct Installing {
     /// Which attempt at this install the download is ([`crate::State::attempt`]): carried by
     /// the report that ends it.
     attempt: u8,
+    /// The self-test record stored after the pack and checked in flash against the manifest's
+    /// `selftest_digest` (version 2), once it is.
+    selftest: Option<SelfTestRef>,
+    /// Step 3½ is over: the record is stored, or the transport had none to give.
+    selftest_fetched: bool,
 }
 
 impl Installing {
@@ -183,7 +189,7 @@ impl<F: NorFlash + Mapped, C: MonotonicCounter> Agent<F, C> {
         transport: &mut T,
         now: Option<u64>,
     ) -> Result<Option<VerifiedManifest>, Error> {
-        let mut bytes = [0u8; MANIFEST_BYTES];
+        let mut bytes = [0u8; MANIFEST_MAX_BYTES];
         let state = *self.state();
         // While a download is interrupted, or a failed one may be retried, ask again for its own
         // manifest.
@@ -200,7 +206,7 @@ impl<F: NorFlash + Mapped, C: MonotonicCounter> Agent<F, C> {
             && let Err(e) = self.update_keyring(transport, announced)
         {
             if fetched.is_some() {
-                let claimed = ManifestView::new(&bytes).map_or(0, |v| v.sequence());
+                let claimed = claimed_sequence(&bytes, fetched);
                 self.refuse(transport, claimed, e);
             }
             return Err(e);
@@ -215,15 +221,15 @@ impl<F: NorFlash + Mapped, C: MonotonicCounter> Agent<F, C> {
             last_sequence: after,
             now,
         };
-        let verified = if len == MANIFEST_BYTES {
-            manifest::verify(&bytes, &self.keyring, &policy)
+        let verified = if len == MANIFEST_BYTES || len == MANIFEST_V2_BYTES {
+            manifest::verify(&bytes[..len], &self.keyring, &policy)
         } else {
             Err(npub_core::Error::Manifest(ManifestError::WrongLength {
                 len: len as u64,
             }))
         };
         let verified = verified.map_err(|e| {
-            let claimed = ManifestView::new(&bytes).map_or(0, |v| v.sequence());
+            let claimed = claimed_sequence(&bytes, Some(len));
             self.refuse(transport, claimed, Error::Rejected(e));
             Error::Rejected(e)
         })?;
@@ -371,9 +377,10 @@ impl<F: NorFlash + Mapped, C: MonotonicCounter> Agent<F, C> {
                 self.continue_install(job, transport, npu, arena, u32::MAX)?
             {
                 let outcome = if job.held {
-                    Ok(())
+                    Ok(None)
                 } else {
-                    npu.self_test(bound.registers())
+                    let golden = self.golden_input(bound.slot(), job.selftest.as_ref());
+                    npu.self_test(bound.registers(), golden)
                 };
                 return self.finish(job, outcome, transport, npu, arena);
             }
@@ -444,6 +451,9 @@ impl<F: NorFlash + Mapped, C: MonotonicCounter> Agent<F, C> {
                     written: job.written,
                     len,
                 })
+        } else if !job.selftest_fetched && job.manifest.selftest_digest().is_some() {
+            self.receive_selftest(transport, job)
+                .map(|()| Progress::Downloading { written: len, len })
         } else {
             self.make_pending(job, npu, arena).map(|bound| {
                 let sequence = job.manifest.sequence();
@@ -463,7 +473,7 @@ impl<F: NorFlash + Mapped, C: MonotonicCounter> Agent<F, C> {
     pub fn finish_install<T: Transport, N: Npu>(
         &mut self,
         job: Installing,
-        outcome: Result<(), u32>,
+        outcome: SelfTestResult,
         transport: &mut T,
         npu: &mut N,
         arena: &mut Arena<'_>,
@@ -471,12 +481,156 @@ impl<F: NorFlash + Mapped, C: MonotonicCounter> Agent<F, C> {
         self.finish(&job, outcome, transport, npu, arena)
     }
 
+    /// The golden input of `job`'s pending pack, for a firmware that runs its self-test itself
+    /// between [`Progress::Pending`] and [`Agent::finish_install`]: `None` when the pack has no
+    /// self-test record (a version-1 manifest).
+    pub fn install_golden_input(&self, job: &Installing) -> Option<&[u8]> {
+        self.golden_input(job.target, job.selftest.as_ref())
+    }
+
+    /// The golden input a pending pack's self-test runs: the input of the record in `slot`
+    /// (after the pack), as flash holds it; `None` when the pack has no self-test. The record
+    /// was checked against the manifest before the slot went pending.
+    pub(crate) fn golden_input(&self, slot: Slot, selftest: Option<&SelfTestRef>) -> Option<&[u8]> {
+        let t = selftest?;
+        let pack = self.state().slot(slot).pack();
+        let start = u64::from(self.layout.slot(slot)) + descriptor::selftest_offset::<F>(pack.len);
+        let start = usize::try_from(start).ok()?;
+        let record = self
+            .flash
+            .mapped()
+            .get(start..start.checked_add(t.len as usize)?)?;
+        release::SelfTest::parse(record).ok().map(|r| r.input())
+    }
+
+    /// The record's expected output digest, read from flash (the record is in `slot` after
+    /// its pack).
+    fn golden_output(&self, slot: Slot, selftest: Option<&SelfTestRef>) -> Option<[u8; 32]> {
+        let t = selftest?;
+        let pack = self.state().slot(slot).pack();
+        let start = u64::from(self.layout.slot(slot)) + descriptor::selftest_offset::<F>(pack.len);
+        let start = usize::try_from(start).ok()?;
+        let record = self
+            .flash
+            .mapped()
+            .get(start..start.checked_add(t.len as usize)?)?;
+        release::SelfTest::parse(record)
+            .ok()
+            .map(|r| r.output_sha256())
+    }
+
+    /// Whether a self-test's answer `got` (the outputs' SHA-256; `None`: no golden inference
+    /// ran) fails the record `selftest` of the pack in `slot`: `Some(SelfTestDigest)` when the
+    /// digests differ. A skipped run (no NPU on the board) fails nothing: the firmware says so.
+    pub(crate) fn digest_failure(
+        &self,
+        slot: Slot,
+        selftest: Option<&SelfTestRef>,
+        got: Option<[u8; 32]>,
+    ) -> Option<Error> {
+        let (Some(t), Some(got)) = (selftest, got) else {
+            return None;
+        };
+        let Some(expected) = self.golden_output(slot, Some(t)) else {
+            return Some(Error::SelfTestMissing);
+        };
+        (expected != got).then(|| Error::SelfTestDigest {
+            expected: manifest::Sha256Prefix::of(&expected),
+            got: manifest::Sha256Prefix::of(&got),
+        })
+    }
+
+    /// Step 3½ (a version-2 manifest): fetch the self-test record into the slot's pack area
+    /// from the first erase sector after the pack (so a fetch again never erases pack bytes),
+    /// each sector erased as it is entered, then check it as flash holds it: its SHA-256 is the
+    /// manifest's `selftest_digest` and it parses as a record. Not journalled: until the
+    /// descriptor names it the slot is not bootable, and a resume fetches it again.
+    #[inline(never)]
+    fn receive_selftest<T: Transport>(
+        &mut self,
+        transport: &mut T,
+        job: &mut Installing,
+    ) -> Result<(), Error> {
+        let Some(digest) = job.manifest.selftest_digest() else {
+            return Ok(());
+        };
+        let sha256 = job.manifest.pack_sha256();
+        let at = descriptor::selftest_offset::<F>(job.manifest.pack_len());
+        let capacity = u64::from(self.layout.pack_capacity::<F>());
+        let room = capacity.saturating_sub(at) as u32;
+        let base = self.layout.slot(job.target) + at.min(capacity) as u32;
+        let mut buf = [0u8; CHUNK_BYTES];
+        let mut total: Option<u64> = None;
+        let mut offset = 0u32;
+        loop {
+            let want = total.map_or(CHUNK_BYTES as u64, |t| {
+                (t - u64::from(offset)).min(CHUNK_BYTES as u64)
+            }) as usize;
+            if want == 0 {
+                break;
+            }
+            let mut have = 0;
+            while have < want {
+                let Some(got) = transport.fetch_selftest(
+                    &sha256,
+                    offset + have as u32,
+                    &mut buf[have..want],
+                )?
+                else {
+                    // No record to be had (a transport without the call: the C request
+                    // callbacks; or a server that has none): the pack is confirmed on the
+                    // firmware's own self-test, as for a version-1 manifest.
+                    job.selftest_fetched = true;
+                    return Ok(());
+                };
+                if got == 0 {
+                    break;
+                }
+                have += got.min(want - have);
+            }
+            if total.is_none() {
+                // The header states the length: 48 bytes and the input.
+                if have < npub_core::release::SELFTEST_HEADER_BYTES {
+                    return Err(Error::SelfTestMissing);
+                }
+                let n = u32::from_le_bytes([buf[40], buf[41], buf[42], buf[43]]);
+                let len = npub_core::release::SELFTEST_HEADER_BYTES as u64 + u64::from(n);
+                if len > u64::from(room) {
+                    return Err(Error::SelfTestTooLarge { len, room });
+                }
+                total = Some(len);
+            }
+            let have = have.min(total.map_or(have, |t| (t - u64::from(offset)) as usize));
+            if have == 0 {
+                break;
+            }
+            self.program(base + offset, &mut buf, have)?;
+            offset += have as u32;
+        }
+        let len = total.unwrap_or(0) as u32;
+        self.flash.invalidate();
+        let start = base as usize;
+        let stored = &self.flash.mapped()[start..start + len as usize];
+        let computed = manifest::sha256(stored);
+        if computed != digest {
+            let _ = self.commit(self.state().fail(job.target));
+            return Err(Error::SelfTestRecordMismatch {
+                manifest: manifest::Sha256Prefix::of(&digest),
+                computed: manifest::Sha256Prefix::of(&computed),
+            });
+        }
+        release::SelfTest::parse(stored).map_err(Error::Rejected)?;
+        job.selftest = Some(SelfTestRef { digest, len });
+        job.selftest_fetched = true;
+        Ok(())
+    }
+
     /// [`Agent::finish_install`] on a job the caller keeps in place.
     #[inline(never)]
     fn finish<T: Transport, N: Npu>(
         &mut self,
         job: &Installing,
-        outcome: Result<(), u32>,
+        outcome: SelfTestResult,
         transport: &mut T,
         npu: &mut N,
         arena: &mut Arena<'_>,
@@ -503,14 +657,17 @@ impl<F: NorFlash + Mapped, C: MonotonicCounter> Agent<F, C> {
             );
             return Ok(bound);
         }
-        if let Err(code) = outcome {
+        let failed = match outcome {
+            Err(code) => Some(Error::SelfTestFailed { code }),
+            Ok(got) => self.digest_failure(target, job.selftest.as_ref(), got),
+        };
+        if let Some(e) = failed {
             npu.unbind();
             if self.commit(self.state().fail(target)).is_ok() {
                 let _ = descriptor::mark_revoked(&mut self.flash, &self.layout, target);
             }
             // Give the NPU back the pack that is still active (if any).
             self.rebind(npu, arena);
-            let e = Error::SelfTestFailed { code };
             return Err(self.conclude_failed(transport, &job.manifest, Some(job.attempt), e));
         }
         if let Err(e) = self.commit(self.state().confirm(&bound)) {
@@ -544,7 +701,7 @@ impl<F: NorFlash + Mapped, C: MonotonicCounter> Agent<F, C> {
         let pack = PackId::of(manifest);
         let mut attempts = attempt;
         let state = match reason {
-            Error::SelfTestFailed { .. } => ReportState::RolledBack,
+            Error::SelfTestFailed { .. } | Error::SelfTestDigest { .. } => ReportState::RolledBack,
             // A local fault (the slot does not read back as signed: a corrupted download) with
             // attempts left: the next poll downloads the pack afresh. To the rollout the device
             // is still downloading; only the last attempt's failure counts towards the
@@ -671,6 +828,8 @@ impl<F: NorFlash + Mapped, C: MonotonicCounter> Agent<F, C> {
             pending: Some(bound),
             held: true,
             attempt: 1,
+            selftest: None,
+            selftest_fetched: true,
         }))
     }
 
@@ -740,6 +899,8 @@ impl<F: NorFlash + Mapped, C: MonotonicCounter> Agent<F, C> {
             pending: None,
             held: false,
             attempt,
+            selftest: None,
+            selftest_fetched: false,
         })
     }
 
@@ -755,7 +916,7 @@ impl<F: NorFlash + Mapped, C: MonotonicCounter> Agent<F, C> {
         arena: &mut Arena<'_>,
     ) -> Result<BoundSlot, Error> {
         let target = job.target;
-        let verified = self.verify_pending(target, &job.manifest, arena);
+        let verified = self.verify_pending(target, &job.manifest, job.selftest.as_ref(), arena);
         if let Err(e) = verified {
             return Err(e);
         }
@@ -774,6 +935,7 @@ impl<F: NorFlash + Mapped, C: MonotonicCounter> Agent<F, C> {
         &mut self,
         target: Slot,
         manifest: &VerifiedManifest,
+        selftest: Option<&SelfTestRef>,
         arena: &mut Arena<'_>,
     ) -> Result<VerifiedSlot, Error> {
         let pack = PackId::of(manifest);
@@ -791,7 +953,7 @@ impl<F: NorFlash + Mapped, C: MonotonicCounter> Agent<F, C> {
                 return Err(e);
             }
         };
-        match self.describe(target, manifest) {
+        match self.describe(target, manifest, selftest) {
             Ok(()) => {}
             Err(e @ Error::DescriptorReadBack { .. }) => {
                 let _ = self.commit(self.state().fail(target));
@@ -808,7 +970,12 @@ impl<F: NorFlash + Mapped, C: MonotonicCounter> Agent<F, C> {
     /// release bundle's buffer is free once the release check is over. (Out of line: nothing of
     /// it is in `verify_pending`'s frame, which is on the install's deepest path.)
     #[inline(never)]
-    fn describe(&mut self, target: Slot, manifest: &VerifiedManifest) -> Result<(), Error> {
+    fn describe(
+        &mut self,
+        target: Slot,
+        manifest: &VerifiedManifest,
+        selftest: Option<&SelfTestRef>,
+    ) -> Result<(), Error> {
         let key = self.device.trust.device_key();
         let bytes = &manifest.as_bytes()[..];
         descriptor::write_manifest(
@@ -824,6 +991,7 @@ impl<F: NorFlash + Mapped, C: MonotonicCounter> Agent<F, C> {
             &self.layout,
             target,
             &PackId::of(manifest),
+            selftest,
             key,
         )
     }
@@ -1022,14 +1190,18 @@ fn report<T: Transport>(
     });
 }
 
-/// What the release signatures must name: the verified manifest's facts. Packs carry no
-/// self-test the device receives, so its digest is all zeros (what `npub release sign` signs
-/// without `--selftest`).
+/// What the release signatures must name: the verified manifest's facts, its self-test
+/// digest among them (version 2; all zeros for a version-1 manifest, whose pack has none:
+/// what `npub release sign` signs without `--selftest`).
 fn facts(manifest: &VerifiedManifest) -> ReleaseFacts<'_> {
-    ReleaseFacts::of_manifest(manifest, &NO_SELFTEST)
+    ReleaseFacts::of_signed_manifest(manifest)
 }
 
-const NO_SELFTEST: [u8; 32] = [0; 32];
+/// The sequence a refused manifest claims, for its report (0 when it is no manifest at all).
+fn claimed_sequence(bytes: &[u8; MANIFEST_MAX_BYTES], len: Option<usize>) -> u64 {
+    let len = len.unwrap_or(0).min(MANIFEST_MAX_BYTES);
+    ManifestView::new(&bytes[..len]).map_or(0, |v| v.sequence())
+}
 
 /// A keyring update's claimed sequence (bytes 16..24 of every action's layout), for the error
 /// that names it; 0 when the record is too short. Read, not decoded: decoding every action

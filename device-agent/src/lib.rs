@@ -22,6 +22,7 @@
 //! | `keystore.rs` | the keyring and the release trust in flash, committed together; the firmware's [`Trust`] |
 //! | `transport.rs`| the fleet server as three calls, plus keyring updates and release bundles     |
 //! | `busy.rs`     | [`BusyFlash`]: the firmware told around every erase (one sector) and program, so that XIP readers (the NPU) stay off the busy chip |
+//! | `model_npu.rs` | (std) the simulator's NPU: the functional model runs the pack from its slot's bytes |
 //! | `nor_emu.rs`  | (std) NOR emulation with power cuts, torn writes and bit flips              |
 //! | `http_io/`    | (`http-io`) the device API over HTTP/1.1 on any `embedded-io` stream, no_std: the firmware's, the C ABI's and the simulator's (over a `TcpStream`) |
 //!
@@ -59,6 +60,8 @@ pub mod verify;
 #[cfg(feature = "http-io")]
 pub mod http_io;
 #[cfg(feature = "std")]
+pub mod model_npu;
+#[cfg(feature = "std")]
 pub mod nor_emu;
 
 pub use agent::{Agent, Device};
@@ -72,7 +75,7 @@ pub use ids::{PackId, Register, Slot};
 pub use install::{CHUNK_BYTES, Installing, Poll, Progress};
 pub use keystore::{DeviceKeyring, KEYRING_CAPACITY, MAX_ROOTS, Trust};
 pub use layout::Layout;
-pub use npu::{Arena, DriverPayload, Npu, NpuRegisters, RecordingNpu};
+pub use npu::{Arena, DriverPayload, Npu, NpuRegisters, RecordingNpu, SelfTestResult};
 pub use seal::DeviceKey;
 pub use state::{MAX_LOCAL_RETRIES, SlotState, State, Status};
 pub use transport::{Report, ReportState, Transport};

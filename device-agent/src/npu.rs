@@ -143,6 +143,10 @@ pub struct Arena<'a> {
     pub bus_address: u32,
 }
 
+/// What [`Npu::self_test`] answers: the outputs' SHA-256 when the golden input ran, `None` when
+/// no golden inference ran, or the firmware's failure code.
+pub type SelfTestResult = Result<Option<[u8; 32]>, u32>;
+
 /// An NPU the agent can bind a pack to.
 pub trait Npu {
     /// Writes QBASE, QSIZE and BASEP0..7.
@@ -152,9 +156,14 @@ pub trait Npu {
     /// programmed was refused and nothing else could be bound, so that no job can start on it.
     fn unbind(&mut self);
 
-    /// Runs the device's self-test on the bound pack (say, one inference on a known input);
-    /// `Err(code)` refuses the pack, and the install or the trial boot reverts it.
-    fn self_test(&mut self, regs: &NpuRegisters) -> Result<(), u32>;
+    /// Runs the device's self-test on the bound pack. `golden` is the input of the pack's
+    /// self-test record (every model input's bytes, in the model's input order, concatenated;
+    /// `None` when the pack has none): run it and answer the SHA-256 of every output's bytes, in
+    /// the model's output order, concatenated, which the agent compares with the record's.
+    /// `Ok(None)`: no golden inference ran (no input, or no NPU on this board: the step is
+    /// skipped, and says so); the firmware's own extra checks passed. `Err(code)` refuses the
+    /// pack, and the install or the trial boot reverts it.
+    fn self_test(&mut self, regs: &NpuRegisters, golden: Option<&[u8]>) -> SelfTestResult;
 }
 
 /// Computes the registers for `blob`, which lies in flash at bus address `slot_xip`, carving its
@@ -300,8 +309,9 @@ fn aligned(register: Register, address: u32) -> Result<(), Error> {
     Ok(())
 }
 
-/// An NPU that only remembers what it was given: the host simulator's, the tests' and the QEMU
-/// firmware's (QEMU has no Ethos-U55). Its self-test passes unless told to fail.
+/// An NPU that only remembers what it was given: the tests' and the QEMU firmware's (QEMU has no
+/// Ethos-U55). Its self-test passes unless told to fail; given a golden input it answers
+/// `outputs_sha256` (`None`: it ran nothing, as a board without an NPU).
 #[derive(Debug, Clone, Default)]
 pub struct RecordingNpu {
     /// The registers of the last `program`.
@@ -312,6 +322,10 @@ pub struct RecordingNpu {
     pub unbinds: u32,
     /// `Some(code)`: every self-test fails with `code`.
     pub fail_self_test: Option<u32>,
+    /// What a self-test with a golden input answers as its outputs' SHA-256.
+    pub outputs_sha256: Option<[u8; 32]>,
+    /// The golden input of the last self-test (its length), to check what the agent handed over.
+    pub last_golden: Option<usize>,
 }
 
 impl Npu for RecordingNpu {
@@ -325,10 +339,11 @@ impl Npu for RecordingNpu {
         self.unbinds += 1;
     }
 
-    fn self_test(&mut self, regs: &NpuRegisters) -> Result<(), u32> {
+    fn self_test(&mut self, regs: &NpuRegisters, golden: Option<&[u8]>) -> SelfTestResult {
+        self.last_golden = golden.map(<[u8]>::len);
         match self.fail_self_test {
             Some(code) => Err(code),
-            None if self.programmed.as_ref() == Some(regs) => Ok(()),
+            None if self.programmed.as_ref() == Some(regs) => Ok(golden.and(self.outputs_sha256)),
             // Testing a pack that is not the one programmed is a bug in the caller.
             None => Err(u32::MAX),
         }

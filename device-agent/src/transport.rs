@@ -105,6 +105,20 @@ pub trait Transport {
         buf: &mut [u8],
     ) -> Result<Option<usize>, TransportError>;
 
+    /// Fetches the self-test record served beside the pack `sha256` (`GET
+    /// /api/v1/device/packs/{sha256}/selftest`, "NPS1") from byte `offset`, at most `buf.len()`
+    /// bytes: `Ok(Some(n))` bytes written (0: the record ends before `offset`), `Ok(None)`: the
+    /// server has none (404), or this transport cannot fetch one. The agent asks only for a
+    /// version-2 manifest, whose signature names the record's SHA-256; without the record it
+    /// does not install the pack. A test double for packs without a self-test answers
+    /// `Ok(None)`.
+    fn fetch_selftest(
+        &mut self,
+        sha256: &[u8; 32],
+        offset: u32,
+        buf: &mut [u8],
+    ) -> Result<Option<usize>, TransportError>;
+
     /// Fetches the keyring updates with a sequence above `after` (`GET
     /// /api/v1/device/keys?after=N`) into `buf`: whole 144-byte records, in sequence order, as
     /// many as fit; returns the bytes written (0: none). The agent asks again after the last one

@@ -203,6 +203,15 @@ fn active_slot_bytes(flash: &Path, len: usize) -> (u64, Vec<u8>) {
 struct Replay(Vec<u8>);
 
 impl Transport for Replay {
+    fn fetch_selftest(
+        &mut self,
+        _sha256: &[u8; 32],
+        _offset: u32,
+        _buf: &mut [u8],
+    ) -> Result<Option<usize>, TransportError> {
+        panic!("a replayed manifest must be refused before its self-test is asked for")
+    }
+
     fn fetch_manifest(
         &mut self,
         _after: u64,

@@ -72,6 +72,15 @@ struct Net {
 }
 
 impl Transport for Net {
+    fn fetch_selftest(
+        &mut self,
+        _sha256: &[u8; 32],
+        _offset: u32,
+        _buf: &mut [u8],
+    ) -> Result<Option<usize>, TransportError> {
+        Ok(None)
+    }
+
     fn fetch_manifest(&mut self, _: u64, _: &mut [u8]) -> Result<Option<usize>, TransportError> {
         Ok(None)
     }
@@ -142,7 +151,11 @@ impl device_agent::Npu for Npu {
         self.programmed = None;
     }
 
-    fn self_test(&mut self, regs: &NpuRegisters) -> Result<(), u32> {
+    fn self_test(
+        &mut self,
+        regs: &NpuRegisters,
+        _golden: Option<&[u8]>,
+    ) -> device_agent::SelfTestResult {
         self.self_tests += 1;
         if self.fail {
             return Err(77);
@@ -150,7 +163,7 @@ impl device_agent::Npu for Npu {
         if self.programmed.as_ref() != Some(regs) {
             return Err(u32::MAX);
         }
-        Ok(())
+        Ok(None)
     }
 }
 

@@ -54,13 +54,17 @@ for n in 1 2 3; do
     api POST /api/v1/keys/updates --data-binary @$n.npk -H 'content-type: application/octet-stream' | jq -c '{sequence, action, adds, policy}'
 done
 
-say "4. Release 1.0.0: pack it, Alice and Bob sign into one file, check it"
+say "4. Release 1.0.0: pack it and its self-test, Alice and Bob sign into one file, check it"
 "$NPUB" pack "$TFLITE_1" -o "$MODEL-1.0.0.npub"
+# The golden vector the device's self-test runs; the server computes the same record at upload
+# and signs its SHA-256 into the version-2 manifests, so the release names it too.
+"$NPUB" golden "$MODEL-1.0.0.npub" -o "$MODEL-1.0.0.selftest"
 for who in alice bob; do
     "$NPUB" release sign "$MODEL-1.0.0.npub" --model "$MODEL" --version 1.0.0 \
-        --key $who.key -o "$MODEL-1.0.0.npub.release"
+        --selftest "$MODEL-1.0.0.selftest" --key $who.key -o "$MODEL-1.0.0.npub.release"
 done
 "$NPUB" release verify "$MODEL-1.0.0.npub" --release "$MODEL-1.0.0.npub.release" \
+    --selftest "$MODEL-1.0.0.selftest" \
     --pubkey alice.key.pub --pubkey bob.key.pub --threshold 2 --model "$MODEL" --version 1.0.0
 
 say "5. Upload the pack, then its release signatures; require releases for the model"
@@ -87,8 +91,9 @@ cmp served.release "$MODEL-1.0.0.npub.release"
 
 say "7. 1.1.0: uploaded with Alice's signature only, the deployment is refused (409)"
 "$NPUB" pack "$TFLITE_2" -o "$MODEL-1.1.0.npub"
+"$NPUB" golden "$MODEL-1.1.0.npub" -o "$MODEL-1.1.0.selftest"
 "$NPUB" release sign "$MODEL-1.1.0.npub" --model "$MODEL" --version 1.1.0 \
-    --key alice.key -o "$MODEL-1.1.0.npub.release"
+    --selftest "$MODEL-1.1.0.selftest" --key alice.key -o "$MODEL-1.1.0.npub.release"
 api POST "/api/v1/models/$MODEL/versions/1.1.0" -F "pack=@$MODEL-1.1.0.npub" \
     -F "io=@$MODEL-1.1.0.io.json" -F "release=@$MODEL-1.1.0.npub.release" | jq -c '{version, release_key_ids}'
 code=$(status POST /api/v1/deployments -H 'content-type: application/json' \
@@ -98,7 +103,7 @@ jq -r .detail body.json
 
 say "   Bob signs too; the second signature is merged and 1.1.0 deploys"
 "$NPUB" release sign "$MODEL-1.1.0.npub" --model "$MODEL" --version 1.1.0 \
-    --key bob.key -o bob-1.1.0.release
+    --selftest "$MODEL-1.1.0.selftest" --key bob.key -o bob-1.1.0.release
 api POST "/api/v1/models/$MODEL/versions/1.1.0/release-signatures" \
     --data-binary @bob-1.1.0.release -H 'content-type: application/octet-stream' \
     | jq -c '{signatures: [.signatures[].key_id], meets_rule}'

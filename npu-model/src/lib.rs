@@ -102,7 +102,22 @@ pub struct Model<'p> {
 impl<'p> Model<'p> {
     /// Parses and verifies `pack` and checks `io` against it. Nothing is executed.
     pub fn load(pack: &'p [u8], io: &[IoBinding]) -> Result<Model<'p>, RunError> {
-        let blob = Blob::parse(pack).map_err(RunError::Pack)?;
+        Self::load_blob(Blob::parse(pack).map_err(RunError::Pack)?, io)
+    }
+
+    /// [`Model::load`] as an NPU runs a bound pack: its structure and command stream are
+    /// checked, its payload's FNV-1a is not (the NPU executes what flash holds; the device
+    /// agent checked the SHA-256 when it installed the pack). The host simulator's NPU, so that
+    /// a byte that changes in flash after that check changes the outputs, as on the device.
+    pub fn load_as_bound(pack: &'p [u8], io: &[IoBinding]) -> Result<Model<'p>, RunError> {
+        let stated = npub_core::format::Header::read(pack)
+            .map(|h| h.checksum)
+            .unwrap_or(0);
+        let blob = Blob::parse_prehashed(pack, stated).map_err(RunError::Pack)?;
+        Self::load_blob(blob, io)
+    }
+
+    fn load_blob(blob: Blob<'p>, io: &[IoBinding]) -> Result<Model<'p>, RunError> {
         cmdstream::verify_blob(&blob).map_err(RunError::Pack)?;
         let canonical = io_bindings::encode(io).map_err(RunError::Bindings)?;
         IoBindings::parse(&canonical)

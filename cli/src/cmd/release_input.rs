@@ -3,7 +3,7 @@
 //! model name and version the release is for.
 use std::path::PathBuf;
 
-use npub_core::manifest::{PackFacts, sha256};
+use npub_core::manifest::PackFacts;
 use npub_core::{Accel, Blob};
 
 use super::pack_io::{canonical_io, io_json_path};
@@ -59,8 +59,20 @@ impl ReleaseArgs {
             Some(json) => npub_core::io_bindings::digest(&canonical_io(&json, &blob)?),
             None => [0; 32],
         };
+        // A release names the self-test a device will run: only a record a device would read
+        // ("NPS1", `npub golden`'s output or the server's `GET …/selftest`) is signed.
         let selftest_digest = match &self.selftest {
-            Some(path) => sha256(&read_file(path)?),
+            Some(path) => {
+                let bytes = read_file(path)?;
+                let record = npub_core::release::SelfTest::parse(&bytes).map_err(|e| {
+                    Failure::Rejected(format!(
+                        "{}: not a self-test record (make one with `npub golden`, or fetch the \
+                         version's GET …/selftest): {e}",
+                        path.display()
+                    ))
+                })?;
+                record.digest()
+            }
             None => [0; 32],
         };
         Ok(PackRelease {

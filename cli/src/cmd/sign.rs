@@ -1,12 +1,14 @@
 //! `npub sign PACK --key KEYFILE --seq N --model NAME --version VER [--accel CONFIG] [--hw CLASS]
-//! [--expires WHEN] -o MANIFEST`: a 280-byte signed manifest for a pack.
+//! [--expires WHEN] [--selftest FILE] -o MANIFEST`: a 280-byte signed manifest for a pack, or a
+//! 312-byte version-2 manifest that also signs the pack's self-test record (`--selftest`, from
+//! `npub golden`): a device then runs its golden input before it confirms the pack.
 //!
 //! The pack must be a valid NPU1 pack: a signer never vouches for bytes a device would refuse.
 //! Its length, header checksum and SHA-256 are read off it; the IO-bindings digest comes from the
 //! JSON beside it (`PACK.io.json`, or `--io FILE`), and is all zeros when there is none.
 use std::path::PathBuf;
 
-use npub_core::manifest::{self, ManifestFields, PackFacts, sign_manifest};
+use npub_core::manifest::{self, ManifestFields, PackFacts, sign_manifest, sign_manifest_v2};
 use npub_core::{Accel, Blob};
 
 use super::pack_io::{canonical_io, hex, io_json_path, secret_key, unix_now};
@@ -46,6 +48,10 @@ pub struct Args {
     /// The IO-bindings JSON, when it is not beside the pack as PACK.io.json.
     #[arg(long, value_name = "FILE")]
     io: Option<PathBuf>,
+    /// The pack's self-test record ("NPS1", from `npub golden`): its SHA-256 is signed into a
+    /// version-2 manifest. Without it, a version-1 manifest (no self-test on the device).
+    #[arg(long, value_name = "FILE")]
+    selftest: Option<PathBuf>,
     /// Where to write the manifest.
     #[arg(short = 'o', long = "out", value_name = "MANIFEST")]
     out: PathBuf,
@@ -83,8 +89,25 @@ pub fn run(args: Args) -> Result<(), Failure> {
         issued_at,
         expires_at,
     };
-    let signed = sign_manifest(&fields, &key).map_err(|e| Failure::Usage(e.to_string()))?;
-    std::fs::write(&args.out, signed)
+    let selftest = match &args.selftest {
+        Some(path) => {
+            let bytes = read_file(path)?;
+            let record = npub_core::release::SelfTest::parse(&bytes).map_err(|e| {
+                Failure::Rejected(format!(
+                    "{}: not a self-test record (make one with `npub golden`): {e}",
+                    path.display()
+                ))
+            })?;
+            Some(record.digest())
+        }
+        None => None,
+    };
+    let signed = match &selftest {
+        Some(digest) => sign_manifest_v2(&fields, digest, &key).map(|m| m.to_vec()),
+        None => sign_manifest(&fields, &key).map(|m| m.to_vec()),
+    }
+    .map_err(|e| Failure::Usage(e.to_string()))?;
+    std::fs::write(&args.out, &signed)
         .map_err(|e| Failure::Usage(format!("cannot write {}: {e}", args.out.display())))?;
     println!(
         "signed      {} ({} bytes)",
@@ -101,6 +124,9 @@ pub fn run(args: Args) -> Result<(), Failure> {
         hex(&facts.sha256)
     );
     println!("io_digest   {}", hex(&io_digest));
+    if let Some(digest) = &selftest {
+        println!("selftest    {}", hex(digest));
+    }
     Ok(())
 }
 

@@ -566,6 +566,17 @@ impl CRequests {
 }
 
 impl Transport for CRequests {
+    fn fetch_selftest(
+        &mut self,
+        _sha256: &[u8; 32],
+        _offset: u32,
+        _buf: &mut [u8],
+    ) -> Result<Option<usize>, TransportError> {
+        // The request callbacks have no self-test call yet: a version-2 manifest's pack is
+        // not installed through them (the stream transport fetches it).
+        Ok(None)
+    }
+
     fn fetch_manifest(
         &mut self,
         after: u64,
@@ -817,6 +828,18 @@ impl Transport for CTransport {
         }
     }
 
+    fn fetch_selftest(
+        &mut self,
+        sha256: &[u8; 32],
+        offset: u32,
+        buf: &mut [u8],
+    ) -> Result<Option<usize>, TransportError> {
+        match self {
+            CTransport::Stream(h) => h.fetch_selftest(sha256, offset, buf),
+            CTransport::Requests(r, _) => r.fetch_selftest(sha256, offset, buf),
+        }
+    }
+
     fn fetch_keyring_updates(
         &mut self,
         after: u64,
@@ -845,7 +868,11 @@ impl Npu for CNpu {
         self.bound = None;
     }
 
-    fn self_test(&mut self, _regs: &NpuRegisters) -> Result<(), u32> {
+    fn self_test(
+        &mut self,
+        _regs: &NpuRegisters,
+        _golden: Option<&[u8]>,
+    ) -> device_agent::SelfTestResult {
         // Never called: the C path confirms through `finish_install` / `settle_trial`.
         Err(u32::MAX)
     }

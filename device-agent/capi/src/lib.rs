@@ -1056,12 +1056,15 @@ fn confirm_step(
     let AgentCell::Booted(agent) = cell else {
         return Err(order("npub_agent_confirm: nothing is pending"));
     };
+    // The C confirm carries the application's verdict, not the golden outputs' digest: the
+    // digest comparison is not made through this call (docs: device-agent/capi/README.md).
+    let answer = outcome.map(|()| None);
     let settled = match core::mem::replace(step, Step::None) {
         Step::Trial(verified) => agent
-            .settle_trial(&verified, outcome, npu, &mut arena)
+            .settle_trial(&verified, answer, npu, &mut arena)
             .map(|_| ()),
         Step::Pending(job) => agent
-            .finish_install(job, outcome, transport, npu, &mut arena)
+            .finish_install(job, answer, transport, npu, &mut arena)
             .map(|_| ()),
         s => {
             *step = s;

@@ -129,7 +129,10 @@ pub fn code_of(e: &Error) -> i32 {
         | Error::AddressOverflow { .. }
         | Error::TooManyIoBindings { .. }
         | Error::ArenaTooSmall { .. } => NPUB_E_BIND,
-        Error::SelfTestFailed { .. } | Error::TrialBootsExhausted { .. } => NPUB_E_SELF_TEST,
+        Error::SelfTestFailed { .. }
+        | Error::SelfTestDigest { .. }
+        | Error::TrialBootsExhausted { .. } => NPUB_E_SELF_TEST,
+        Error::SelfTestRecordMismatch { .. } => NPUB_E_INTEGRITY,
         Error::NoBootableSlot => NPUB_E_NO_PACK,
         Error::JournalExhausted | Error::JournalReadBack => NPUB_E_JOURNAL,
         Error::NotPending => NPUB_E_ORDER,

@@ -26,6 +26,24 @@ impl<'a, L: Link> Logged<'a, L> {
 }
 
 impl<L: Link> Transport for Logged<'_, L> {
+    fn fetch_selftest(
+        &mut self,
+        sha256: &[u8; 32],
+        offset: u32,
+        buf: &mut [u8],
+    ) -> Result<Option<usize>, TransportError> {
+        let got = self.io.fetch_selftest(sha256, offset, buf)?;
+        match got {
+            Some(n) => hprintln!(
+                "selftest: {} bytes of the self-test record at {}",
+                n,
+                offset
+            ),
+            None => hprintln!("selftest: the server has no self-test record for this pack"),
+        }
+        Ok(got)
+    }
+
     fn fetch_manifest(
         &mut self,
         after: u64,

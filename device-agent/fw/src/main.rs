@@ -12,6 +12,7 @@
 #![no_main]
 
 mod args;
+mod board_npu;
 mod clock;
 mod file_nor;
 mod lan9118;
@@ -28,8 +29,8 @@ use cortex_m_rt::{ExceptionFrame, entry, exception};
 use cortex_m_semihosting::{debug, hprintln};
 use device_agent::http_io::{Backoff, Clock, Config, HttpIo};
 use device_agent::{
-    Agent, Arena, Booted, Device, DeviceKey, Error, JournalOnly, Layout, Poll, RecordingNpu,
-    Report, ReportState, Transport, Trust,
+    Agent, Arena, Booted, Device, DeviceKey, Error, JournalOnly, Layout, Poll, Report, ReportState,
+    Transport, Trust,
 };
 use npub_core::Accel;
 use smoltcp::iface::SocketStorage;
@@ -192,7 +193,7 @@ fn run() -> Result<(), Fail> {
     };
     // The replay floor is the journal's: the board has no OTP counter to spare.
     let unbooted = Agent::power_on(flash, JournalOnly, layout, device).map_err(Fail::Agent)?;
-    let mut npu = RecordingNpu::default();
+    let mut npu = board_npu::BoardNpu::default();
     let mut arena = Arena {
         bus_address: arena_mem.as_ptr() as u32,
         bytes: &mut arena_mem[..],
@@ -421,7 +422,7 @@ fn resumable(e: &Error) -> bool {
 fn poll_once(
     agent: &mut Agent<Flash, JournalOnly>,
     t: &mut Logged<'_, TlsNet>,
-    npu: &mut RecordingNpu,
+    npu: &mut board_npu::BoardNpu,
     arena: &mut Arena<'_>,
 ) -> Result<Poll, Error> {
     agent.poll(t, npu, arena, Some(semi::unix_time()))
@@ -431,7 +432,7 @@ fn poll_loop(
     args: &Args,
     agent: &mut Agent<Flash, JournalOnly>,
     t: &mut Logged<'_, TlsNet>,
-    npu: &mut RecordingNpu,
+    npu: &mut board_npu::BoardNpu,
     arena: &mut Arena<'_>,
 ) -> Result<(), Fail> {
     let mut backoff = Backoff::new(500, 8_000, args.token.len() as u32 ^ clock::now_ms() as u32);

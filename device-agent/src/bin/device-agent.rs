@@ -15,10 +15,10 @@ use clap::Parser;
 use device_agent::http_io::std_link::StdClock;
 use device_agent::http_io::std_tls::{ClientConfig, TlsLink, trust_pem_as};
 use device_agent::http_io::{Backoff, Config, HttpIo, Link, Server};
+use device_agent::model_npu::ModelNpu;
 use device_agent::nor_emu::NorEmu;
 use device_agent::{
-    Agent, Arena, Device, Error, Layout, NorCounter, RecordingNpu, Report, ReportState, Transport,
-    Trust,
+    Agent, Arena, Device, Error, Layout, NorCounter, Report, ReportState, Transport, Trust,
 };
 use npub_core::Accel;
 
@@ -184,7 +184,14 @@ fn run(args: &Args) -> Result<ExitCode, String> {
         .map_err(|e| format!("{}: {e}", counter_path.display()))?;
     let agent = Agent::power_on(flash, NorCounter::new(counter, 0), layout, device)
         .map_err(|e| e.to_string())?;
-    let mut npu = RecordingNpu::default();
+    // The functional model stands in for the Ethos-U55: it runs the golden input on the pack
+    // as the flash file holds it.
+    let mut npu = ModelNpu::with_canonical_io(args.flash.clone(), XIP_BASE, io_bindings);
+    if io_bindings.is_none() {
+        println!(
+            "self-test: golden inputs are skipped without --io-bindings (they cannot be split per model input)"
+        );
+    }
     let mut arena_mem = vec![0u8; ARENA_BYTES + 16];
     // The arena must be 16-byte aligned in memory as on the bus.
     let skip = arena_mem.as_ptr().align_offset(16);
@@ -230,7 +237,7 @@ fn run(args: &Args) -> Result<ExitCode, String> {
 fn poll_once(
     agent: &mut Agent<Flash, NorCounter<CounterFlash>>,
     transport: &mut Io<'_>,
-    npu: &mut RecordingNpu,
+    npu: &mut ModelNpu,
     arena: &mut Arena<'_>,
 ) -> Result<(), Error> {
     let keyring_before = agent.keyring().update_sequence();

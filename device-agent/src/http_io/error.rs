@@ -23,6 +23,8 @@ pub enum Call {
     Keys,
     /// `GET /api/v1/device/packs/{sha256}/release`.
     Release,
+    /// `GET /api/v1/device/packs/{sha256}/selftest`.
+    SelfTest,
 }
 
 impl Call {
@@ -34,6 +36,7 @@ impl Call {
             Call::Report => "POST /api/v1/device/status",
             Call::Keys => "GET /api/v1/device/keys",
             Call::Release => "GET /api/v1/device/packs/{sha256}/release",
+            Call::SelfTest => "GET /api/v1/device/packs/{sha256}/selftest",
         }
     }
 }

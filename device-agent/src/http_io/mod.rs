@@ -43,7 +43,7 @@ mod wire;
 use core::fmt::Write as _;
 
 use embedded_io::{Error as _, ErrorKind};
-use npub_core::manifest::{MANIFEST_BYTES, ManifestView, ROTATION_BYTES};
+use npub_core::manifest::{MANIFEST_MAX_BYTES, ManifestView, ROTATION_BYTES};
 
 pub use backoff::Backoff;
 pub use error::{Call, HttpError, TlsFailure};
@@ -265,7 +265,9 @@ struct Window {
 /// The last manifest received, with its `ETag`: a 304 hands it out again.
 #[derive(Debug, Clone, Copy)]
 struct Cached {
-    bytes: [u8; MANIFEST_BYTES],
+    /// Either version's bytes: `len` of them.
+    bytes: [u8; MANIFEST_MAX_BYTES],
+    len: usize,
     etag: Option<([u8; ETAG_MAX], usize)>,
     sequence: u64,
     sha256: [u8; 32],
@@ -515,7 +517,7 @@ impl<'a, L: Link, C: Clock> HttpIo<'a, L, C> {
             Call::Pack => self.stats.pack_requests += 1,
             Call::Report => self.stats.report_requests += 1,
             Call::Keys => self.stats.keys_requests += 1,
-            Call::Release => self.stats.release_requests += 1,
+            Call::Release | Call::SelfTest => self.stats.release_requests += 1,
         }
         self.link
             .write_all(&self.tx[..len])
@@ -739,10 +741,10 @@ impl<'a, L: Link, C: Clock> HttpIo<'a, L, C> {
                     .cached
                     .filter(|c| send_tag.is_some() && c.sequence > after)
                     .ok_or(HttpError::UnaskedNotModified)?;
-                let n = MANIFEST_BYTES.min(buf.len());
+                let n = cached.len.min(buf.len());
                 buf[..n].copy_from_slice(&cached.bytes[..n]);
                 self.stats.not_modified += 1;
-                Ok(Some(MANIFEST_BYTES))
+                Ok(Some(cached.len))
             }
             status => {
                 self.skip_body(Call::Manifest, &head, deadline)?;
@@ -843,14 +845,77 @@ impl<'a, L: Link, C: Clock> HttpIo<'a, L, C> {
         }
     }
 
+    /// `GET /api/v1/device/packs/{sha256}/selftest`: the record's bytes from `offset`, at most
+    /// `buf.len()` of them (`Some(0)`: it ends before `offset`); `None` on a 404. The route
+    /// sends the whole record (a few KiB for a microcontroller model's inputs), so the bytes
+    /// before `offset` are read and dropped, and the connection is closed when the rest does
+    /// not fit `buf`.
+    fn selftest(
+        &mut self,
+        sha256: &[u8; 32],
+        offset: u32,
+        buf: &mut [u8],
+    ) -> Result<Option<usize>, HttpError> {
+        self.abandon_window();
+        self.flush_pending();
+        let mut c = Cursor::new(&mut self.tx);
+        let len = Self::request_line(&mut c, "GET", &self.config.server, "/api/v1/device/packs/")
+            .and_then(|()| c.hex(sha256))
+            .and_then(|()| c.put(b"/selftest"))
+            .and_then(|()| Self::common_headers(&mut c, &self.config))
+            .and_then(|()| c.put(b"\r\n"))
+            .map(|()| c.len())
+            .map_err(|_| HttpError::RequestTooLong {
+                call: Call::SelfTest,
+            })?;
+        let deadline = self.deadline(self.config.timeouts.request_ms);
+        let head = self.exchange(Call::SelfTest, len, deadline)?;
+        match head.status {
+            200 => {
+                let n = self.body_length(Call::SelfTest, &head)?;
+                self.begin_body(Call::SelfTest, &head, n);
+                let mut skip = u64::from(offset).min(n);
+                while skip > 0 && !buf.is_empty() {
+                    let piece = (skip.min(buf.len() as u64)) as usize;
+                    skip -= self.read_body(&mut buf[..piece], deadline)? as u64;
+                }
+                let rest = n - u64::from(offset).min(n);
+                let take = (rest.min(buf.len() as u64)) as usize;
+                let mut got = 0;
+                while got < take {
+                    got += self.read_body(&mut buf[got..take], deadline)?;
+                }
+                if (got as u64) < rest || skip > 0 {
+                    self.close();
+                }
+                Ok(Some(got))
+            }
+            404 => {
+                self.skip_body(Call::SelfTest, &head, deadline)?;
+                Ok(None)
+            }
+            status => {
+                self.skip_body(Call::SelfTest, &head, deadline)?;
+                Err(HttpError::Status {
+                    call: Call::SelfTest,
+                    status,
+                })
+            }
+        }
+    }
+
     /// Keeps a manifest-sized body with its `ETag`, and what it says about its pack (unverified:
     /// only to check the server's `Content-Range` against; the agent verifies the manifest).
     fn remember(&mut self, bytes: &[u8], etag: Option<([u8; ETAG_MAX], usize)>) {
         let Ok(view) = ManifestView::new(bytes) else {
             return;
         };
+        let mut kept = [0u8; MANIFEST_MAX_BYTES];
+        let len = view.as_bytes().len();
+        kept[..len].copy_from_slice(view.as_bytes());
         self.cached = Some(Cached {
-            bytes: *view.as_bytes(),
+            bytes: kept,
+            len,
             etag,
             sequence: view.sequence(),
             sha256: view.pack_sha256(),
@@ -1330,6 +1395,15 @@ impl<L: Link, C: Clock> Transport for HttpIo<'_, L, C> {
 
     fn keyring_sequence(&self) -> Option<u64> {
         self.keyring_sequence
+    }
+
+    fn fetch_selftest(
+        &mut self,
+        sha256: &[u8; 32],
+        offset: u32,
+        buf: &mut [u8],
+    ) -> Result<Option<usize>, TransportError> {
+        self.selftest(sha256, offset, buf).map_err(|e| self.fail(e))
     }
 
     fn fetch_keyring_updates(

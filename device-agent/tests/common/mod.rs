@@ -276,6 +276,8 @@ pub struct Server {
     pub keyring_updates: Vec<Vec<u8>>,
     /// The `after` of each keyring-update request.
     pub keyring_requests: Vec<u64>,
+    /// Self-test records ("NPS1") by the SHA-256 of the pack they go with.
+    pub selftests: HashMap<[u8; 32], Vec<u8>>,
 }
 
 impl Server {
@@ -317,6 +319,21 @@ fn update_sequence(record: &[u8]) -> u64 {
 }
 
 impl Transport for Server {
+    fn fetch_selftest(
+        &mut self,
+        sha256: &[u8; 32],
+        offset: u32,
+        buf: &mut [u8],
+    ) -> Result<Option<usize>, TransportError> {
+        let Some(record) = self.selftests.get(sha256) else {
+            return Ok(None);
+        };
+        let start = (offset as usize).min(record.len());
+        let n = (record.len() - start).min(buf.len());
+        buf[..n].copy_from_slice(&record[start..start + n]);
+        Ok(Some(n))
+    }
+
     fn fetch_manifest(
         &mut self,
         after: u64,

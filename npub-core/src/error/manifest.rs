@@ -7,8 +7,9 @@ use crate::manifest::{KeyId, Sha256Prefix};
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum ManifestError {
-    /// A manifest is not exactly [`crate::manifest::MANIFEST_BYTES`] long (truncated, or with
-    /// trailing data a signature would not cover).
+    /// A manifest is neither [`crate::manifest::MANIFEST_BYTES`] (version 1) nor
+    /// [`crate::manifest::MANIFEST_V2_BYTES`] (version 2) long (truncated, or with trailing data
+    /// a signature would not cover).
     WrongLength {
         /// Bytes given.
         len: u64,
@@ -18,11 +19,26 @@ pub enum ManifestError {
         /// The little-endian word found.
         found: u32,
     },
-    /// Manifest `version` is not [`crate::manifest::MANIFEST_VERSION`].
+    /// Manifest `version` is neither [`crate::manifest::MANIFEST_VERSION`] (1) nor
+    /// [`crate::manifest::MANIFEST_VERSION_2`].
     UnsupportedVersion {
         /// The word found.
         found: u32,
     },
+    /// The manifest's length is one version's and its `version` word the other's (a version-1
+    /// manifest with 32 bytes appended, or a version-2 one cut short): never read by either
+    /// layout.
+    VersionLength {
+        /// The `version` word.
+        version: u32,
+        /// Bytes given.
+        len: u64,
+        /// Bytes that version has.
+        expected: u64,
+    },
+    /// A version-2 manifest whose `selftest_digest` is all zeros: version 2 exists to carry a
+    /// self-test, and a manifest without one is a version-1 manifest.
+    SelfTestDigestZero,
     /// The manifest's `key_id` names no key in the device's keyring (arbitrary installation).
     UnknownKey {
         /// The `key_id` field.
@@ -179,8 +195,10 @@ impl fmt::Display for ManifestError {
         match *self {
             Self::WrongLength { len } => write!(
                 f,
-                "manifest: {len} bytes, but a version-1 manifest is exactly {} bytes",
-                crate::manifest::MANIFEST_BYTES
+                "manifest: {len} bytes, but a version-1 manifest is exactly {} bytes and a \
+                 version-2 one {}",
+                crate::manifest::MANIFEST_BYTES,
+                crate::manifest::MANIFEST_V2_BYTES
             ),
             Self::BadMagic { found } => write!(
                 f,
@@ -189,8 +207,22 @@ impl fmt::Display for ManifestError {
             ),
             Self::UnsupportedVersion { found } => write!(
                 f,
-                "manifest: version is {found}, this verifier reads only version {}",
-                crate::manifest::MANIFEST_VERSION
+                "manifest: version is {found}, this verifier reads only versions {} and {}",
+                crate::manifest::MANIFEST_VERSION,
+                crate::manifest::MANIFEST_VERSION_2
+            ),
+            Self::VersionLength {
+                version,
+                len,
+                expected,
+            } => write!(
+                f,
+                "manifest: version {version} is {expected} bytes long, but {len} were given"
+            ),
+            Self::SelfTestDigestZero => write!(
+                f,
+                "manifest: version 2 with an all-zero selftest_digest; a manifest without a \
+                 self-test is version 1"
             ),
             Self::UnknownKey { key_id } => write!(
                 f,

@@ -1,13 +1,16 @@
-//! The version-1 manifest: 280 bytes, fixed width, little-endian, no variable-length parsing.
+//! The manifest: version 1 (280 bytes) and version 2 (312 bytes, with a self-test digest), fixed
+//! width, little-endian, no variable-length parsing.
 //!
-//! The table is on [`ManifestView`], the zero-copy view every read goes through.
+//! The tables are on [`ManifestView`], the zero-copy view every read goes through.
 //!
 //! Every multi-byte integer is little-endian; the 8-byte fields sit at 8-byte offsets. The
 //! signature covers every byte before it, so nothing in a manifest is unsigned, and a manifest is
-//! exactly [`MANIFEST_BYTES`] long: trailing bytes are refused rather than ignored.
+//! exactly its version's length ([`MANIFEST_BYTES`], [`MANIFEST_V2_BYTES`]): trailing bytes are
+//! refused rather than ignored.
 use super::KeyId;
 use super::constants::{
-    MANIFEST_BYTES, MANIFEST_MAGIC, MANIFEST_VERSION, SIGNATURE_BYTES, SIGNED_BYTES,
+    MANIFEST_BYTES, MANIFEST_MAGIC, MANIFEST_V2_BYTES, MANIFEST_VERSION, MANIFEST_VERSION_2,
+    SELFTEST_DIGEST_BYTES, SIGNATURE_BYTES, SIGNED_BYTES, SIGNED_BYTES_V2,
 };
 use super::text;
 use crate::{Accel, Error, ManifestError};
@@ -19,6 +22,9 @@ pub const MODEL_VERSION_BYTES: usize = 32;
 /// Prepended to the signed bytes before signing, so that a manifest signature can never be passed
 /// off as the signature of anything else a key signs (a keyring update, another protocol).
 pub const MANIFEST_DOMAIN: &[u8] = b"npub/manifest/v1\0";
+/// The version-2 domain: a version-2 signature is never valid over a version-1 manifest's bytes
+/// (or the other way round), whatever the bytes.
+pub const MANIFEST_DOMAIN_V2: &[u8] = b"npub/manifest/v2\0";
 
 /// Field offsets, in the order of the table on [`ManifestView`].
 pub(crate) mod off {
@@ -36,7 +42,10 @@ pub(crate) mod off {
     pub const IO_DIGEST: usize = 168;
     pub const ISSUED_AT: usize = 200;
     pub const EXPIRES_AT: usize = 208;
+    /// Version 1's signature; version 2's `selftest_digest`.
     pub const SIGNATURE: usize = 216;
+    pub const SELFTEST_DIGEST: usize = 216;
+    pub const SIGNATURE_V2: usize = 248;
 }
 
 // The table is the layout: if a width changes, the offsets after it must move too.
@@ -47,6 +56,9 @@ const _: () = {
     assert!(off::ISSUED_AT == off::IO_DIGEST + 32);
     assert!(off::SIGNATURE == off::EXPIRES_AT + 8);
     assert!(off::SIGNATURE == SIGNED_BYTES);
+    assert!(off::SIGNATURE_V2 == off::SELFTEST_DIGEST + SELFTEST_DIGEST_BYTES);
+    assert!(off::SIGNATURE_V2 == SIGNED_BYTES_V2);
+    assert!(MANIFEST_V2_BYTES == off::SIGNATURE_V2 + SIGNATURE_BYTES);
 };
 
 /// Field names as the errors report them.
@@ -56,6 +68,8 @@ pub(crate) const MODEL_VERSION_FIELD: &str = "model_version";
 /// A zero-copy view of a manifest whose length, magic and version have been checked — and nothing
 /// else: its signature has **not** been verified, so nothing read through it is to be trusted.
 /// Only [`super::verify`] turns one into a [`super::VerifiedManifest`].
+///
+/// Version 1, [`MANIFEST_BYTES`] = 280 bytes:
 ///
 /// | Offset | Size | Field           | Meaning and valid range                                                  |
 /// |-------:|-----:|-----------------|--------------------------------------------------------------------------|
@@ -74,54 +88,104 @@ pub(crate) const MODEL_VERSION_FIELD: &str = "model_version";
 /// |    200 |    8 | `issued_at`     | unix seconds when signed (informational)                                 |
 /// |    208 |    8 | `expires_at`    | unix seconds from which the manifest is refused; 0 = never; else > `issued_at` |
 /// |    216 |   64 | `signature`     | ed25519 over [`MANIFEST_DOMAIN`] ‖ bytes `0..216`                        |
+///
+/// Version 2, [`MANIFEST_V2_BYTES`] = 312 bytes: bytes `0..216` as in version 1 (with `version`
+/// = [`MANIFEST_VERSION_2`]), then
+///
+/// | Offset | Size | Field             | Meaning and valid range                                                |
+/// |-------:|-----:|-------------------|------------------------------------------------------------------------|
+/// |    216 |   32 | `selftest_digest` | SHA-256 of the pack's whole self-test record ("NPS1", `release::SelfTest`); never all zeros |
+/// |    248 |   64 | `signature`       | ed25519 over [`MANIFEST_DOMAIN_V2`] ‖ bytes `0..248`                   |
+///
+/// The digest is the one a release signature's `selftest_digest` names, so the record a device
+/// fetches beside the pack is as signed as the pack.
 #[derive(Debug, Clone, Copy)]
 pub struct ManifestView<'a> {
-    bytes: &'a [u8; MANIFEST_BYTES],
+    /// [`MANIFEST_BYTES`] or [`MANIFEST_V2_BYTES`] long, as the `version` word says.
+    bytes: &'a [u8],
 }
 
 impl<'a> ManifestView<'a> {
-    /// Checks the length (exactly [`MANIFEST_BYTES`]), the magic and the version, in that order.
+    /// Checks the length (one version's: [`MANIFEST_BYTES`] or [`MANIFEST_V2_BYTES`]), the
+    /// magic, the version, and that the length is that version's, in that order.
     pub fn new(bytes: &'a [u8]) -> Result<Self, Error> {
-        let bytes: &[u8; MANIFEST_BYTES] = bytes.try_into().map_err(|_| {
-            Error::Manifest(ManifestError::WrongLength {
-                len: bytes.len() as u64,
-            })
-        })?;
+        let len = bytes.len();
+        if len != MANIFEST_BYTES && len != MANIFEST_V2_BYTES {
+            return Err(Error::Manifest(ManifestError::WrongLength {
+                len: len as u64,
+            }));
+        }
         let view = Self { bytes };
         let magic = view.u32_at(off::MAGIC);
         if magic != MANIFEST_MAGIC {
             return Err(Error::Manifest(ManifestError::BadMagic { found: magic }));
         }
         let version = view.u32_at(off::VERSION);
-        if version != MANIFEST_VERSION {
-            return Err(Error::Manifest(ManifestError::UnsupportedVersion {
-                found: version,
+        let expected = match version {
+            MANIFEST_VERSION => MANIFEST_BYTES,
+            MANIFEST_VERSION_2 => MANIFEST_V2_BYTES,
+            found => return Err(Error::Manifest(ManifestError::UnsupportedVersion { found })),
+        };
+        if len != expected {
+            return Err(Error::Manifest(ManifestError::VersionLength {
+                version,
+                len: len as u64,
+                expected: expected as u64,
             }));
         }
         Ok(view)
     }
 
     /// A view of bytes that already passed [`ManifestView::new`] (a verified manifest's copy).
-    pub(crate) fn of_checked(bytes: &'a [u8; MANIFEST_BYTES]) -> Self {
+    pub(crate) fn of_checked(bytes: &'a [u8]) -> Self {
         Self { bytes }
     }
 
     /// All the bytes.
-    pub fn as_bytes(&self) -> &'a [u8; MANIFEST_BYTES] {
+    pub fn as_bytes(&self) -> &'a [u8] {
         self.bytes
     }
 
-    /// Bytes `0..216`, the ones the signature covers.
+    /// The layout version: [`MANIFEST_VERSION`] or [`MANIFEST_VERSION_2`].
+    pub fn version(&self) -> u32 {
+        self.u32_at(off::VERSION)
+    }
+
+    /// Where the signature starts: bytes before it are the ones it covers.
+    fn signature_at(&self) -> usize {
+        if self.version() == MANIFEST_VERSION_2 {
+            off::SIGNATURE_V2
+        } else {
+            off::SIGNATURE
+        }
+    }
+
+    /// The domain the signature is made over: one per version.
+    pub fn domain(&self) -> &'static [u8] {
+        if self.version() == MANIFEST_VERSION_2 {
+            MANIFEST_DOMAIN_V2
+        } else {
+            MANIFEST_DOMAIN
+        }
+    }
+
+    /// The bytes the signature covers: `0..216` (version 1) or `0..248` (version 2).
     pub fn signed_bytes(&self) -> &'a [u8] {
-        &self.bytes[..SIGNED_BYTES]
+        let bytes: &'a [u8] = self.bytes;
+        &bytes[..self.signature_at()]
     }
 
     /// The 64-byte signature.
     pub fn signature(&self) -> &'a [u8; SIGNATURE_BYTES] {
-        let bytes: &'a [u8; MANIFEST_BYTES] = self.bytes;
-        let (_, signature) = bytes.split_at(off::SIGNATURE);
-        // The split leaves exactly SIGNATURE_BYTES (a const assert ties the offsets together).
+        let bytes: &'a [u8] = self.bytes;
+        let (_, signature) = bytes.split_at(self.signature_at());
+        // The split leaves exactly SIGNATURE_BYTES (`new` checked the version's length).
         signature.try_into().unwrap_or(&[0; SIGNATURE_BYTES])
+    }
+
+    /// The self-test record's SHA-256 (version 2); `None` for a version-1 manifest.
+    pub fn selftest_digest(&self) -> Option<[u8; 32]> {
+        (self.version() == MANIFEST_VERSION_2).then(|| self.array(off::SELFTEST_DIGEST))
     }
 
     /// The signing key's id.
@@ -177,8 +241,9 @@ impl<'a> ManifestView<'a> {
     /// Decodes every field and checks each one's own validity (text fields, non-zero sequence and
     /// hardware class, a named accelerator, a pack at least a header long, expiry after issue).
     /// Says nothing about authenticity or about this device: that is [`super::verify`]'s job.
+    /// A version-2 manifest's `selftest_digest` must not be all zeros.
     pub fn fields(&self) -> Result<ManifestFields<'a>, Error> {
-        let bytes: &'a [u8; MANIFEST_BYTES] = self.bytes;
+        let bytes: &'a [u8] = self.bytes;
         let fields = ManifestFields {
             sequence: self.sequence(),
             model_name: text::decode(
@@ -199,6 +264,9 @@ impl<'a> ManifestView<'a> {
             expires_at: self.expires_at(),
         };
         fields.check()?;
+        if self.selftest_digest() == Some([0; SELFTEST_DIGEST_BYTES]) {
+            return Err(Error::Manifest(ManifestError::SelfTestDigestZero));
+        }
         Ok(fields)
     }
 
@@ -305,6 +373,24 @@ impl ManifestFields<'_> {
         put(&mut out, off::EXPIRES_AT, &self.expires_at.to_le_bytes());
         Ok(out)
     }
+
+    /// The signed part of a version-2 manifest (bytes `0..248`): [`ManifestFields::encode`]'s
+    /// bytes with `version` 2, then `selftest_digest`, which must not be all zeros.
+    pub fn encode_v2(
+        &self,
+        key_id: KeyId,
+        selftest_digest: &[u8; SELFTEST_DIGEST_BYTES],
+    ) -> Result<[u8; SIGNED_BYTES_V2], Error> {
+        if *selftest_digest == [0; SELFTEST_DIGEST_BYTES] {
+            return Err(Error::Manifest(ManifestError::SelfTestDigestZero));
+        }
+        let v1 = self.encode(key_id)?;
+        let mut out = [0u8; SIGNED_BYTES_V2];
+        out[..SIGNED_BYTES].copy_from_slice(&v1);
+        put(&mut out, off::VERSION, &MANIFEST_VERSION_2.to_le_bytes());
+        put(&mut out, off::SELFTEST_DIGEST, selftest_digest);
+        Ok(out)
+    }
 }
 
 fn put(out: &mut [u8], at: usize, bytes: &[u8]) {
@@ -364,13 +450,82 @@ mod tests {
         );
     }
 
+    fn whole_v2(body: [u8; SIGNED_BYTES_V2]) -> [u8; MANIFEST_V2_BYTES] {
+        let mut m = [0u8; MANIFEST_V2_BYTES];
+        m[..SIGNED_BYTES_V2].copy_from_slice(&body);
+        m
+    }
+
+    #[test]
+    fn a_version_2_manifest_round_trips_with_its_selftest_digest() {
+        let m = whole_v2(fields().encode_v2(KeyId([9; 8]), &[0x5A; 32]).unwrap());
+        assert_eq!(m[off::VERSION], 2);
+        let view = ManifestView::new(&m).unwrap();
+        assert_eq!(view.version(), MANIFEST_VERSION_2);
+        assert_eq!(view.selftest_digest(), Some([0x5A; 32]));
+        assert_eq!(view.signed_bytes().len(), SIGNED_BYTES_V2);
+        assert_eq!(view.domain(), MANIFEST_DOMAIN_V2);
+        assert_eq!(view.fields().unwrap(), fields());
+        let v1 = whole(fields().encode(KeyId([9; 8])).unwrap());
+        let view = ManifestView::new(&v1).unwrap();
+        assert_eq!(view.selftest_digest(), None);
+        assert_eq!(view.signed_bytes().len(), SIGNED_BYTES);
+        assert_eq!(
+            &m[..off::VERSION],
+            &v1[..off::VERSION],
+            "the fields before the version are shared"
+        );
+        assert_eq!(&m[8..SIGNED_BYTES], &v1[8..SIGNED_BYTES]);
+    }
+
+    #[test]
+    fn rejects_a_version_2_manifest_with_a_zero_selftest_digest() {
+        assert_eq!(
+            fields().encode_v2(KeyId([9; 8]), &[0; 32]).unwrap_err(),
+            Error::Manifest(ManifestError::SelfTestDigestZero)
+        );
+        let mut m = whole_v2(fields().encode_v2(KeyId([9; 8]), &[1; 32]).unwrap());
+        m[off::SELFTEST_DIGEST..off::SIGNATURE_V2].fill(0);
+        assert_eq!(
+            ManifestView::new(&m).unwrap().fields().unwrap_err(),
+            Error::Manifest(ManifestError::SelfTestDigestZero)
+        );
+    }
+
+    #[test]
+    fn rejects_a_length_of_the_other_version() {
+        let mut v1 = [0u8; MANIFEST_V2_BYTES];
+        v1[..SIGNED_BYTES].copy_from_slice(&fields().encode(KeyId([9; 8])).unwrap());
+        assert_eq!(
+            ManifestView::new(&v1).unwrap_err(),
+            Error::Manifest(ManifestError::VersionLength {
+                version: 1,
+                len: 312,
+                expected: 280
+            })
+        );
+        let v2 = whole_v2(fields().encode_v2(KeyId([9; 8]), &[1; 32]).unwrap());
+        assert_eq!(
+            ManifestView::new(&v2[..MANIFEST_BYTES]).unwrap_err(),
+            Error::Manifest(ManifestError::VersionLength {
+                version: 2,
+                len: 280,
+                expected: 312
+            })
+        );
+        assert_eq!(
+            ManifestView::new(&v2[..MANIFEST_V2_BYTES - 1]).unwrap_err(),
+            Error::Manifest(ManifestError::WrongLength { len: 311 })
+        );
+    }
+
     #[test]
     fn rejects_bad_magic_then_bad_version() {
         let mut m = whole(fields().encode(KeyId([9; 8])).unwrap());
-        m[off::VERSION] = 2;
+        m[off::VERSION] = 3;
         assert_eq!(
             ManifestView::new(&m).unwrap_err(),
-            Error::Manifest(ManifestError::UnsupportedVersion { found: 2 })
+            Error::Manifest(ManifestError::UnsupportedVersion { found: 3 })
         );
         m[0] = b'X';
         assert!(matches!(

@@ -2,8 +2,10 @@
 //! no attacker").
 //!
 //! A deployment is a small, fixed-width manifest signed with ed25519 that names one pack (length,
-//! SHA-256, NPU1 checksum), the hardware and NPU it is for, and a **sequence** that only grows. A
-//! device decides from the 280-byte manifest alone whether to download, then checks the pack
+//! SHA-256, NPU1 checksum), the hardware and NPU it is for, and a **sequence** that only grows;
+//! version 2 also names the pack's self-test record (its SHA-256), so the golden input and the
+//! digest a device's self-test must reproduce are as signed as the pack. A device decides from
+//! the 280-byte (312-byte, version 2) manifest alone whether to download, then checks the pack
 //! against it as the bytes arrive. Rolling back to an older model is a *new* manifest with a
 //! higher sequence that points at the older pack; replaying an old manifest is refused.
 //!
@@ -41,19 +43,21 @@ pub(crate) mod text;
 mod verify;
 
 pub use constants::{
-    MANIFEST_BYTES, MANIFEST_MAGIC, MANIFEST_VERSION, ROTATION_BYTES, ROTATION_MAGIC,
-    ROTATION_SIGNED_BYTES, ROTATION_VERSION, SIGNATURE_BYTES, SIGNED_BYTES,
+    MANIFEST_BYTES, MANIFEST_MAGIC, MANIFEST_MAX_BYTES, MANIFEST_V2_BYTES, MANIFEST_VERSION,
+    MANIFEST_VERSION_2, ROTATION_BYTES, ROTATION_MAGIC, ROTATION_SIGNED_BYTES, ROTATION_VERSION,
+    SELFTEST_DIGEST_BYTES, SIGNATURE_BYTES, SIGNED_BYTES, SIGNED_BYTES_V2,
 };
 pub use digest::{SHA256_PREFIX_BYTES, Sha256Prefix, sha256};
 pub use key_id::{KEY_ID_BYTES, KEY_ID_DOMAIN, KeyId};
 pub use keyring::{KeyEntry, Keyring};
 pub use layout::{
-    MANIFEST_DOMAIN, MODEL_NAME_BYTES, MODEL_VERSION_BYTES, ManifestFields, ManifestView,
+    MANIFEST_DOMAIN, MANIFEST_DOMAIN_V2, MODEL_NAME_BYTES, MODEL_VERSION_BYTES, ManifestFields,
+    ManifestView,
 };
 pub use pack_check::{PackCheck, VerifiedPack};
 pub use rotation::{KeyringChange, KeyringUpdate, ROTATION_DOMAIN};
 #[cfg(feature = "std")]
-pub use sign::{PackFacts, sign_keyring_update, sign_manifest};
+pub use sign::{PackFacts, sign_keyring_update, sign_manifest, sign_manifest_v2};
 pub use signature::check_public_key;
 pub use verify::{Policy, VerifiedManifest, verify};
 

@@ -1,6 +1,9 @@
 //! Signing (feature `std`): the host side of manifests and keyring updates.
-use super::constants::{MANIFEST_BYTES, ROTATION_BYTES, ROTATION_SIGNED_BYTES, SIGNED_BYTES};
-use super::layout::{MANIFEST_DOMAIN, ManifestFields};
+use super::constants::{
+    MANIFEST_BYTES, MANIFEST_V2_BYTES, ROTATION_BYTES, ROTATION_SIGNED_BYTES, SIGNED_BYTES,
+    SIGNED_BYTES_V2,
+};
+use super::layout::{MANIFEST_DOMAIN, MANIFEST_DOMAIN_V2, ManifestFields};
 use super::rotation::{KeyringUpdate, ROTATION_DOMAIN};
 use super::sha256;
 use crate::keypair::KeyPair;
@@ -45,6 +48,23 @@ pub fn sign_manifest(
     let mut out = [0u8; MANIFEST_BYTES];
     out[..SIGNED_BYTES].copy_from_slice(&body);
     out[SIGNED_BYTES..].copy_from_slice(&signature);
+    Ok(out)
+}
+
+/// Signs `fields` and the pack's self-test with `key`: a complete 312-byte version-2 manifest.
+/// `selftest_digest` is the SHA-256 of the whole self-test record ("NPS1",
+/// `release::SelfTest::digest`); all zeros is refused (a pack without a self-test gets a
+/// version-1 manifest, [`sign_manifest`]).
+pub fn sign_manifest_v2(
+    fields: &ManifestFields<'_>,
+    selftest_digest: &[u8; 32],
+    key: &KeyPair,
+) -> Result<[u8; MANIFEST_V2_BYTES], Error> {
+    let body = fields.encode_v2(key.key_id(), selftest_digest)?;
+    let signature = key.sign(MANIFEST_DOMAIN_V2, &body);
+    let mut out = [0u8; MANIFEST_V2_BYTES];
+    out[..SIGNED_BYTES_V2].copy_from_slice(&body);
+    out[SIGNED_BYTES_V2..].copy_from_slice(&signature);
     Ok(out)
 }
 

@@ -1,6 +1,6 @@
 //! Device-side verification: bytes in, a [`VerifiedManifest`] out only when every check passes.
-use super::constants::MANIFEST_BYTES;
-use super::layout::{MANIFEST_DOMAIN, ManifestView};
+use super::constants::{MANIFEST_MAX_BYTES, MANIFEST_VERSION_2};
+use super::layout::ManifestView;
 use super::{KeyId, Keyring, signature, text};
 use crate::{Accel, Error, ManifestError};
 
@@ -23,9 +23,12 @@ pub struct Policy {
 /// A manifest that passed every check of [`verify`] for one device. Its fields are private and
 /// [`verify`] is the only constructor, so holding one proves the checks ran: an install takes a
 /// `VerifiedManifest` ([`super::PackCheck::new`]), never bytes.
+///
+/// It holds either version: a version-1 manifest's 280 bytes are followed by zeros, and the
+/// `version` word says how many of the bytes are the manifest's.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct VerifiedManifest {
-    bytes: [u8; MANIFEST_BYTES],
+    bytes: [u8; MANIFEST_MAX_BYTES],
 }
 
 /// Verifies `bytes` as a manifest for the device described by `keyring` and `policy`.
@@ -34,13 +37,14 @@ pub struct VerifiedManifest {
 ///
 /// | # | check                                                   | stops                        | `Error` |
 /// |---|---------------------------------------------------------|------------------------------|---------|
-/// | 1 | exactly 280 bytes                                       | truncation, smuggled trailer | `ManifestError::WrongLength` |
+/// | 1 | exactly 280 (version 1) or 312 (version 2) bytes        | truncation, smuggled trailer | `ManifestError::WrongLength` |
 /// | 2 | magic "NPM1"                                            | a foreign file               | `ManifestError::BadMagic` |
-/// | 3 | version 1                                               | misread layout               | `ManifestError::UnsupportedVersion` |
+/// | 3 | version 1 or 2                                          | misread layout               | `ManifestError::UnsupportedVersion` |
+/// | 3½ | the length is that version's                           | a layout read as the other   | `ManifestError::VersionLength` |
 /// | 4 | `key_id` in the keyring                                 | arbitrary installation       | `ManifestError::UnknownKey` |
 /// | 5 | that key not revoked                                    | key compromise               | `ManifestError::KeyRevoked` |
-/// | 6 | ed25519 (strict) over the domain ‖ bytes 0..216         | forgery, tampering, unsigned | `ManifestError::BadSignature` |
-/// | 7 | every field valid on its own ([`super::ManifestFields::check`], text fields) | signer mistakes | `ManifestText*`, `ManifestError::SequenceZero`, … |
+/// | 6 | ed25519 (strict) over the version's domain ‖ bytes 0..216 (v1) or 0..248 (v2) | forgery, tampering, unsigned, a self-test swapped | `ManifestError::BadSignature` |
+/// | 7 | every field valid on its own ([`super::ManifestFields::check`], text fields; v2: `selftest_digest` not all zeros) | signer mistakes | `ManifestText*`, `ManifestError::SequenceZero`, `ManifestError::SelfTestDigestZero`, … |
 /// | 8 | `sequence` > `policy.last_sequence`                     | rollback, replay             | `ManifestError::Replayed` |
 /// | 9 | `hw_class` = the device's                               | wrong hardware               | `ManifestError::WrongHardware` |
 /// | 10 | `accel` = the device's                                 | a stream for another NPU     | `ManifestError::WrongAccel` |
@@ -64,7 +68,7 @@ pub fn verify<const N: usize>(
     }
     signature::check(
         entry.public_key(),
-        MANIFEST_DOMAIN,
+        view.domain(),
         view.signed_bytes(),
         view.signature(),
         Error::Manifest(ManifestError::BadSignature { key_id }),
@@ -109,19 +113,48 @@ fn accept(view: ManifestView<'_>, policy: &Policy) -> Result<VerifiedManifest, E
             }));
         }
     }
-    Ok(VerifiedManifest {
-        bytes: *view.as_bytes(),
-    })
+    let mut bytes = [0u8; MANIFEST_MAX_BYTES];
+    let given = view.as_bytes();
+    bytes[..given.len()].copy_from_slice(given);
+    Ok(VerifiedManifest { bytes })
 }
 
 impl VerifiedManifest {
     fn view(&self) -> ManifestView<'_> {
-        ManifestView::of_checked(&self.bytes)
+        ManifestView::of_checked(self.as_bytes())
     }
 
-    /// The 280 bytes as received, to store beside the installed pack.
-    pub fn as_bytes(&self) -> &[u8; MANIFEST_BYTES] {
-        &self.bytes
+    /// The bytes as received (280 of version 1, 312 of version 2), to store beside the
+    /// installed pack.
+    pub fn as_bytes(&self) -> &[u8] {
+        let len = if self.bytes[super::layout::off::VERSION] == MANIFEST_VERSION_2 as u8 {
+            super::MANIFEST_V2_BYTES
+        } else {
+            super::MANIFEST_BYTES
+        };
+        &self.bytes[..len]
+    }
+
+    /// The layout version (1 or 2).
+    pub fn version(&self) -> u32 {
+        self.view().version()
+    }
+
+    /// The SHA-256 of the pack's self-test record ("NPS1") that the signature covers: `Some` for
+    /// a version-2 manifest (never all zeros), `None` for a version-1 one, whose pack has no
+    /// self-test to run.
+    pub fn selftest_digest(&self) -> Option<[u8; 32]> {
+        self.view().selftest_digest()
+    }
+
+    /// `selftest_digest` in place; all zeros for a version-1 manifest (what a release signature
+    /// names for a pack without a self-test).
+    pub fn selftest_digest_or_zeros(&self) -> &[u8; 32] {
+        if self.version() == MANIFEST_VERSION_2 {
+            digest_at(&self.bytes, super::layout::off::SELFTEST_DIGEST)
+        } else {
+            &[0; 32]
+        }
     }
 
     /// The key that signed it.
@@ -212,7 +245,7 @@ impl VerifiedManifest {
 }
 
 /// The 32 bytes at `at` (a digest field of the table).
-fn digest_at(bytes: &[u8; MANIFEST_BYTES], at: usize) -> &[u8; 32] {
+fn digest_at(bytes: &[u8; MANIFEST_MAX_BYTES], at: usize) -> &[u8; 32] {
     let (_, rest) = bytes.split_at(at);
     rest.first_chunk().unwrap_or(&[0; 32])
 }

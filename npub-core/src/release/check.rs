@@ -46,6 +46,12 @@ impl<'a> ReleaseFacts<'a> {
             selftest_digest,
         }
     }
+
+    /// The facts of a verified manifest as it signs them: its own `selftest_digest` (version 2),
+    /// all zeros for a version-1 manifest, whose pack carries no self-test.
+    pub fn of_signed_manifest(manifest: &'a VerifiedManifest) -> Self {
+        Self::of_manifest(manifest, manifest.selftest_digest_or_zeros())
+    }
 }
 
 /// A release that met its policy (or a device whose release trust is inactive). Its fields are

@@ -8,6 +8,7 @@ use utoipa::ToSchema;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
+use super::proof;
 use crate::auth::Operator;
 use crate::db::Conn;
 use crate::fleet::change::{Effect, FleetChange, Record};
@@ -350,9 +351,18 @@ async fn unreleased_deployed(
     name: &str,
     model_id: i64,
 ) -> Result<Vec<String>, ApiError> {
-    type Row = (String, String, i64, Option<String>, Option<Vec<u8>>);
+    type Row = (
+        String,
+        String,
+        i64,
+        Option<String>,
+        Option<Vec<u8>>,
+        Option<Vec<u8>>,
+        Option<String>,
+    );
     let rows: Vec<Row> = sqlx::query_as(
-        "SELECT v.version, v.sha256, v.accel, v.io_digest, v.release_bundle FROM versions v \
+        "SELECT v.version, v.sha256, v.accel, v.io_digest, v.release_bundle, v.golden_input, \
+         v.golden_sha256 FROM versions v \
          WHERE v.model_id = $1 AND (EXISTS (SELECT 1 FROM deployments d \
          WHERE d.version_id = v.id AND d.state <> 'aborted') \
          OR EXISTS (SELECT 1 FROM devices dv WHERE dv.current_version_id = v.id)) ORDER BY v.id",
@@ -362,8 +372,9 @@ async fn unreleased_deployed(
     .await?;
     let known = KnownRelease::load(conn).await?;
     let mut out = Vec::new();
-    for (version, sha, accel, io, bundle) in rows {
-        let facts = VersionFacts::of_row(name, &version, &sha, accel, io.as_deref())
+    for (version, sha, accel, io, bundle, golden, golden_sha) in rows {
+        let selftest = proof::selftest_digest(golden.as_deref(), golden_sha.as_deref());
+        let facts = VersionFacts::of_row(name, &version, &sha, accel, io.as_deref(), selftest)
             .ok_or_else(|| ApiError::internal("versions: a digest is not 64 hex digits"))?;
         if known
             .meets(bundle.as_deref().unwrap_or_default(), &facts.facts())

@@ -167,6 +167,22 @@ pub fn selftest_record(input: &[u8], output_sha256: &str) -> Option<Vec<u8>> {
     npub_core::release::encode_selftest(input, &digest)
 }
 
+/// Documents a self-test record's body ("NPS1", `npub_core::release::SelfTest`): bytes, not
+/// JSON. Served to operators (`GET …/versions/{v}/selftest`) and to devices
+/// (`GET /api/v1/device/packs/{sha256}/selftest`).
+#[derive(ToSchema)]
+#[schema(value_type = String, format = Binary)]
+#[allow(dead_code)]
+pub struct SelfTestRecord(Vec<u8>);
+
+/// SHA-256 of the self-test record of a stored golden vector (`golden_input`, `golden_sha256`
+/// columns): what a version-2 manifest and a release signature name. `None` when the version
+/// has no golden vector (or it makes no record).
+pub fn selftest_digest(input: Option<&[u8]>, output_sha256: Option<&str>) -> Option<[u8; 32]> {
+    let record = selftest_record(input?, output_sha256?)?;
+    Some(npub_core::manifest::sha256(&record))
+}
+
 /// What an upload's proof step found.
 #[derive(Debug, Default)]
 pub struct Outcome {

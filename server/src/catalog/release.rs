@@ -121,21 +121,32 @@ struct Target {
     stored: Option<Vec<u8>>,
 }
 
-/// `versions` as [`target`] reads it: id, sha256, accel, io_digest, release_bundle.
-type TargetRow = (i64, String, i64, Option<String>, Option<Vec<u8>>);
+/// `versions` as [`target`] reads it: id, sha256, accel, io_digest, release_bundle,
+/// golden_input, golden_sha256.
+type TargetRow = (
+    i64,
+    String,
+    i64,
+    Option<String>,
+    Option<Vec<u8>>,
+    Option<Vec<u8>>,
+    Option<String>,
+);
 
 async fn target(conn: &mut Conn, model: &str, version: &str) -> Result<Target, ApiError> {
     let row: Option<TargetRow> = sqlx::query_as(
-        "SELECT v.id, v.sha256, v.accel, v.io_digest, v.release_bundle FROM versions v \
+        "SELECT v.id, v.sha256, v.accel, v.io_digest, v.release_bundle, v.golden_input, \
+         v.golden_sha256 FROM versions v \
          JOIN models m ON m.id = v.model_id WHERE m.name = $1 AND v.version = $2",
     )
     .bind(model)
     .bind(version)
     .fetch_optional(&mut *conn)
     .await?;
-    let (id, sha, accel, io, stored) =
+    let (id, sha, accel, io, stored, golden, golden_sha) =
         row.ok_or_else(|| ApiError::NotFound(format!("model {model:?} version {version:?}")))?;
-    let facts = VersionFacts::of_row(model, version, &sha, accel, io.as_deref())
+    let selftest = super::proof::selftest_digest(golden.as_deref(), golden_sha.as_deref());
+    let facts = VersionFacts::of_row(model, version, &sha, accel, io.as_deref(), selftest)
         .ok_or_else(|| ApiError::internal("versions: a digest is not 64 hex digits"))?;
     Ok(Target { id, facts, stored })
 }
@@ -195,11 +206,26 @@ pub fn check_bundle(
             show(&facts.io_digest)
         )));
     }
-    if release.selftest_digest != NO_SELFTEST {
+    if release.selftest_digest != facts.selftest_digest {
+        let show = |d: &[u8; 32]| {
+            if d == &NO_SELFTEST {
+                "none".to_owned()
+            } else {
+                to_hex(d)
+            }
+        };
+        let fix = if facts.selftest_digest == NO_SELFTEST {
+            "this version has no golden vector, so its manifests carry no self-test: sign the \
+             release without --selftest"
+        } else {
+            "its manifests carry the self-test of GET …/selftest: sign the release with \
+             --selftest and that record"
+        };
         return Err(refuse(format!(
-            "{they} a self-test (SHA-256 {}), but packs on this server carry none: devices \
-             would refuse it",
-            to_hex(&release.selftest_digest)
+            "{they} a self-test with SHA-256 {}, but this version's self-test record has SHA-256 \
+             {} ({fix}); devices would refuse it",
+            show(&release.selftest_digest),
+            show(&facts.selftest_digest)
         )));
     }
     for (index, signature) in bundle.signatures().enumerate() {

@@ -322,6 +322,10 @@ async fn upload_inner(
                 &digest.hex(),
                 i64::from(accepted.accel.word()),
                 accepted.io.as_ref().map(|(_, d)| d.as_str()),
+                proven.golden.as_ref().and_then(|g| {
+                    proof::selftest_record(&g.input, &to_hex(&g.output_sha256))
+                        .map(|r| npub_core::manifest::sha256(&r))
+                }),
             )
             .ok_or_else(|| ApiError::internal("an IO digest is not 64 hex digits"))?;
             let known = KnownRelease::load(&mut *state.db.acquire().await?).await?;
@@ -851,7 +855,7 @@ async fn download_pack(
     ),
     security(("token" = [])),
     responses(
-        (status = 200, description = "the self-test record", content_type = "application/octet-stream", body = PackFile),
+        (status = 200, description = "the self-test record", content_type = "application/octet-stream", body = proof::SelfTestRecord),
         (status = 401, body = ErrorBody),
         (status = 404, body = ErrorBody, description = "no such version, or it has no golden vector"),
     )

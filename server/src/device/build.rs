@@ -90,7 +90,8 @@ pub(super) async fn build(
     }
     let offers: Vec<OfferRow> = sqlx::query_as(
         "SELECT d.id, d.sequence, d.target_group, d.target_device, d.batches, d.open_batches, \
-         d.state, v.sha256, v.size, v.accel, v.io_bindings, v.release_bundle \
+         d.state, v.sha256, v.size, v.accel, v.io_bindings, v.release_bundle, \
+         v.golden_input, v.golden_sha256 \
          FROM deployments d JOIN versions v ON v.id = d.version_id \
          WHERE d.state <> 'aborted' ORDER BY d.sequence DESC",
     )
@@ -287,6 +288,10 @@ async fn assemble(
                         manifest: manifest.clone(),
                         etag,
                         release: offer.release_bundle.clone().map(ReleaseEntry::of),
+                        selftest: offer.golden_input.as_deref().and_then(|input| {
+                            let sha = offer.golden_sha256.as_deref()?;
+                            crate::catalog::proof::selftest_record(input, sha).map(Bytes::from)
+                        }),
                     });
                     shared.insert(key, Arc::clone(&a));
                     wanted

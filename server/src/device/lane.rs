@@ -922,6 +922,7 @@ mod tests {
             manifest: Bytes::from_static(b"MANIFEST"),
             etag: HeaderValue::from_static("\"m1-1\""),
             release: None,
+            selftest: None,
         });
         let starts = PollStarts::new(&HeaderValue::from_static("60"));
         let now = SystemTime::UNIX_EPOCH + Duration::from_secs(1_700_000_000);

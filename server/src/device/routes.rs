@@ -7,6 +7,7 @@
 //! | `GET /api/v1/device/keys?after=N`       | 200 the keyring updates with sequence > N (144 bytes each, in order), `ETag`; 304 on a matching `If-None-Match`; 204 none |
 //! | `GET /api/v1/device/packs/{sha256}`     | the assigned pack; `Range` → 206, `If-Range`, 416 (RFC 9110, [`crate::http::ranges`]); `ETag` = `"sha256"`; 404 unless assigned; 307 to a presigned URL with `--presign-downloads` |
 //! | `GET /api/v1/device/packs/{sha256}/io`  | the pack's canonical IO bindings (404 when it declares none) |
+//! | `GET /api/v1/device/packs/{sha256}/selftest` | the deployed version's self-test record ("NPS1"), whose SHA-256 its version-2 manifest signs; 404 unless assigned, or when the version has none |
 //! | `GET /api/v1/device/packs/{sha256}/release` | the deployed version's release signatures (the NPRB bundle), `ETag` = `"r-<its SHA-256>"`; 404 unless assigned, or when none are stored |
 //! | `POST /api/v1/device/status`            | `{sequence, state, progress?, reason?}` → 204                |
 //!
@@ -140,6 +141,7 @@ pub fn router() -> OpenApiRouter<AppState> {
         .routes(routes!(pack))
         .routes(routes!(pack_io))
         .routes(routes!(pack_release))
+        .routes(routes!(pack_selftest))
         .routes(routes!(status))
 }
 
@@ -529,6 +531,48 @@ async fn pack_release(
         )
             .into_response()),
     }
+}
+
+/// The self-test record of the version the device's assignment deploys ("NPS1",
+/// `docs/release.md`): the golden input the device runs on its NPU after an install and the
+/// SHA-256 its outputs must hash to. Its SHA-256 is the version-2 manifest's `selftest_digest`,
+/// which the device checks before it stores the record; the same authentication and assignment
+/// rule as the pack's download.
+#[utoipa::path(
+    get,
+    path = "/api/v1/device/packs/{sha256}/selftest",
+    tag = "device",
+    params(("sha256" = String, Path, description = "the pack's SHA-256, as the manifest names it")),
+    security(("device_token" = [])),
+    responses(
+        (status = 200, description = "the NPS1 record; `ETag: \"s-<its SHA-256>\"`", content_type = "application/octet-stream", body = crate::catalog::proof::SelfTestRecord),
+        (status = 401, body = ErrorBody),
+        (status = 404, body = ErrorBody, description = "not the pack this device is assigned, or `no self-test for this pack`"),
+    )
+)]
+async fn pack_selftest(device: Device, Path(sha256): Path<String>) -> Result<Response, ApiError> {
+    assigned(&device, &sha256)?;
+    let record = device
+        .snapshot
+        .assignment(&device.entry.id)
+        .and_then(|a| a.selftest.clone())
+        .ok_or(ApiError::Absent("no self-test for this pack"))?;
+    let etag = HeaderValue::from_str(&format!(
+        "\"s-{}\"",
+        crate::store::to_hex(&npub_core::manifest::sha256(&record))
+    ))
+    .map_err(ApiError::internal)?;
+    Ok((
+        [
+            (
+                header::CONTENT_TYPE,
+                HeaderValue::from_static("application/octet-stream"),
+            ),
+            (header::ETAG, etag),
+        ],
+        Body::from(record),
+    )
+        .into_response())
 }
 
 /// The deployment a status report names.

@@ -58,6 +58,9 @@ pub struct Assignment {
     pub etag: HeaderValue,
     /// The deployed version's release signatures, if any were stored.
     pub release: Option<ReleaseEntry>,
+    /// The deployed version's self-test record ("NPS1"), when it has a golden vector: its
+    /// manifests are then version 2 and sign this record's SHA-256.
+    pub selftest: Option<Bytes>,
 }
 
 /// A deployed version's release signatures, as `GET /api/v1/device/packs/{sha256}/release`
@@ -275,6 +278,7 @@ impl Snapshot {
             manifest: Bytes::new(),
             etag: HeaderValue::from_static("\"m1-1\""),
             release: Some(ReleaseEntry::of(b"NPRB-for-tests".to_vec())),
+            selftest: None,
         });
         let mut snapshot = Self::default();
         snapshot
@@ -345,4 +349,8 @@ pub(super) struct OfferRow {
     pub(super) io_bindings: Option<String>,
     /// `versions.release_bundle`.
     pub(super) release_bundle: Option<Vec<u8>>,
+    /// `versions.golden_input`.
+    pub(super) golden_input: Option<Vec<u8>>,
+    /// `versions.golden_sha256`.
+    pub(super) golden_sha256: Option<String>,
 }

@@ -16,7 +16,7 @@ use axum::Json as JsonResponse;
 use axum::extract::State;
 use axum::http::StatusCode;
 use npub_core::Accel;
-use npub_core::manifest::{HW_CLASS_RA8P1, ManifestFields, sign_manifest};
+use npub_core::manifest::{HW_CLASS_RA8P1, ManifestFields, sign_manifest, sign_manifest_v2};
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 use utoipa_axum::router::OpenApiRouter;
@@ -302,7 +302,8 @@ async fn version_facts(
     version: &str,
 ) -> Result<VersionFacts, ApiError> {
     sqlx::query_as(
-        "SELECT v.id, v.sha256, v.size, v.checksum, v.accel, v.io_digest FROM versions v \
+        "SELECT v.id, v.sha256, v.size, v.checksum, v.accel, v.io_digest, v.golden_input, \
+         v.golden_sha256 FROM versions v \
          JOIN models m ON m.id = v.model_id WHERE m.name = $1 AND v.version = $2",
     )
     .bind(model)
@@ -331,8 +332,15 @@ async fn release_gate(
         return Ok(());
     };
     let known = KnownRelease::load(conn).await?;
-    let facts = ReleaseFacts::of_row(model, version, &v.sha256, v.accel, v.io_digest.as_deref())
-        .ok_or_else(|| ApiError::internal("versions: a digest is not 64 hex digits"))?;
+    let facts = ReleaseFacts::of_row(
+        model,
+        version,
+        &v.sha256,
+        v.accel,
+        v.io_digest.as_deref(),
+        v.selftest_digest(),
+    )
+    .ok_or_else(|| ApiError::internal("versions: a digest is not 64 hex digits"))?;
     known
         .meets(bundle.as_deref().unwrap_or_default(), &facts.facts())
         .map_err(|why| {
@@ -434,6 +442,19 @@ struct VersionFacts {
     checksum: i64,
     accel: i64,
     io_digest: Option<String>,
+    golden_input: Option<Vec<u8>>,
+    golden_sha256: Option<String>,
+}
+
+impl VersionFacts {
+    /// SHA-256 of the version's self-test record, when it has a golden vector: its manifests
+    /// are then version 2 and sign it.
+    fn selftest_digest(&self) -> Option<[u8; 32]> {
+        crate::catalog::proof::selftest_digest(
+            self.golden_input.as_deref(),
+            self.golden_sha256.as_deref(),
+        )
+    }
 }
 
 /// A retry's source deployment and the devices it retries.
@@ -553,6 +574,7 @@ pub(crate) async fn create(
         }
         None => [0; 32],
     };
+    let selftest = v.selftest_digest();
     for (hw_class,) in &classes {
         let fields = ManifestFields {
             sequence: sequence as u64,
@@ -567,7 +589,13 @@ pub(crate) async fn create(
             issued_at: (now / 1000) as u64,
             expires_at: 0,
         };
-        let manifest = sign_manifest(&fields, &key).map_err(|e| {
+        // Version 2 when the version has a self-test record: its digest is then signed with
+        // the pack, and a device runs the record's golden input before confirming the pack.
+        let signed = match &selftest {
+            Some(digest) => sign_manifest_v2(&fields, digest, &key).map(|m| m.to_vec()),
+            None => sign_manifest(&fields, &key).map(|m| m.to_vec()),
+        };
+        let manifest = signed.map_err(|e| {
             ApiError::invalid(format!("cannot sign a manifest for this version: {e}"))
         })?;
         sqlx::query(

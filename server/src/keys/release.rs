@@ -160,9 +160,12 @@ pub struct VersionFacts {
     pub accel: u32,
     /// The IO digest (zeros: none declared).
     pub io_digest: [u8; 32],
+    /// SHA-256 of the version's self-test record ("NPS1"), which its version-2 manifests sign
+    /// and devices hold a release to; all zeros when it has none (version-1 manifests).
+    pub selftest_digest: [u8; 32],
 }
 
-/// Packs carry no self-test yet: the digest devices are given is all zeros.
+/// The digest of "no self-test": what a version without a golden vector's release names.
 pub const NO_SELFTEST: [u8; 32] = [0; 32];
 
 impl VersionFacts {
@@ -173,6 +176,7 @@ impl VersionFacts {
         sha256: &str,
         accel: i64,
         io_digest: Option<&str>,
+        selftest_digest: Option<[u8; 32]>,
     ) -> Option<Self> {
         let decode = |hex: &str| -> Option<[u8; 32]> {
             crate::store::from_hex(hex).and_then(|b| b.try_into().ok())
@@ -186,6 +190,7 @@ impl VersionFacts {
                 Some(hex) => decode(hex)?,
                 None => [0; 32],
             },
+            selftest_digest: selftest_digest.unwrap_or(NO_SELFTEST),
         })
     }
 
@@ -197,7 +202,7 @@ impl VersionFacts {
             model_version: &self.version,
             accel: Accel::from_word(self.accel),
             io_digest: &self.io_digest,
-            selftest_digest: &NO_SELFTEST,
+            selftest_digest: &self.selftest_digest,
         }
     }
 }

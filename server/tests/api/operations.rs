@@ -73,6 +73,7 @@ const ROUTES: &[(&str, &str)] = &[
     ("get", "/api/v1/device/packs/{sha256}"),
     ("get", "/api/v1/device/packs/{sha256}/io"),
     ("get", "/api/v1/device/packs/{sha256}/release"),
+    ("get", "/api/v1/device/packs/{sha256}/selftest"),
     ("post", "/api/v1/device/status"),
     ("get", "/api/v1/device/keys"),
     ("get", "/api/v1/keys/root/trust"),

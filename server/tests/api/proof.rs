@@ -193,6 +193,68 @@ async fn every_upload_the_functional_model_runs_gets_its_golden_vector() {
     s.stop().await;
 }
 
+/// A version with a golden vector is deployed with a version-2 manifest that signs its
+/// self-test record's SHA-256, and its devices fetch that record beside the pack (the same
+/// assignment rule as the pack); a release signature must name the same record.
+#[tokio::test]
+async fn a_version_with_a_golden_vector_is_deployed_with_its_selftest_signed() {
+    use npub_core::manifest::{MANIFEST_V2_BYTES, ManifestView, sha256};
+    let dir = tempfile::tempdir().unwrap();
+    let s = TestServer::start(dir.path()).await;
+    s.create_model("fc").await;
+    let (status, detail) = upload(&s, "fc", "1.0.0", "fc", None).await;
+    assert_eq!(status, 201, "{detail}");
+    let tokens = provision(&s, "lab", &["d1", "d2"]).await;
+    let (status, body) = post(
+        &s,
+        "/api/v1/deployments",
+        json!({"model": "fc", "version": "1.0.0", "device": "d1"}),
+    )
+    .await;
+    assert_eq!(status, 201, "{body}");
+    let record = s
+        .req(Method::GET, "/api/v1/models/fc/versions/1.0.0/selftest")
+        .send()
+        .await
+        .unwrap()
+        .bytes()
+        .await
+        .unwrap()
+        .to_vec();
+    let device = |token: &str, path: &str| {
+        s.http
+            .get(format!("{}{path}", s.url))
+            .bearer_auth(token.to_owned())
+            .send()
+    };
+    let r = device(&tokens[0], "/api/v1/device/manifest?seq=0")
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let manifest = r.bytes().await.unwrap().to_vec();
+    assert_eq!(manifest.len(), MANIFEST_V2_BYTES, "a version-2 manifest");
+    let view = ManifestView::new(&manifest).unwrap();
+    assert_eq!(view.selftest_digest(), Some(sha256(&record)));
+    let pack = hex(&view.pack_sha256());
+    let path = format!("/api/v1/device/packs/{pack}/selftest");
+    let r = device(&tokens[0], &path).await.unwrap();
+    assert_eq!(r.status(), 200);
+    assert_eq!(
+        r.headers()["etag"].to_str().unwrap(),
+        format!("\"s-{}\"", hex(&sha256(&record)))
+    );
+    assert_eq!(r.bytes().await.unwrap().to_vec(), record);
+    // Not assigned to d2, and no token at all: as the pack's download.
+    assert_eq!(device(&tokens[1], &path).await.unwrap().status(), 404);
+    let r = s.http.get(format!("{}{path}", s.url)).send().await.unwrap();
+    assert_eq!(r.status(), 401);
+    s.stop().await;
+}
+
+fn hex(b: &[u8]) -> String {
+    b.iter().map(|b| format!("{b:02x}")).collect()
+}
+
 #[tokio::test]
 async fn a_diverged_proof_needs_an_audited_override_to_deploy_or_roll_back() {
     let dir = tempfile::tempdir().unwrap();

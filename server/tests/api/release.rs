@@ -39,6 +39,8 @@ struct Facts {
     sha: [u8; 32],
     accel: Accel,
     io: [u8; 32],
+    /// The version's self-test record's SHA-256 (zeros: no golden vector).
+    selftest: [u8; 32],
 }
 
 async fn facts(s: &TestServer, model: &str, version: &str) -> Facts {
@@ -57,6 +59,10 @@ async fn facts(s: &TestServer, model: &str, version: &str) -> Facts {
         sha: unhex32(v["sha256"].as_str().unwrap()),
         accel: Accel::from_word(v["accel_word"].as_i64().unwrap() as u32),
         io: v["io_digest"].as_str().map(unhex32).unwrap_or([0; 32]),
+        selftest: v["golden"]["selftest_sha256"]
+            .as_str()
+            .map(unhex32)
+            .unwrap_or([0; 32]),
     }
 }
 
@@ -73,7 +79,7 @@ fn signature(
         model_version: version,
         accel: f.accel,
         io_digest: f.io,
-        selftest_digest: [0; 32],
+        selftest_digest: f.selftest,
         signed_at: 1_780_000_000,
     };
     sign_release(&fields, key).unwrap()
@@ -313,6 +319,39 @@ async fn rejects_a_release_for_another_accelerator_or_io_digest() {
     s.stop().await;
 }
 
+/// A version with a golden vector (the fleet's kws 2.0.0, which the functional model runs) is
+/// released only with its self-test record's SHA-256: the digest its version-2 manifests sign
+/// and devices hold the release to. A pack without one (kws 1.0.0, no IO bindings) only without.
+#[tokio::test]
+async fn rejects_a_release_that_names_another_selftest_than_the_versions() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = TestServer::start(dir.path()).await;
+    fleet(&s).await;
+    let mut f = facts(&s, "kws", "2.0.0").await;
+    assert_ne!(f.selftest, [0; 32], "kws 2.0.0 has a golden vector");
+    f.selftest = [0; 32];
+    let bundle = encode_bundle(&[signature(&alice(), "kws", "2.0.0", &f)]).unwrap();
+    expect(attach(&s, "kws", "2.0.0", bundle).await, 422, "--selftest").await;
+    f.selftest = [9; 32];
+    let bundle = encode_bundle(&[signature(&alice(), "kws", "2.0.0", &f)]).unwrap();
+    let why = "self-test with SHA-256 0909";
+    expect(attach(&s, "kws", "2.0.0", bundle).await, 422, why).await;
+    let bundle = release(&s, &alice(), "kws", "2.0.0").await;
+    assert_eq!(attach(&s, "kws", "2.0.0", bundle).await.status(), 201);
+
+    let mut f = facts(&s, "kws", "1.0.0").await;
+    assert_eq!(f.selftest, [0; 32], "kws 1.0.0 has none");
+    f.selftest = [9; 32];
+    let bundle = encode_bundle(&[signature(&alice(), "kws", "1.0.0", &f)]).unwrap();
+    expect(
+        attach(&s, "kws", "1.0.0", bundle).await,
+        422,
+        "without --selftest",
+    )
+    .await;
+    s.stop().await;
+}
+
 #[tokio::test]
 async fn rejects_a_signature_that_does_not_verify_against_a_known_release_key() {
     let dir = tempfile::tempdir().unwrap();
@@ -397,6 +436,7 @@ async fn an_upload_takes_its_release_signatures_as_a_multipart_part() {
         sha,
         accel: Accel::EthosU55_256,
         io: [0; 32],
+        selftest: [0; 32],
     };
     let bundle = encode_bundle(&[signature(&alice(), "kws", "1.0.0", &f)]).unwrap();
     let form = |bundle: Vec<u8>| {

@@ -1,6 +1,6 @@
 //! The device lane over TLS: polls and pack downloads answered by the lane itself, and sessions
 //! resumed, on one server and across replicas sharing `--tls-ticket-key`.
-use npub_core::manifest::MANIFEST_BYTES;
+use npub_core::manifest::MANIFEST_V2_BYTES;
 use serde_json::json;
 use sha2::Digest as _;
 
@@ -40,7 +40,8 @@ async fn serves_polls_and_pack_downloads_over_tls_from_the_device_lane() {
     let before = s.server.state.metrics.lane_answers();
     let manifest = poll(&mut tls, &tokens[0]).await;
     assert_eq!(manifest.status, 200, "{manifest:?}");
-    assert_eq!(manifest.body.len(), MANIFEST_BYTES);
+    // kws 2.0.0 has a golden vector: a version-2 manifest.
+    assert_eq!(manifest.body.len(), MANIFEST_V2_BYTES);
     let sha = sha2::Sha256::digest(&pack);
     let path = format!("/api/v1/device/packs/{}", crate::support::hex(&sha));
 

@@ -145,6 +145,21 @@ impl Transport for Wire {
         Some(u64::from(wire(4)))
     }
 
+    fn fetch_selftest(
+        &mut self,
+        _sha256: &[u8; 32],
+        offset: u32,
+        buf: &mut [u8],
+    ) -> Result<Option<usize>, TransportError> {
+        if wire(7) == 0 {
+            return Ok(None);
+        }
+        for (i, b) in buf.iter_mut().enumerate() {
+            *b = wire(offset as usize + i + 8);
+        }
+        Ok(Some(buf.len().min(usize::from(wire(7)) * 16)))
+    }
+
     fn fetch_keyring_updates(
         &mut self,
         after: u64,

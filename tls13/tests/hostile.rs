@@ -1,6 +1,6 @@
 //! Hostile bytes into every parser a server can reach: each truncation and some tens of
-//! thousand seeded mutations of valid messages must end in `Ok` or `Err`, never a panic (no
-//! fuzzer runs in CI; this is its deterministic stand-in).
+//! thousand seeded mutations of valid messages must end in `Ok` or `Err`, never a panic (the
+//! deterministic counterpart of `fuzz/`, which CI's fuzz smoke runs 15 s a target).
 use npub_tls::Ticket;
 use npub_tls::hello::{HRR_RANDOM, parse_server_hello};
 use npub_tls::messages::{

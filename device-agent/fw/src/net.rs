@@ -10,7 +10,9 @@ use core::net::Ipv4Addr;
 
 use device_agent::http_io::{Clock, Link};
 use embedded_io::{ErrorKind, ErrorType, Read, Write};
-use smoltcp::iface::{Config, Interface, SocketHandle, SocketSet, SocketStorage};
+use smoltcp::iface::{
+    Config, Interface, PollIngressSingleResult, SocketHandle, SocketSet, SocketStorage,
+};
 use smoltcp::socket::{dhcpv4, tcp};
 use smoltcp::time::{Duration, Instant};
 use smoltcp::wire::{EthernetAddress, HardwareAddress, IpCidr, Ipv4Cidr};
@@ -26,6 +28,12 @@ pub const TCP_TX_BYTES: usize = 2 * 1024;
 const TICK_MS: u64 = 20;
 /// A write that cannot go out for this long (peer window shut) fails.
 const WRITE_MS: u64 = 10_000;
+/// smoltcp's delayed ACK.
+pub const ACK_DELAY_MS: u64 = 10;
+/// The delayed ACK during a TLS handshake: longer than a resumed handshake's work on the
+/// server's flight (~40 ms under QEMU's `-icount shift=0`), well under the 200 ms a peer waits
+/// at least before it resends (Linux's minimum RTO) and RFC 1122's 500 ms.
+pub const HANDSHAKE_ACK_DELAY_MS: u64 = 100;
 /// The first ephemeral port; each connection takes the next.
 const FIRST_PORT: u16 = 49_152;
 
@@ -80,8 +88,29 @@ impl<'s> Net<'s> {
 
     /// One round of the stack: frames in and out, DHCP's news.
     fn poll(&mut self) {
+        self.ingress();
+        self.egress();
+        self.dhcp_news();
+    }
+
+    /// Frames out: what the sockets have to send.
+    fn egress(&mut self) {
         let t = now(&mut self.clock);
-        self.iface.poll(t, &mut self.dev, &mut self.sockets);
+        self.iface.poll_egress(t, &mut self.dev, &mut self.sockets);
+    }
+
+    /// Frames in only: what the sockets would answer waits for the next [`Self::poll`].
+    fn ingress(&mut self) {
+        let t = now(&mut self.clock);
+        while self
+            .iface
+            .poll_ingress_single(t, &mut self.dev, &mut self.sockets)
+            != PollIngressSingleResult::None
+        {}
+    }
+
+    /// DHCP's news: the address and route it configured or withdrew.
+    fn dhcp_news(&mut self) {
         let event = self.sockets.get_mut::<dhcpv4::Socket>(self.dhcp).poll();
         match event {
             Some(dhcpv4::Event::Configured(c)) => {
@@ -137,6 +166,13 @@ impl<'s> Net<'s> {
         self.dev.frames
     }
 
+    /// How long the socket may hold an ACK back, waiting for data to carry it: smoltcp's 10 ms,
+    /// or [`HANDSHAKE_ACK_DELAY_MS`] while a TLS handshake works through the server's flight (its
+    /// ACK then rides with the client's Finished instead of leaving alone).
+    pub fn set_ack_delay_ms(&mut self, ms: u64) {
+        self.socket().set_ack_delay(Some(Duration::from_millis(ms)));
+    }
+
     fn socket(&mut self) -> &mut tcp::Socket<'s> {
         self.sockets.get_mut::<tcp::Socket>(self.tcp)
     }
@@ -181,14 +217,13 @@ impl Write for Net<'_> {
         if buf.is_empty() {
             return Ok(0);
         }
+        // Queued only: the bytes leave at the next `flush`, `read` or `close`, in as few
+        // segments as the MSS allows (the TLS client's Finished rides with the first request).
         let until = self.clock.now_ms() + WRITE_MS;
         loop {
-            self.poll();
             let s = self.socket();
             if s.can_send() {
-                let n = s.send_slice(buf).map_err(|_| ErrorKind::BrokenPipe)?;
-                self.poll();
-                return Ok(n);
+                return s.send_slice(buf).map_err(|_| ErrorKind::BrokenPipe);
             }
             if !s.may_send() {
                 return Err(ErrorKind::ConnectionReset);
@@ -196,10 +231,13 @@ impl Write for Net<'_> {
             if self.clock.now_ms() >= until {
                 return Err(ErrorKind::TimedOut);
             }
+            // The send buffer is full: let the stack send (and hear ACKs) until it has room.
+            self.poll();
             self.idle();
         }
     }
 
+    /// Sends what `write` queued.
     fn flush(&mut self) -> Result<(), ErrorKind> {
         self.poll();
         Ok(())
@@ -243,8 +281,13 @@ impl Link for Net<'_> {
             .get_mut::<tcp::Socket>(*tcp)
             .connect(iface.context(), (ip, port), local)
             .map_err(|_| ErrorKind::InvalidInput)?;
+        // The SYN goes out; then frames in until the SYN-ACK, which is left unanswered: its
+        // ACK leaves with the caller's first bytes (a TLS ClientHello, a request), one frame
+        // less. Anything else the stack has to say waits as little: the caller writes and
+        // flushes (or reads) next.
         loop {
-            self.poll();
+            self.egress();
+            self.ingress();
             match self.socket().state() {
                 tcp::State::Established => return Ok(()),
                 tcp::State::Closed => return Err(ErrorKind::ConnectionRefused),
@@ -260,6 +303,10 @@ impl Link for Net<'_> {
 
     fn close(&mut self) {
         if self.socket().state() != tcp::State::Closed {
+            // What was queued (a TLS `close_notify`) leaves before the reset.
+            if self.socket().send_queue() > 0 {
+                self.poll();
+            }
             self.socket().abort();
             self.poll();
         }

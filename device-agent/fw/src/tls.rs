@@ -158,8 +158,12 @@ impl Write for Io {
         self.net.write(buf)
     }
 
+    /// Nothing: the client flushes every record, but its records leave at the next read of
+    /// the link (or the transport's flush of its request), together. The handshake's last
+    /// flight (Finished) thus shares a TCP segment with the first request instead of taking
+    /// one of its own; every handshake flight before it is followed by a read.
     fn flush(&mut self) -> Result<(), ErrorKind> {
-        self.net.flush()
+        Ok(())
     }
 }
 
@@ -263,7 +267,11 @@ impl TlsNet {
             resume,
         };
         let started = clock.now_ms();
+        self.io
+            .net
+            .set_ack_delay_ms(crate::net::HANDSHAKE_ACK_DELAY_MS);
         let done = client.handshake(&mut self.io, &config, &mut trust.rng);
+        self.io.net.set_ack_delay_ms(crate::net::ACK_DELAY_MS);
         self.last_handshake_ms = clock.now_ms() - started;
         match done {
             Ok(h) => {

@@ -152,6 +152,9 @@ fn build(
             None => Arc::clone(own_ticketer),
         };
         config.session_storage = Arc::clone(sessions);
+        // One ticket per handshake, not rustls's two: a device keeps one and replaces it at
+        // every resumption, so a second would be ~165 bytes more on every poll (issue 33).
+        config.send_tls13_tickets = 1;
         Ok(config)
     }
 }

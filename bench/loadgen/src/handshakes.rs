@@ -33,17 +33,26 @@ struct Seen {
     errors: Errors,
 }
 
-/// Runs `clients` clients for `warmup` + `seconds`; only the last `seconds` are measured.
+/// How long a run is: `warmup` unmeasured, then `seconds` measured.
+#[derive(Debug, Clone, Copy)]
+pub struct Window {
+    /// Run before measuring (each client's first, full, handshake falls in it).
+    pub warmup: Duration,
+    /// Measured.
+    pub seconds: Duration,
+}
+
+/// Runs `clients` clients for `window`.
 pub async fn run(
     target: &Target,
     requests: Arc<Requests>,
     clients: usize,
     resume: Resume,
-    warmup: Duration,
-    seconds: Duration,
+    window: Window,
     expect: Expect,
     pids: &[String],
 ) -> Result<Outcome, String> {
+    let Window { warmup, seconds } = window;
     if target.pin.is_none() {
         return Err("handshakes: the target must be an https:// URL".to_owned());
     }

@@ -308,8 +308,10 @@ async fn dispatch(cmd: Cmd) -> Result<(), String> {
                 requests,
                 clients,
                 resume,
-                Duration::from_secs_f64(warmup),
-                Duration::from_secs_f64(seconds),
+                handshakes::Window {
+                    warmup: Duration::from_secs_f64(warmup),
+                    seconds: Duration::from_secs_f64(seconds),
+                },
                 expect,
                 &load.pids,
             )

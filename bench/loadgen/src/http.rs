@@ -6,9 +6,13 @@
 //! Supported: `Content-Length` bodies and bodiless answers (1xx, 204, 304); `Connection: close`.
 //! Not supported (an error, never a silent misreading): chunked bodies, pipelining, redirects.
 use std::net::SocketAddr;
+use std::pin::Pin;
+use std::task::{Context, Poll};
 
-use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+use tokio::io::{AsyncRead, AsyncReadExt as _, AsyncWrite, AsyncWriteExt as _, ReadBuf};
 use tokio::net::TcpStream;
+
+use crate::tls;
 
 /// Most response header bytes accepted: far above what npub-server or nginx send.
 const MAX_HEADER_BYTES: usize = 16 * 1024;
@@ -55,10 +59,70 @@ pub struct Answer {
     pub close: bool,
 }
 
+/// A connection's bytes: plain TCP, or TLS over it.
+#[derive(Debug)]
+enum Io {
+    Plain(TcpStream),
+    /// Boxed: rustls's state is a few kilobytes.
+    Tls(Box<tokio_rustls::client::TlsStream<TcpStream>>),
+}
+
+impl AsyncRead for Io {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        match self.get_mut() {
+            Io::Plain(s) => Pin::new(s).poll_read(cx, buf),
+            Io::Tls(s) => Pin::new(s.as_mut()).poll_read(cx, buf),
+        }
+    }
+}
+
+impl AsyncWrite for Io {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        match self.get_mut() {
+            Io::Plain(s) => Pin::new(s).poll_write(cx, buf),
+            Io::Tls(s) => Pin::new(s.as_mut()).poll_write(cx, buf),
+        }
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        match self.get_mut() {
+            Io::Plain(s) => Pin::new(s).poll_flush(cx),
+            Io::Tls(s) => Pin::new(s.as_mut()).poll_flush(cx),
+        }
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        match self.get_mut() {
+            Io::Plain(s) => Pin::new(s).poll_shutdown(cx),
+            Io::Tls(s) => Pin::new(s.as_mut()).poll_shutdown(cx),
+        }
+    }
+}
+
+/// How a connection's TLS handshake went (the client's view: what it offered and got).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Handshake {
+    /// Plain TCP.
+    None,
+    /// A full handshake: key exchange, certificate, signature.
+    Full,
+    /// A session resumed from a ticket (key exchange still, no certificate or signature).
+    Resumed,
+}
+
 /// One connection.
 #[derive(Debug)]
 pub struct Conn {
-    stream: TcpStream,
+    stream: Io,
+    handshake: Handshake,
     buf: Vec<u8>,
     /// Bytes of `buf` read but not yet consumed: `buf[start..end]`.
     start: usize,
@@ -67,15 +131,60 @@ pub struct Conn {
 
 impl Conn {
     /// Connects, with `TCP_NODELAY` (a device's request is one small write).
-    pub async fn connect(addr: SocketAddr, buf_bytes: usize) -> Result<Self, HttpError> {
-        let stream = TcpStream::connect(addr).await?;
-        stream.set_nodelay(true)?;
+    /// With `tls`, a TLS handshake follows before this returns.
+    pub async fn connect(
+        addr: SocketAddr,
+        buf_bytes: usize,
+        tls: Option<&tls::Client>,
+    ) -> Result<Self, HttpError> {
+        let tcp = TcpStream::connect(addr).await?;
+        tcp.set_nodelay(true)?;
+        let (stream, handshake) = match tls {
+            None => (Io::Plain(tcp), Handshake::None),
+            Some(client) => {
+                let s = client.connect(tcp).await?;
+                let kind = match s.get_ref().1.handshake_kind() {
+                    Some(rustls::HandshakeKind::Resumed) => Handshake::Resumed,
+                    _ => Handshake::Full,
+                };
+                (Io::Tls(Box::new(s)), kind)
+            }
+        };
         Ok(Self {
             stream,
+            handshake,
             buf: vec![0; buf_bytes.max(MAX_HEADER_BYTES)],
             start: 0,
             end: 0,
         })
+    }
+
+    /// How the connection's TLS handshake went.
+    pub fn handshake(&self) -> Handshake {
+        self.handshake
+    }
+
+    /// The negotiated cipher suite and key exchange group, `plain` on plain TCP.
+    pub fn suite(&self) -> String {
+        match &self.stream {
+            Io::Plain(_) => "plain".to_owned(),
+            Io::Tls(s) => {
+                let c = s.get_ref().1;
+                let suite = c
+                    .negotiated_cipher_suite()
+                    .map_or_else(|| "none".to_owned(), |s| format!("{:?}", s.suite()));
+                let kx = c
+                    .negotiated_key_exchange_group()
+                    .map_or_else(|| "none".to_owned(), |g| format!("{:?}", g.name()));
+                format!("{suite}/{kx}")
+            }
+        }
+    }
+
+    /// Closes the connection as a well-behaved client does: TLS `close_notify`, then FIN.
+    pub async fn close(mut self) -> Result<(), HttpError> {
+        self.stream.shutdown().await?;
+        Ok(())
     }
 
     /// Sends `request` (a whole request head) and reads the answer; the body is appended to

@@ -9,6 +9,7 @@
 //! Every request carries the next device's token (round robin), also against nginx, which ignores
 //! the header but parses it: both servers read the same bytes.
 use std::net::SocketAddr;
+use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
@@ -17,6 +18,7 @@ use sha2::{Digest as _, Sha256};
 
 use crate::http::{Answer, Conn, Requests};
 use crate::stats::{Latencies, cpu_seconds, cpu_total, nanos};
+use crate::tls;
 
 /// Read buffer of a saturating connection: large reads keep a download's syscalls few.
 const SATURATE_BUF: usize = 256 * 1024;
@@ -32,22 +34,50 @@ pub struct Target {
     pub addr: SocketAddr,
     /// Its `Host`.
     pub host: String,
+    /// `https://`: the certificate it must present.
+    pub pin: Option<tls::Pin>,
+    /// `https://`: the client of the keep-alive loads (one session store for all their
+    /// connections).
+    pub shared: Option<tls::Client>,
 }
 
 impl Target {
-    /// From `http://ADDR:PORT` (the only form the benches use).
-    pub fn parse(url: &str) -> Result<Self, String> {
-        let host = url
-            .strip_prefix("http://")
-            .ok_or_else(|| format!("{url}: only http:// URLs"))?
-            .trim_end_matches('/');
+    /// From `http://ADDR:PORT` or `https://ADDR:PORT` (the only forms the benches use); an
+    /// `https://` target needs `cert`, the server's certificate (PEM), which is pinned, and its
+    /// clients offer `group` alone.
+    pub fn parse(url: &str, cert: Option<&Path>, group: tls::Group) -> Result<Self, String> {
+        let (host, tls) = match (url.strip_prefix("http://"), url.strip_prefix("https://")) {
+            (Some(host), _) => (host, false),
+            (_, Some(host)) => (host, true),
+            _ => return Err(format!("{url}: only http:// and https:// URLs")),
+        };
+        let host = host.trim_end_matches('/');
         let addr = host
             .parse()
             .map_err(|_| format!("{url}: the host must be an IP address and port"))?;
+        let pin = match (tls, cert) {
+            (false, _) => None,
+            (true, Some(cert)) => Some(tls::Pin::load(cert, host, group)?),
+            (true, None) => return Err(format!("{url}: an https:// URL needs --cert")),
+        };
+        let shared = pin
+            .as_ref()
+            .map(|pin| tls::Client::new(pin, tls::Resume::Tickets))
+            .transpose()?;
         Ok(Self {
             addr,
             host: host.to_owned(),
+            pin,
+            shared,
         })
+    }
+
+    /// A TLS client for an `https://` target (`None` for `http://`).
+    pub fn client(&self, resume: tls::Resume) -> Result<Option<tls::Client>, String> {
+        self.pin
+            .as_ref()
+            .map(|pin| tls::Client::new(pin, resume))
+            .transpose()
     }
 }
 
@@ -61,7 +91,7 @@ pub struct Expect {
 }
 
 impl Expect {
-    fn check(&self, a: &Answer) -> Result<(), String> {
+    pub(crate) fn check(&self, a: &Answer) -> Result<(), String> {
         if a.status != self.status {
             return Err(format!("HTTP {} (expected {})", a.status, self.status));
         }
@@ -85,25 +115,29 @@ pub struct Outcome {
 
 /// Errors of a run: how many, and the first one in words.
 #[derive(Debug, Default)]
-struct Errors {
+pub(crate) struct Errors {
     count: u64,
     first: Option<String>,
 }
 
 impl Errors {
-    fn add(&mut self, e: String) {
+    pub(crate) fn add(&mut self, e: String) {
         self.count += 1;
         self.first.get_or_insert(e);
     }
 
-    fn merge(&mut self, other: Errors) {
+    pub(crate) fn count(&self) -> u64 {
+        self.count
+    }
+
+    pub(crate) fn merge(&mut self, other: Errors) {
         self.count += other.count;
         if self.first.is_none() {
             self.first = other.first;
         }
     }
 
-    fn fields(&self) -> String {
+    pub(crate) fn fields(&self) -> String {
         match &self.first {
             None => format!("errors={}", self.count),
             Some(e) => format!("errors={} first_error={:?}", self.count, e),
@@ -112,14 +146,14 @@ impl Errors {
 }
 
 /// CPU seconds of the measured processes and of this one, between two instants.
-struct Cpu {
+pub(crate) struct Cpu {
     pids: Vec<String>,
     server: f64,
     me: f64,
 }
 
 impl Cpu {
-    fn start(pids: &[String]) -> Self {
+    pub(crate) fn start(pids: &[String]) -> Self {
         Self {
             pids: pids.to_vec(),
             server: cpu_total(pids),
@@ -128,7 +162,7 @@ impl Cpu {
     }
 
     /// `server_cpu_s=… server_us_per_req=… loadgen_cpu_pct=…`.
-    fn fields(&self, requests: usize, wall: f64) -> String {
+    pub(crate) fn fields(&self, requests: usize, wall: f64) -> String {
         let server = cpu_total(&self.pids) - self.server;
         let me = cpu_seconds("self").unwrap_or(0.0) - self.me;
         let per_req = if requests == 0 {
@@ -160,6 +194,7 @@ pub async fn saturate(
     let mut tasks = Vec::with_capacity(connections);
     for _ in 0..connections {
         let (addr, requests, next) = (target.addr, Arc::clone(&requests), Arc::clone(&next));
+        let tls = target.shared.clone();
         tasks.push(tokio::spawn(async move {
             let mut lat = Vec::new();
             let (mut bytes, mut errors) = (0u64, Errors::default());
@@ -167,7 +202,7 @@ pub async fn saturate(
             while Instant::now() < deadline {
                 let c = match &mut conn {
                     Some(c) => c,
-                    None => match Conn::connect(addr, SATURATE_BUF).await {
+                    None => match Conn::connect(addr, SATURATE_BUF, tls.as_ref()).await {
                         Ok(c) => conn.insert(c),
                         Err(e) => {
                             errors.add(e.to_string());
@@ -261,12 +296,13 @@ pub async fn steady(
         }
         tokio::time::sleep_until(at.into()).await;
         let (addr, requests) = (target.addr, Arc::clone(&requests));
+        let tls = target.shared.clone();
         let intended = at;
         tasks.push(tokio::spawn(async move {
             let woke = Instant::now();
             let lag = nanos(woke.saturating_duration_since(intended));
             let answer = async {
-                let mut c = Conn::connect(addr, POLL_BUF)
+                let mut c = Conn::connect(addr, POLL_BUF, tls.as_ref())
                     .await
                     .map_err(|e| e.to_string())?;
                 let a = c
@@ -331,9 +367,10 @@ pub async fn wave(
     let mut tasks = Vec::with_capacity(offered.len());
     for (n, &i) in offered.iter().enumerate() {
         let (addr, polls, packs) = (target.addr, Arc::clone(&polls), Arc::clone(&packs));
+        let tls = target.shared.clone();
         let want = sha256.to_owned();
         tasks.push(tokio::spawn(async move {
-            let mut c = Conn::connect(addr, WAVE_BUF)
+            let mut c = Conn::connect(addr, WAVE_BUF, tls.as_ref())
                 .await
                 .map_err(|e| e.to_string())?;
             let m = c
@@ -405,6 +442,7 @@ async fn discover(
     let mut tasks = Vec::with_capacity(connections);
     for _ in 0..connections {
         let (addr, polls, next) = (target.addr, Arc::clone(&polls), Arc::clone(&next));
+        let tls = target.shared.clone();
         tasks.push(tokio::spawn(async move {
             let (mut offered, mut errors) = (Vec::new(), Errors::default());
             let mut conn: Option<Conn> = None;
@@ -414,7 +452,7 @@ async fn discover(
                     break;
                 }
                 if conn.is_none() {
-                    match Conn::connect(addr, POLL_BUF).await {
+                    match Conn::connect(addr, POLL_BUF, tls.as_ref()).await {
                         Ok(c) => conn = Some(c),
                         Err(e) => {
                             errors.add(format!("discovery: {e}"));
@@ -484,7 +522,9 @@ mod tests {
 
     #[test]
     fn rejects_a_url_without_an_address() {
-        assert!(Target::parse("http://localhost:80").is_err());
-        assert!(Target::parse("http://127.0.0.1:80/").is_ok());
+        let g = tls::Group::X25519;
+        assert!(Target::parse("http://localhost:80", None, g).is_err());
+        assert!(Target::parse("http://127.0.0.1:80/", None, g).is_ok());
+        assert!(Target::parse("https://127.0.0.1:443/", None, g).is_err());
     }
 }

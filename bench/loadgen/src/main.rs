@@ -8,16 +8,20 @@
 //! | `saturate`  | closed loop on C keep-alive connections: requests/s, MB/s, latency, CPU      |
 //! | `steady`    | open loop at a fixed rate with Poisson jitter: p50/p99/p99.9                 |
 //! | `wave`      | every device polls; those offered the new deployment download it at once     |
+//! | `handshakes` | closed loop of short TLS connections, one poll each: resumed or full handshakes/s |
 //!
+//! Every load takes `https://` URLs too (`--cert`: the server's certificate, pinned; `tls`).
 //! The loads use a minimal HTTP/1.1 client (`http`) on one thread: the server's cores, not the
 //! load generator's, must be what limits a run (each result says how busy this process was).
 //! Not a test: never run by `cargo test`.
 #![forbid(unsafe_code)]
 
+mod handshakes;
 mod http;
 mod load;
 mod setup;
 mod stats;
+mod tls;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -49,9 +53,15 @@ struct Api {
 /// Where a load goes and what it sends.
 #[derive(Args)]
 struct Load {
-    /// Base URL, `http://IP:PORT`.
+    /// Base URL, `http://IP:PORT` or `https://IP:PORT`.
     #[arg(long)]
     url: String,
+    /// `https://`: the server's certificate (PEM), pinned.
+    #[arg(long)]
+    cert: Option<PathBuf>,
+    /// `https://`: the one key exchange group offered (`x25519`, `p256`).
+    #[arg(long, default_value = "x25519")]
+    kx: String,
     /// Path and query.
     #[arg(long)]
     path: String,
@@ -143,11 +153,31 @@ enum Cmd {
         #[arg(long, default_value_t = 60.0)]
         seconds: f64,
     },
+    /// Closed loop of short TLS connections: see `handshakes`.
+    Handshakes {
+        #[command(flatten)]
+        load: Load,
+        /// Concurrent clients.
+        #[arg(long, default_value_t = 32)]
+        clients: usize,
+        /// `tickets`: resume every handshake after a client's first; `never`: all full.
+        #[arg(long, value_parser = ["tickets", "never"])]
+        resume: String,
+        /// Seconds measured.
+        #[arg(long, default_value_t = 5.0)]
+        seconds: f64,
+        /// Seconds run before measuring.
+        #[arg(long, default_value_t = 1.0)]
+        warmup: f64,
+    },
     /// A deployment wave: see `load::wave`.
     Wave {
         /// Base URL.
         #[arg(long)]
         url: String,
+        /// `https://`: the server's certificate (PEM), pinned.
+        #[arg(long)]
+        cert: Option<PathBuf>,
         /// Device tokens.
         #[arg(long)]
         tokens: PathBuf,
@@ -261,8 +291,36 @@ async fn dispatch(cmd: Cmd) -> Result<(), String> {
             .await;
             report(&load.label, &out)?;
         }
+        Cmd::Handshakes {
+            load,
+            clients,
+            resume,
+            seconds,
+            warmup,
+        } => {
+            let (target, requests, expect) = prepare(&load)?;
+            let resume = match resume.as_str() {
+                "never" => tls::Resume::Never,
+                _ => tls::Resume::Tickets,
+            };
+            let out = handshakes::run(
+                &target,
+                requests,
+                clients,
+                resume,
+                handshakes::Window {
+                    warmup: Duration::from_secs_f64(warmup),
+                    seconds: Duration::from_secs_f64(seconds),
+                },
+                expect,
+                &load.pids,
+            )
+            .await?;
+            report(&load.label, &out)?;
+        }
         Cmd::Wave {
             url,
+            cert,
             tokens,
             seq,
             sha256,
@@ -271,7 +329,7 @@ async fn dispatch(cmd: Cmd) -> Result<(), String> {
             pids,
             label,
         } => {
-            let target = Target::parse(&url)?;
+            let target = Target::parse(&url, cert.as_deref(), tls::Group::X25519)?;
             let tokens = read_tokens(&tokens)?;
             let polls = Requests::new(
                 &target.host,
@@ -300,7 +358,8 @@ async fn dispatch(cmd: Cmd) -> Result<(), String> {
 }
 
 fn prepare(load: &Load) -> Result<(Target, Arc<Requests>, Expect), String> {
-    let target = Target::parse(&load.url)?;
+    let group = tls::Group::parse(&load.kx)?;
+    let target = Target::parse(&load.url, load.cert.as_deref(), group)?;
     let tokens = match &load.tokens {
         Some(p) => read_tokens(p)?,
         None => Vec::new(),

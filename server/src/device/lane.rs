@@ -15,9 +15,10 @@
 //! | a head that does not parse, or is longer than [`HEAD_MAX`]   | —                          | `unparsed`: hyper's 400 / 431 |
 //!
 //! Over TLS (`--tls-cert`, `conn/stream.rs`) the lane decides the same way and writes through
-//! rustls: a poll's answer is one record, a pack body goes in [`TLS_CHUNK`] records read from the
-//! snapshot's copy or the file into a buffer the connection keeps (rustls must see the bytes to
-//! encrypt them, so `sendfile` cannot serve). A client certificate naming another device than the
+//! rustls: a poll's answer is one record, a pack body goes to rustls straight from the snapshot's
+//! copy in memory ([`TLS_WRITE`] a step), or else in [`TLS_CHUNK`] records read from the file into
+//! a buffer the connection keeps (rustls must see the bytes to encrypt them, so `sendfile` cannot
+//! serve). A client certificate naming another device than the
 //! token's is left to the router, which refuses it and says why (`device/auth.rs`).
 //!
 //! A hand-off happens at a request boundary, before anything of that request is answered: hyper
@@ -68,11 +69,16 @@ const MAX_HEADERS: usize = 32;
 const MAX_IF_NONE_MATCH: usize = 4;
 /// Room for a response head and a 280-byte manifest.
 const OUT_CAPACITY: usize = 1024;
-/// A pack body over TLS goes through a buffer of this size (a connection's own, made at its
-/// first download and reused): rustls encrypts what it is given, so `sendfile` cannot serve it.
+/// A pack body over TLS read from its file goes through a buffer of this size (a connection's
+/// own, made at its first such download and reused): rustls encrypts what it is given, so
+/// `sendfile` cannot serve it.
 /// One TLS record's worth of plaintext, so every write fills a record and the head rides in the
 /// first one.
 const TLS_CHUNK: usize = 16 * 1024;
+/// A pack body in memory goes to rustls this much at a time: four full records, which rustls
+/// queues (its limit on queued records is 64 KiB, so a slow reader holds no more than before)
+/// and tokio-rustls writes in one `writev`, where a record a write cost a system call each.
+const TLS_WRITE: usize = 64 * 1024;
 
 /// What the lane shares between connections: the state the snapshot comes from, and the two
 /// routes' counters, found once.
@@ -827,11 +833,12 @@ async fn send_body(io: &mut Watched, body: Body<'_>, metrics: &Metrics) -> io::R
     Ok(())
 }
 
-/// Sends `head` and a pack body over TLS through `chunk` ([`TLS_CHUNK`]): the head and the
-/// body's first bytes in one record, then a record at a time, each read from the snapshot's copy
-/// in memory or else from the file (a page-cache read of 16 KiB, like `sendfile`'s own steps, on
-/// the blocking pool: a slow disk holds that thread, never a worker that serves other
-/// connections). A slow reader holds its own buffer only: each write waits for the socket.
+/// Sends `head` and a pack body over TLS, the head and the body's first bytes in one record.
+/// A body in memory (the snapshot's copy) goes to rustls straight from it ([`send_memory_tls`]);
+/// else through `chunk` ([`TLS_CHUNK`]) a record at a time, each read from the file (a
+/// page-cache read of 16 KiB, like `sendfile`'s own steps, on the blocking pool: a slow disk
+/// holds that thread, never a worker that serves other connections). A slow reader holds its
+/// own buffer only: each write waits for the socket.
 async fn send_pack_tls(
     tls: &mut TlsConn,
     head: &[u8],
@@ -839,6 +846,11 @@ async fn send_pack_tls(
     chunk: &mut Vec<u8>,
     metrics: &Metrics,
 ) -> io::Result<()> {
+    if let Some(bytes) = body.bytes {
+        // Within the pack, whose length is a `usize` (it is in memory).
+        let slice = &bytes[body.offset as usize..(body.offset + body.count) as usize];
+        return send_memory_tls(tls, head, slice, metrics).await;
+    }
     if chunk.len() != TLS_CHUNK {
         *chunk = vec![0; TLS_CHUNK];
     }
@@ -879,6 +891,35 @@ async fn send_pack_tls(
         if at == end {
             break;
         }
+    }
+    tls.io.flush().await
+}
+
+/// [`send_pack_tls`] for a body in memory: `head` and `body` handed to rustls together, which
+/// cuts the records (the head in the first) and encrypts from these slices, [`TLS_WRITE`] of the
+/// body a step: no staging copy and no buffer of the connection's own, and a step's records
+/// leave in one `writev`.
+async fn send_memory_tls(
+    tls: &mut TlsConn,
+    head: &[u8],
+    body: &[u8],
+    metrics: &Metrics,
+) -> io::Result<()> {
+    let (mut head, mut body) = (head, body);
+    while !head.is_empty() || !body.is_empty() {
+        let step = &body[..body.len().min(TLS_WRITE)];
+        let n = tls
+            .io
+            .write_vectored(&[io::IoSlice::new(head), io::IoSlice::new(step)])
+            .await?;
+        if n == 0 {
+            return Err(io::ErrorKind::WriteZero.into());
+        }
+        let of_head = n.min(head.len());
+        head = &head[of_head..];
+        let of_body = n - of_head;
+        body = &body[of_body..];
+        metrics.add_pack_bytes_served(of_body as u64);
     }
     tls.io.flush().await
 }
@@ -1163,6 +1204,43 @@ mod tests {
             metrics
                 .render()
                 .contains("npub_pack_bytes_served_total 50000")
+        );
+    }
+
+    #[tokio::test]
+    async fn sends_a_pack_from_memory_over_tls_with_the_head_first_and_no_buffer_of_its_own() {
+        let bytes = Bytes::from((0..=250u8).cycle().take(200_000).collect::<Vec<u8>>());
+        // A file that would fail: the body must come from memory.
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("short"), b"x").unwrap();
+        let file = Arc::new(File::open(dir.path().join("short")).unwrap());
+        let metrics = Metrics::default();
+        let (mut conn, mut client) = tls_pair().await;
+        let body = Body {
+            file: &file,
+            bytes: Some(&bytes),
+            offset: 3,
+            count: 150_000,
+        };
+        let mut chunk = Vec::new();
+        let reading = tokio::spawn(async move {
+            let mut got = Vec::new();
+            let _ = client.read_to_end(&mut got).await;
+            got
+        });
+        send_pack_tls(&mut conn, b"HEAD\r\n\r\n", body, &mut chunk, &metrics)
+            .await
+            .unwrap();
+        assert!(chunk.is_empty(), "no buffer of the connection's own");
+        conn.io.shutdown().await.unwrap();
+        drop(conn);
+        let got = reading.await.unwrap();
+        assert_eq!(&got[..8], b"HEAD\r\n\r\n");
+        assert!(got[8..] == bytes[3..150_003], "the body, byte for byte");
+        assert!(
+            metrics
+                .render()
+                .contains("npub_pack_bytes_served_total 150000")
         );
     }
 

@@ -32,6 +32,11 @@ pub use error::TlsError;
 pub const DEFAULT_HANDSHAKE_TIMEOUT_SECS: u64 = 10;
 /// Sessions kept for resumption by ID (TLS 1.2 without tickets); tickets need no server memory.
 const SESSION_CACHE: usize = 4096;
+/// TLS 1.3 tickets sent after each handshake (rustls's default is 2). A device opens one
+/// connection a poll and resumes it with one ticket; every handshake, resumed ones too, gives it
+/// the next. The second ticket cost an AEAD seal, a random nonce and a record more per handshake
+/// for a ticket the device never used (`bench/https.sh` counts what each server sends).
+const TICKETS_PER_HANDSHAKE: usize = 1;
 
 /// The TLS flags, as given.
 #[derive(Debug, Clone)]
@@ -152,9 +157,7 @@ fn build(
             None => Arc::clone(own_ticketer),
         };
         config.session_storage = Arc::clone(sessions);
-        // One ticket per handshake, not rustls's two: a device keeps one and replaces it at
-        // every resumption, so a second would be ~165 bytes more on every poll (issue 33).
-        config.send_tls13_tickets = 1;
+        config.send_tls13_tickets = TICKETS_PER_HANDSHAKE;
         Ok(config)
     }
 }

@@ -1,6 +1,11 @@
 //! The device lane over TLS: polls and pack downloads answered by the lane itself, and sessions
 //! resumed, on one server and across replicas sharing `--tls-ticket-key`.
-use npub_core::manifest::MANIFEST_V2_BYTES;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use npub_core::manifest::{MANIFEST_BYTES, MANIFEST_V2_BYTES};
+use rustls::client::{Tls12ClientSessionValue, Tls13ClientSessionValue};
+use rustls::pki_types::ServerName;
 use serde_json::json;
 use sha2::Digest as _;
 
@@ -83,6 +88,70 @@ async fn resumes_a_session_on_the_next_connection() {
     assert_eq!(poll(&mut second, &tokens[0]).await.status, 204);
     assert_eq!(s.server.state.metrics.tls_handshakes("resumed"), 1);
     assert_eq!(s.server.state.metrics.tls_handshakes("full"), 1);
+    s.server.stop().await;
+}
+
+/// rustls's client cache, counting the TLS 1.3 tickets the server sends.
+#[derive(Debug)]
+struct CountingTickets {
+    inner: rustls::client::ClientSessionMemoryCache,
+    received: std::sync::atomic::AtomicUsize,
+}
+
+impl rustls::client::ClientSessionStore for CountingTickets {
+    fn set_kx_hint(&self, name: ServerName<'static>, group: rustls::NamedGroup) {
+        self.inner.set_kx_hint(name, group);
+    }
+    fn kx_hint(&self, name: &ServerName<'_>) -> Option<rustls::NamedGroup> {
+        self.inner.kx_hint(name)
+    }
+    fn set_tls12_session(&self, name: ServerName<'static>, v: Tls12ClientSessionValue) {
+        self.inner.set_tls12_session(name, v);
+    }
+    fn tls12_session(&self, name: &ServerName<'_>) -> Option<Tls12ClientSessionValue> {
+        self.inner.tls12_session(name)
+    }
+    fn remove_tls12_session(&self, name: &ServerName<'static>) {
+        self.inner.remove_tls12_session(name);
+    }
+    fn insert_tls13_ticket(&self, name: ServerName<'static>, v: Tls13ClientSessionValue) {
+        self.received.fetch_add(1, Ordering::Relaxed);
+        self.inner.insert_tls13_ticket(name, v);
+    }
+    fn take_tls13_ticket(&self, name: &ServerName<'static>) -> Option<Tls13ClientSessionValue> {
+        self.inner.take_tls13_ticket(name)
+    }
+}
+
+#[tokio::test]
+async fn resumes_every_next_connection_with_the_one_ticket_each_handshake_sends() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = TlsServer::start(dir.path(), |_| {}).await;
+    let tokens = provision(&s.server, "lab", &["dev-1"]).await;
+    let store = Arc::new(CountingTickets {
+        inner: rustls::client::ClientSessionMemoryCache::new(8),
+        received: AtomicUsize::new(0),
+    });
+    let mut config = (*client::config(&s.ca.pem, None)).clone();
+    config.resumption = rustls::client::Resumption::store(Arc::clone(&store) as _);
+    let config = Arc::new(config);
+    // A device polling five times, a new connection each: full, then resumed four times.
+    for i in 0..5 {
+        let mut tls = client::connect(&config, s.addr).await.unwrap();
+        let want = if i == 0 {
+            rustls::HandshakeKind::Full
+        } else {
+            rustls::HandshakeKind::Resumed
+        };
+        assert_eq!(tls.get_ref().1.handshake_kind(), Some(want), "poll {i}");
+        assert_eq!(poll(&mut tls, &tokens[0]).await.status, 204);
+        assert_eq!(
+            store.received.load(Ordering::Relaxed),
+            i + 1,
+            "one ticket per handshake, resumed ones too"
+        );
+    }
+    assert_eq!(s.server.state.metrics.tls_handshakes("resumed"), 4);
     s.server.stop().await;
 }
 

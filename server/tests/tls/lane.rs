@@ -3,7 +3,7 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use npub_core::manifest::{MANIFEST_BYTES, MANIFEST_V2_BYTES};
+use npub_core::manifest::MANIFEST_V2_BYTES;
 use rustls::client::{Tls12ClientSessionValue, Tls13ClientSessionValue};
 use rustls::pki_types::ServerName;
 use serde_json::json;

@@ -31,7 +31,7 @@
 //!
 //! | Offset  | Size      | Field      | Meaning                                          |
 //! |---------|-----------|------------|--------------------------------------------------|
-//! | 0       | 4         | `magic`    | [`STORED_MANIFEST_MAGIC`], bytes `4e 50 53 31` ("NPS1") |
+//! | 0       | 4         | `magic`    | [`STORED_MANIFEST_MAGIC`], bytes `4e 53 4d 31` ("NSM1") |
 //! | 4       | 4         | `len`      | the manifest's length, 1..=[`MAX_STORED_MANIFEST_BYTES`] |
 //! | 8       | `len`     | `manifest` | its bytes                                        |
 //! | 8+`len` | 500−`len` | padding    | 0                                                |
@@ -68,8 +68,8 @@ use crate::seal::DeviceKey;
 
 /// `"NPD1"` little-endian.
 pub const DESCRIPTOR_MAGIC: u32 = 0x3144_504E;
-/// `"NPS1"` little-endian: the stored manifest's magic.
-pub const STORED_MANIFEST_MAGIC: u32 = 0x3153_504E;
+/// `"NSM1"` little-endian: the stored manifest's magic (not "NPS1", the self-test record's).
+pub const STORED_MANIFEST_MAGIC: u32 = 0x314D_534E;
 /// The longest manifest the stored-manifest part keeps (today's are 280 bytes).
 pub const MAX_STORED_MANIFEST_BYTES: usize = 448;
 /// The stored manifest's offset in the descriptor sector.

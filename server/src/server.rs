@@ -155,6 +155,7 @@ impl Server {
         ));
         let state = AppState {
             store_probe: Arc::default(),
+            rollout_targets: Arc::default(),
             disk: Arc::new(crate::ops::disk::DataDisk::new(
                 data_dir.root().to_owned(),
                 config.min_free_space,

@@ -53,6 +53,9 @@ pub struct AppState {
     pub proof: Arc<crate::catalog::proof::Settings>,
     /// The webhook sender: its settings and HTTP client (`ops/webhooks/sender.rs`).
     pub webhooks: Arc<crate::ops::webhooks::sender::Sender>,
+    /// The ranked targets of the rollouts the dashboard lists, per fleet generation
+    /// (`fleet/target_cache.rs`).
+    pub rollout_targets: Arc<crate::fleet::target_cache::TargetCache>,
 }
 
 /// Request limits.

@@ -11,6 +11,7 @@ import { poll } from './deployments.js';
 /** The kinds a webhook can subscribe to, with what each means to an operator. */
 const KINDS = [
   ['deployment.state_changed', 'A deployment is paused, resumed or aborted'],
+  ['deployment.completed', 'Every device of a deployment installed it'],
   ['deployment.batch_opened', 'A rollout opens its next batch'],
   ['deployment.threshold_hit', 'A rollout’s failures exceed its threshold'],
   ['device.failed', 'A device reports a failed install or a rollback'],

@@ -793,6 +793,10 @@ async fn status(
     } else {
         Effect::Nothing
     };
+    // The last success completes the deployment: recorded once, with its webhook event.
+    if report.state.is_success() {
+        deployments::complete_in(&mut tx, deployment_id).await?;
+    }
     let committed = tx.commit(Record::DeviceReport, effect).await?;
     offers.written();
     committed.finish().await;

@@ -23,9 +23,11 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use std::collections::HashSet;
+use std::sync::Arc;
 
 use super::rollout::{self, Decision, DeviceState, OnFailure, Progress, Rollout};
 use super::states::{self, DeploymentState, TargetState};
+use super::target_cache::{Ranked, TargetCache};
 use super::targeting::{self, DeploymentDevice, Plan, Reported};
 use crate::auth::Operator;
 use crate::db::Conn;
@@ -99,6 +101,10 @@ pub struct Deployment {
     pub state: DeploymentState,
     /// `state`, or `completed` once every target succeeded.
     pub phase: String,
+    /// When it first completed (RFC 3339; the `deployment.completed` webhook event was queued
+    /// then); `null`: never. Kept once set, even if a device joining its group later makes its
+    /// `phase` something else again.
+    pub completed_at: Option<String>,
     /// Why it was aborted.
     pub abort_reason: Option<String>,
     /// Why it paused itself (its failures exceeded the threshold with `on_failure: pause`);
@@ -667,6 +673,7 @@ struct DeploymentRow {
     acknowledged_failures: i64,
     retry_of: Option<i64>,
     open_batches: i64,
+    completed_at: Option<i64>,
     created_at: i64,
     created_by: String,
 }
@@ -677,7 +684,7 @@ macro_rules! select_deployment {
         "SELECT d.id, d.sequence, d.kind, m.name AS model, v.version, \
      v.sha256, v.size, v.accel, d.target_group, d.target_device, d.state, d.abort_reason, d.batches, \
      d.success_threshold, d.failure_threshold, d.on_failure, d.acknowledged_failures, d.retry_of, \
-     d.open_batches, d.created_at, t.name AS created_by \
+     d.open_batches, d.completed_at, d.created_at, t.name AS created_by \
      FROM deployments d JOIN versions v ON v.id = d.version_id JOIN models m ON m.id = v.model_id \
      JOIN tokens t ON t.id = d.created_by"
     };
@@ -757,9 +764,74 @@ async fn load_row(conn: &mut Conn, id: i64) -> Result<DeploymentRow, ApiError> {
 
 async fn render(conn: &mut Conn, row: DeploymentRow) -> Result<Deployment, ApiError> {
     let (states, incompatible) = target_states(conn, &row).await?;
+    render_states(conn, row, &states, incompatible).await
+}
+
+/// The ranked targets of `row`, computed as [`target_states`] does, without their reports.
+async fn rank_targets(conn: &mut Conn, row: &DeploymentRow) -> Result<Ranked, ApiError> {
+    let devices = target_rows(
+        conn,
+        row.target_group.as_deref(),
+        row.target_device.as_deref(),
+    )
+    .await?;
+    let members = members(conn, row.id).await?;
+    let (ranked, incompatible) = targets(
+        &devices,
+        row.target_group.as_deref(),
+        row.target_device.as_deref(),
+        members.as_ref(),
+        row.accel,
+    );
+    Ok(Ranked::new(
+        ranked.into_iter().map(Arc::from).collect(),
+        incompatible,
+    ))
+}
+
+/// Deployment `id` as [`load`] renders it, its ranked targets taken from `cache` when kept at
+/// `generation` (the fleet generation read in this transaction, before anything else), else
+/// ranked and kept there; `keep`: the deployments the caller lists (the cache keeps no others).
+/// Its reports are read every time (they do not bump the generation).
+pub(crate) async fn load_cached(
+    conn: &mut Conn,
+    id: i64,
+    cache: &TargetCache,
+    generation: i64,
+    keep: &[i64],
+) -> Result<Deployment, ApiError> {
+    let row = load_row(conn, id).await?;
+    let ranked = match cache.get(id, generation) {
+        Some(r) => r,
+        None => {
+            let r = Arc::new(rank_targets(conn, &row).await?);
+            cache.put(id, generation, Arc::clone(&r), keep);
+            r
+        }
+    };
+    let reports: Vec<(String, String)> =
+        sqlx::query_as("SELECT device_id, state FROM device_deployments WHERE deployment_id = $1")
+            .bind(row.id)
+            .fetch_all(&mut *conn)
+            .await?;
+    let mut states = vec![DeviceState::Pending; ranked.ids.len()];
+    for (device, state) in reports {
+        if let Some(&i) = ranked.index.get(device.as_str()) {
+            states[i] = DeviceState::from_db(&state);
+        }
+    }
+    render_states(conn, row, &states, ranked.incompatible).await
+}
+
+async fn render_states(
+    conn: &mut Conn,
+    row: DeploymentRow,
+    states: &[DeviceState],
+    incompatible: u64,
+) -> Result<Deployment, ApiError> {
     let rollout = row.rollout();
     let open = usize::try_from(row.open_batches).unwrap_or(0);
-    let mut progress = rollout::progress(&rollout.batches, open, &states, incompatible);
+    let mut progress = rollout::progress(&rollout.batches, open, states, incompatible);
     if row.state == DeploymentState::Aborted {
         progress.cancel_pending();
     }
@@ -769,10 +841,7 @@ async fn render(conn: &mut Conn, row: DeploymentRow) -> Result<Deployment, ApiEr
     .bind(row.id)
     .fetch_all(&mut *conn)
     .await?;
-    let completed = row.state != DeploymentState::Aborted
-        && open == rollout.batches.len()
-        && progress.targets > 0
-        && progress.counts.successes() == progress.targets;
+    let completed = is_completed(&row, open, &progress);
     Ok(Deployment {
         id: row.id,
         sequence: row.sequence,
@@ -798,6 +867,7 @@ async fn render(conn: &mut Conn, row: DeploymentRow) -> Result<Deployment, ApiEr
             .abort_reason
             .filter(|_| row.state == DeploymentState::Aborted),
         retry_of: row.retry_of,
+        completed_at: row.completed_at.map(rfc3339),
         state: row.state,
         rollout,
         open_batches: open,
@@ -812,6 +882,114 @@ async fn render(conn: &mut Conn, row: DeploymentRow) -> Result<Deployment, ApiEr
         created_at: rfc3339(row.created_at),
         created_by: row.created_by,
     })
+}
+
+/// The `completed` phase: not aborted, every batch open, and every one of its (at least one)
+/// targets reported `installed` or `bound`.
+fn is_completed(row: &DeploymentRow, open: usize, progress: &Progress) -> bool {
+    row.state != DeploymentState::Aborted
+        && open == row.rollout().batches.len()
+        && progress.targets > 0
+        && progress.counts.successes() == progress.targets
+}
+
+/// One target of deployment `$1` that has not reported `installed` or `bound`, if any: the
+/// cheap half of [`complete_in`]. Its devices are exactly [`targets`]' (unrevoked, the
+/// pack's accelerator `$3`, the group or device `$2`), read through `devices_by_group_id` (or
+/// the primary key) and stopping at the first unfinished one, so that a success report early in
+/// a rollout pays for a few rows, not for the group.
+fn unfinished_target_sql(by_group: bool, retry: bool) -> &'static str {
+    macro_rules! unfinished {
+        ($who:literal, $members:literal) => {
+            concat!(
+                "SELECT d.id FROM devices d WHERE ",
+                $who,
+                " AND d.revoked_at IS NULL AND d.accel = $3 AND NOT EXISTS (SELECT 1 FROM \
+                 device_deployments dd WHERE dd.deployment_id = $1 AND dd.device_id = d.id \
+                 AND dd.state IN ('installed', 'bound'))",
+                $members,
+                " LIMIT 1"
+            )
+        };
+    }
+    match (by_group, retry) {
+        (true, false) => unfinished!("d.grp = $2", ""),
+        (false, false) => unfinished!("d.id = $2", ""),
+        (true, true) => unfinished!(
+            "d.grp = $2",
+            " AND EXISTS (SELECT 1 FROM deployment_members m \
+             WHERE m.deployment_id = $1 AND m.device_id = d.id)"
+        ),
+        (false, true) => unfinished!(
+            "d.id = $2",
+            " AND EXISTS (SELECT 1 FROM deployment_members m \
+             WHERE m.deployment_id = $1 AND m.device_id = d.id)"
+        ),
+    }
+}
+
+/// Records that deployment `id` completed, the first time it has (see [`is_completed`]), and
+/// queues the `deployment.completed` webhook event in the caller's transaction. Called after a
+/// success report and after a resume; returns whether it completed now. Completion changes
+/// nothing a device is offered (the snapshot is not rebuilt for it).
+pub(crate) async fn complete_in(conn: &mut Conn, id: i64) -> Result<bool, ApiError> {
+    let row = load_row(conn, id).await?;
+    let open = usize::try_from(row.open_batches).unwrap_or(0);
+    if row.completed_at.is_some()
+        || row.state == DeploymentState::Aborted
+        || open != row.rollout().batches.len()
+    {
+        return Ok(false);
+    }
+    let key = match (&row.target_group, &row.target_device) {
+        (Some(g), _) => g.clone(),
+        (None, Some(d)) => d.clone(),
+        (None, None) => return Ok(false),
+    };
+    let unfinished: Option<(String,)> = sqlx::query_as(unfinished_target_sql(
+        row.target_group.is_some(),
+        row.retry_of.is_some(),
+    ))
+    .bind(id)
+    .bind(key)
+    .bind(row.accel)
+    .fetch_optional(&mut *conn)
+    .await?;
+    if unfinished.is_some() {
+        return Ok(false);
+    }
+    // Every target succeeded: confirm with the very computation the JSON's `phase` uses.
+    let (states, incompatible) = target_states(conn, &row).await?;
+    let progress = rollout::progress(&row.rollout().batches, open, &states, incompatible);
+    if !is_completed(&row, open, &progress) {
+        return Ok(false);
+    }
+    let now = now_ms();
+    let claimed = sqlx::query(
+        "UPDATE deployments SET completed_at = $1 WHERE id = $2 AND completed_at IS NULL",
+    )
+    .bind(now)
+    .bind(id)
+    .execute(&mut *conn)
+    .await?;
+    if claimed.rows_affected() != 1 {
+        return Ok(false);
+    }
+    tracing::info!(
+        deployment = id,
+        targets = progress.targets,
+        "deployment completed"
+    );
+    crate::ops::webhooks::emit::deployment_completed(
+        conn,
+        id,
+        row.sequence,
+        row.state.as_str(),
+        progress.targets,
+        [progress.counts.installed, progress.counts.bound],
+    )
+    .await?;
+    Ok(true)
 }
 
 /// When deployment `id` was created (unix ms).
@@ -1229,6 +1407,7 @@ async fn transition(
             .execute(&mut *tx)
             .await?;
         evaluate_in(&mut tx, id).await?;
+        complete_in(&mut tx, id).await?;
     }
     // Webhooks: a deployment state change by an operator (pause, resume, abort) is recorded
     // here.

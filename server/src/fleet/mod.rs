@@ -34,6 +34,7 @@ pub mod maintenance;
 pub mod rollout;
 pub mod states;
 pub mod summary;
+pub mod target_cache;
 pub mod targeting;
 pub mod window;
 

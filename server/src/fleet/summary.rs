@@ -8,7 +8,7 @@
 //! | versions per model          | `GROUP BY current_version_id` of the unrevoked, then the few names | `devices_by_revoked_version` (covering) |
 //! | offline                     | not seen (or, never seen, not provisioned) for `offline_minutes`, as the fleet list's `not_seen_minutes` | `devices_by_revoked_seen` |
 //! | top failure reasons         | `GROUP BY last_reason` of the unrevoked whose last report failed | `devices_by_revoked_state` (covering) |
-//! | active rollouts             | the newest `active` or `paused` deployments, with their progress | `deployments_by_state`        |
+//! | active rollouts             | the newest `active` or `paused` deployments, with their progress; each one's ranked targets kept per fleet generation (`target_cache.rs`), its reports read per request | `deployments_by_state`; reports: `device_deployments`' primary key |
 //! | a timeline's installs and failures | each target's latest report, counted per time bucket     | `device_deployments_by_time` (covering) |
 //! | a timeline's batches and holds | the deployment's audit entries                               | `audit_by_object`             |
 //!
@@ -209,6 +209,8 @@ pub const OFFLINE_SQL: &str = "SELECT COUNT(*) FROM devices d \
 pub const REASONS_SQL: &str = "SELECT d.last_reason, COUNT(*) AS n FROM devices d \
      WHERE d.revoked_at IS NULL AND d.last_state IN ('failed', 'rolled_back') \
      GROUP BY d.last_reason ORDER BY n DESC, d.last_reason LIMIT $1";
+/// The fleet generation, read first: the rollouts' cached targets are filed under it.
+pub const GENERATION_SQL: &str = "SELECT value FROM fleet_generation WHERE id = 1";
 /// The newest active or paused deployments (`$1`: how many to look at).
 pub const ROLLOUTS_SQL: &str = "SELECT d.id FROM deployments d \
      WHERE d.state IN ('active', 'paused') ORDER BY d.sequence DESC LIMIT $1";
@@ -318,6 +320,7 @@ async fn fleet_summary(
         .bind(TOP_REASONS)
         .fetch_all(&mut *conn)
         .await?;
+    let (generation,): (i64,) = sqlx::query_as(GENERATION_SQL).fetch_one(&mut *conn).await?;
     let rollout_ids: Vec<(i64,)> = sqlx::query_as(ROLLOUTS_SQL)
         .bind(ROLLOUTS * 2)
         .fetch_all(&mut *conn)
@@ -345,9 +348,13 @@ async fn fleet_summary(
 
     let (versions, no_version) = name_versions(&mut conn, per_version).await?;
 
+    // Each rollout's ranked targets come from the cache while the fleet generation stands
+    // (`fleet/target_cache.rs`); its reports are read now.
+    let keep: Vec<i64> = rollout_ids.iter().map(|(id,)| *id).collect();
     let mut rollouts = Vec::new();
     for (id,) in rollout_ids {
-        let d = deployments::load(&mut conn, id).await?;
+        let d = deployments::load_cached(&mut conn, id, &state.rollout_targets, generation, &keep)
+            .await?;
         if d.phase != "completed" {
             rollouts.push(d);
         }

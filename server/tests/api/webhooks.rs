@@ -513,3 +513,96 @@ async fn rejects_a_receiver_on_the_servers_own_host_or_the_metadata_service() {
     assert!(got.try_recv().is_err(), "the receiver got a delivery");
     s.stop().await;
 }
+
+/// The deliveries queued for `hook` so far (queued in the transaction of the change, so the log
+/// is complete as soon as the request that caused them answered).
+async fn queued(s: &TestServer, hook: i64) -> Vec<Value> {
+    get(s, &format!("/api/v1/webhooks/{hook}/deliveries")).await["items"]
+        .as_array()
+        .unwrap()
+        .clone()
+}
+
+#[tokio::test]
+async fn the_last_install_completes_a_deployment_once_and_says_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = start(dir.path(), 10, 10).await;
+    let (url, mut got) = receiver(|_| Answer::Status(204)).await;
+    let (hook, secret) = register(&s, &url, &["deployment.completed"]).await;
+    fleet(&s).await;
+    let tokens = provision(&s, "lab", &["cam-1", "cam-2", "cam-3"]).await;
+    let d = deploy(
+        &s,
+        json!({"model": "kws", "version": "1.0.0", "group": "lab"}),
+    )
+    .await;
+    let id = d["id"].as_i64().unwrap();
+    let path = format!("/api/v1/deployments/{id}");
+    assert_eq!(get(&s, &path).await["completed_at"], Value::Null);
+
+    // Two of three installed: not complete, nothing queued.
+    for token in &tokens[..2] {
+        Sim::new(&s, token).await.install().await;
+    }
+    assert_eq!(queued(&s, hook).await, Vec::<Value>::new());
+    assert_eq!(get(&s, &path).await["completed_at"], Value::Null);
+
+    // The third is mid-download when an operator pauses: it may finish, and its install
+    // completes the (paused) deployment.
+    let last = Sim::new(&s, &tokens[2]).await;
+    let (manifest, _) = last.poll_verified().await.expect("cam-3 is offered it");
+    let sequence = manifest.sequence();
+    last.report(sequence, "downloading").await;
+    assert_eq!(queued(&s, hook).await, Vec::<Value>::new());
+    assert_eq!(post(&s, &format!("{path}/pause")).await.status(), 200);
+    last.download(manifest, 4096).await;
+    last.report(sequence, "installed").await;
+
+    let done = get(&s, &path).await;
+    assert_eq!(done["phase"], "completed", "{done}");
+    assert!(done["completed_at"].is_string(), "{done}");
+    let a = got.recv().await.unwrap();
+    verify(&secret, &a);
+    let body = a.json();
+    assert_eq!(body["type"], "deployment.completed");
+    assert_eq!(
+        body["data"],
+        json!({"deployment_id": id, "sequence": sequence, "state": "paused",
+               "targets": 3, "installed": 3, "bound": 0})
+    );
+
+    // Once: neither a later success report nor a resume sends it again, and the time stays.
+    last.report(sequence, "bound").await;
+    assert_eq!(post(&s, &format!("{path}/resume")).await.status(), 200);
+    let after = get(&s, &path).await;
+    assert_eq!(after["completed_at"], done["completed_at"]);
+    let log = queued(&s, hook).await;
+    assert_eq!(log.len(), 1, "{log:?}");
+    assert_eq!(log[0]["message_id"], a.header("webhook-id"));
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn an_aborted_deployment_never_completes() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = start(dir.path(), 10, 10).await;
+    let (url, _got) = receiver(|_| Answer::Status(204)).await;
+    let (hook, _) = register(&s, &url, &["deployment.completed"]).await;
+    let (id, token) = deployment(&s).await;
+    let dev = Sim::new(&s, &token).await;
+    let (manifest, _) = dev.poll_verified().await.expect("offered");
+    dev.report(manifest.sequence(), "downloading").await;
+    assert_eq!(
+        post(&s, &format!("/api/v1/deployments/{id}/abort"))
+            .await
+            .status(),
+        200
+    );
+    // Its one device finishing after the abort (the report is still recorded) does not make
+    // it complete.
+    dev.report(manifest.sequence(), "installed").await;
+    let d = get(&s, &format!("/api/v1/deployments/{id}")).await;
+    assert_eq!(d["completed_at"], Value::Null, "{d}");
+    assert_eq!(queued(&s, hook).await, Vec::<Value>::new());
+    s.stop().await;
+}

@@ -10,7 +10,7 @@ use crate::fleet::api;
 use crate::harness::{Screen, Ui, run};
 
 /// A number the page shows, by CSS selector and attribute.
-async fn shown(ui: &Ui, css: &str, attr: &str) -> i64 {
+pub(crate) async fn shown(ui: &Ui, css: &str, attr: &str) -> i64 {
     let v = ui
         .js(
             &format!(

@@ -2,10 +2,14 @@
 //! fleet; paging and each filter change the view's URL and its rows; a shared URL opens the same
 //! view; and the operator of the issue finds the 37 offline devices of group `lab` that run
 //! version 1.2.0. How long the page takes to become usable is printed (a figure for
-//! `docs/performance.md`, never an assertion).
+//! `docs/performance.md`, never an assertion). On the same 10,000 devices (provisioning them is
+//! most of the test's time): the dashboard shows the numbers `GET /api/v1/fleet/summary` counts,
+//! and a rollout to the other 9,880 paused from its page offers nothing to a polling device until
+//! it is resumed from the page.
 use serde_json::{Value, json};
 
-use crate::common::{ADMIN, TestServer, fixtures};
+use crate::common::{ADMIN, TestServer, conv1_npub, fixtures};
+use crate::dashboard::shown;
 use crate::device::SimDevice;
 use crate::fleet::api;
 use crate::harness::{Screen, Ui, run};
@@ -49,6 +53,7 @@ async fn the_fleet_page_at_ten_thousand_devices_pages_and_filters_on_the_server(
 
     // 10,000 devices, 1,000 a request: `lab-000`… in group lab, `site-0000`… in group field.
     let mut lab = Vec::new();
+    let mut field = None;
     for chunk in 0..FLEET / 1_000 {
         let devices: Vec<Value> = (chunk * 1_000..(chunk + 1) * 1_000)
             .map(|i| {
@@ -70,6 +75,8 @@ async fn the_fleet_page_at_ten_thousand_devices_pages_and_filters_on_the_server(
             let id = d["id"].as_str().unwrap();
             if id.starts_with("lab-") {
                 lab.push(SimDevice::new(&base, id, d["token"].as_str().unwrap()));
+            } else if field.is_none() {
+                field = Some(SimDevice::new(&base, id, d["token"].as_str().unwrap()));
             }
         }
     }
@@ -192,6 +199,103 @@ async fn the_fleet_page_at_ten_thousand_devices_pages_and_filters_on_the_server(
             )
             .await;
             assert_eq!(rows(&ui).await.len(), OFFLINE);
+        },
+    )
+    .await;
+
+    // The dashboard and a held rollout, on the same fleet: version 1.3.0 to group field.
+    assert_eq!(s.upload("kws", "1.3.0", conv1_npub()).await.status(), 201);
+    let d = api(
+        &base,
+        reqwest::Method::POST,
+        "/deployments",
+        Some(json!({"model": "kws", "version": "1.3.0", "group": "field"})),
+    )
+    .await;
+    let (id, seq) = (d["id"].as_i64().unwrap(), d["sequence"].as_u64().unwrap());
+    assert_eq!(d["progress"]["targets"], FLEET - LAB);
+    let probe = field.expect("group field has devices");
+    let summary = api(&base, reqwest::Method::GET, "/fleet/summary", None).await;
+    assert_eq!(summary["devices"], FLEET);
+    assert_eq!(summary["offline"]["devices"], OFFLINE);
+    run(
+        "dashboard-10k",
+        &s.url,
+        ADMIN,
+        Screen::Desktop,
+        |ui| async move {
+            ui.sign_in().await;
+            ui.open("dashboard").await;
+            ui.wait_until("document.querySelector('[data-figure=devices]') !== null")
+                .await;
+            for (css, want) in [
+                ("[data-figure=devices]", &summary["devices"]),
+                ("[data-figure=offline]", &summary["offline"]["devices"]),
+            ] {
+                assert_eq!(
+                    shown(&ui, css, "data-count").await,
+                    want.as_i64().unwrap(),
+                    "{css}"
+                );
+            }
+            for b in summary["by_status"].as_array().unwrap() {
+                let label = b["status"].as_str().unwrap().replace('_', " ");
+                assert_eq!(
+                    shown(
+                        &ui,
+                        &format!(".bar-row[data-label='{label}']"),
+                        "data-value"
+                    )
+                    .await,
+                    b["devices"].as_i64().unwrap(),
+                    "{label}"
+                );
+            }
+            for v in summary["versions"][0]["versions"].as_array().unwrap() {
+                let version = v["version"].as_str().unwrap();
+                assert_eq!(
+                    shown(
+                        &ui,
+                        &format!("[data-model=kws] .bar-row[data-label='{version}']"),
+                        "data-value"
+                    )
+                    .await,
+                    v["devices"].as_i64().unwrap(),
+                    "{version}"
+                );
+            }
+            assert_eq!(summary["versions"][0]["versions"][0]["version"], "1.2.0");
+            assert_eq!(summary["versions"][0]["versions"][0]["devices"], LAB);
+            // The lab rollout completed; the field one is the rollout in progress.
+            let rollouts = summary["rollouts"].as_array().unwrap();
+            assert_eq!(rollouts.len(), 1, "{rollouts:?}");
+            assert_eq!(rollouts[0]["id"], id);
+            assert_eq!(rollouts[0]["progress"]["targets"], FLEET - LAB);
+            assert_eq!(shown(&ui, ".rollouts tbody small", "data-done").await, 0);
+            ui.screenshot("dashboard-10k").await;
+
+            // Paused from its page: a field device that had not started is offered nothing;
+            // resumed from the page, it is offered the rollout again.
+            assert_eq!(probe.poll(0).await.map(|o| o.sequence), Some(seq));
+            ui.open(&format!("deployments/{id}")).await;
+            ui.wait_until("document.querySelector('[data-action=pause]') !== null")
+                .await;
+            ui.click("[data-action=pause]").await;
+            ui.wait_until("document.querySelector('[data-action=resume]') !== null")
+                .await;
+            let paused = api(
+                &base,
+                reqwest::Method::GET,
+                &format!("/deployments/{id}"),
+                None,
+            )
+            .await;
+            assert_eq!(paused["state"], "paused");
+            assert!(probe.poll(0).await.is_none(), "a paused deployment holds");
+            ui.click("[data-action=resume]").await;
+            ui.wait_until("document.querySelector('[data-action=pause]') !== null")
+                .await;
+            assert_eq!(probe.poll(0).await.map(|o| o.sequence), Some(seq));
         },
     )
     .await;

@@ -136,6 +136,22 @@ pub async fn deployment_state(
     emit(conn, EventKind::DeploymentStateChanged, data).await
 }
 
+/// A deployment completed: every one of its `targets` reported `installed` or `bound`
+/// (`[installed, bound]`) with every batch open. `state` is `active`, or `paused` when the last
+/// devices finished after a pause. Sent once per deployment.
+pub async fn deployment_completed(
+    conn: &mut Conn,
+    deployment: i64,
+    sequence: i64,
+    state: &str,
+    targets: u64,
+    [installed, bound]: [u64; 2],
+) -> Result<(), ApiError> {
+    let data = json!({"deployment_id": deployment, "sequence": sequence, "state": state,
+        "targets": targets, "installed": installed, "bound": bound});
+    emit(conn, EventKind::DeploymentCompleted, data).await
+}
+
 /// A rollout opened batches: `open_batches` of them are open now, `from` were before.
 pub async fn batch_opened(
     conn: &mut Conn,

@@ -4,6 +4,7 @@
 //! | Kind                       | Sent when                                                        |
 //! |----------------------------|------------------------------------------------------------------|
 //! | `deployment.state_changed` | an operator pauses, resumes or aborts a deployment, or it aborts itself |
+//! | `deployment.completed`     | every target of a deployment installed it (sent once; see `docs/webhooks.md`) |
 //! | `deployment.batch_opened`  | a staged rollout opens its next batch(es)                         |
 //! | `deployment.threshold_hit` | a deployment's failures exceed its `failure_threshold`            |
 //! | `device.failed`            | a device reports `failed` or `rolled_back`                        |
@@ -16,6 +17,8 @@ use std::time::Duration;
 pub enum EventKind {
     /// A deployment was paused, resumed or aborted.
     DeploymentStateChanged,
+    /// Every target of a deployment installed it.
+    DeploymentCompleted,
     /// A rollout opened batches.
     BatchOpened,
     /// A rollout's failure threshold was exceeded.
@@ -30,8 +33,9 @@ pub enum EventKind {
 
 impl EventKind {
     /// The kinds a webhook may subscribe to (not [`EventKind::Test`]).
-    pub const SUBSCRIBABLE: [EventKind; 5] = [
+    pub const SUBSCRIBABLE: [EventKind; 6] = [
         Self::DeploymentStateChanged,
+        Self::DeploymentCompleted,
         Self::BatchOpened,
         Self::ThresholdHit,
         Self::DeviceFailed,
@@ -42,6 +46,7 @@ impl EventKind {
     pub fn as_str(self) -> &'static str {
         match self {
             Self::DeploymentStateChanged => "deployment.state_changed",
+            Self::DeploymentCompleted => "deployment.completed",
             Self::BatchOpened => "deployment.batch_opened",
             Self::ThresholdHit => "deployment.threshold_hit",
             Self::DeviceFailed => "device.failed",

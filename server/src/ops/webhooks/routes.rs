@@ -32,8 +32,8 @@ use crate::time::{now_ms, rfc3339};
 pub struct NewWebhook {
     /// Where deliveries are POSTed: an `http://` or `https://` URL without user or password.
     pub url: String,
-    /// The event kinds to send: `deployment.state_changed`, `deployment.batch_opened`,
-    /// `deployment.threshold_hit`, `device.failed`, `key.rotated`.
+    /// The event kinds to send: `deployment.state_changed`, `deployment.completed`,
+    /// `deployment.batch_opened`, `deployment.threshold_hit`, `device.failed`, `key.rotated`.
     pub events: Vec<String>,
     /// For people ("on-call pager").
     #[serde(default)]

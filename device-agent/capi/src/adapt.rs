@@ -572,8 +572,9 @@ impl Transport for CRequests {
         _offset: u32,
         _buf: &mut [u8],
     ) -> Result<Option<usize>, TransportError> {
-        // The request callbacks have no self-test call yet: a version-2 manifest's pack is
-        // not installed through them (the stream transport fetches it).
+        // The request callbacks have no self-test call yet: "none", and the agent refuses a
+        // version-2 manifest's pack ("self-test record missing"; the stream transports fetch
+        // it).
         Ok(None)
     }
 

@@ -577,13 +577,12 @@ impl<F: NorFlash + Mapped, C: MonotonicCounter> Agent<F, C> {
                     &mut buf[have..want],
                 )?
                 else {
-                    // No record to be had (a server that has none, or a transport without the
-                    // call: the C request callbacks). The manifest signs that one exists: the
-                    // pack is not installed without its golden run (fail closed; only a
-                    // version-1 manifest, which names none, is confirmed on the firmware's own
-                    // self-test).
-                    // Not a local fault a fresh download would mend: given up, reported
-                    // `failed`, until a manifest names a record the server has.
+                    // No record to be had (a server that has none, or C request callbacks
+                    // without `fetch_selftest`). The manifest signs that one exists: the pack
+                    // is not installed without its golden run (fail closed; only a version-1
+                    // manifest, which names none, is confirmed on the firmware's own
+                    // self-test). Not a local fault a fresh download would mend: given up,
+                    // reported `failed`, until a manifest names a record the server has.
                     let _ = self.commit(self.state().revert(job.target));
                     return Err(Error::SelfTestRecordMissing {
                         manifest: manifest::Sha256Prefix::of(&digest),

@@ -982,7 +982,7 @@ impl<F: NorFlash + Mapped, C: MonotonicCounter> Agent<F, C> {
         selftest: Option<&SelfTestRef>,
     ) -> Result<(), Error> {
         let key = self.device.trust.device_key();
-        let bytes = &manifest.as_bytes()[..];
+        let bytes = manifest.as_bytes();
         descriptor::write_manifest(
             &mut self.flash,
             &self.layout,

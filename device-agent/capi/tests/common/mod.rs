@@ -33,10 +33,12 @@ pub struct Served {
     pub key: [u8; 32],
     pub root: [u8; 32],
     pub hw_class: u32,
-    /// Each version's sequence, manifest, pack and self-test record (empty: none).
-    pub versions: Vec<(u64, Vec<u8>, Vec<u8>, Vec<u8>)>,
+    pub versions: Vec<Version>,
     pub rotation: Rotation,
 }
+
+/// One version as served: its sequence, manifest, pack and self-test record (empty: none).
+pub type Version = (u64, Vec<u8>, Vec<u8>, Vec<u8>);
 
 /// After the two versions: the signing key rotated with revoke_previous, 2.0.0 deployed again.
 pub struct Rotation {

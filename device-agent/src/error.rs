@@ -129,6 +129,13 @@ pub enum Error {
         /// First bytes of the SHA-256 of the record as read from flash.
         computed: npub_core::manifest::Sha256Prefix,
     },
+    /// A version-2 manifest signs a self-test record, and the server has none for the pack
+    /// (404) or the transport cannot fetch one (the C ABI's request callbacks): the pack is
+    /// not installed without its golden run.
+    SelfTestRecordMissing {
+        /// First bytes of the manifest's `selftest_digest`.
+        manifest: npub_core::manifest::Sha256Prefix,
+    },
     /// The self-test record does not fit after the pack in the slot.
     SelfTestTooLarge {
         /// The record's length (its header says).
@@ -491,6 +498,11 @@ impl fmt::Display for Error {
                 f,
                 "self-test: the record in flash hashes to {computed}…, the manifest signs \
                  {manifest}…"
+            ),
+            Error::SelfTestRecordMissing { manifest } => write!(
+                f,
+                "self-test record missing: the manifest names {manifest}…, the server or the \
+                 transport gives none"
             ),
             Error::SelfTestTooLarge { len, room } => write!(
                 f,

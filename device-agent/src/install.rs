@@ -94,7 +94,7 @@ pub struct Installing {
     /// The self-test record stored after the pack and checked in flash against the manifest's
     /// `selftest_digest` (version 2), once it is.
     selftest: Option<SelfTestRef>,
-    /// Step 3½ is over: the record is stored, or the transport had none to give.
+    /// Step 3½ is over: the record is stored (or the manifest names none).
     selftest_fetched: bool,
 }
 
@@ -577,11 +577,16 @@ impl<F: NorFlash + Mapped, C: MonotonicCounter> Agent<F, C> {
                     &mut buf[have..want],
                 )?
                 else {
-                    // No record to be had (a transport without the call: the C request
-                    // callbacks; or a server that has none): the pack is confirmed on the
-                    // firmware's own self-test, as for a version-1 manifest.
-                    job.selftest_fetched = true;
-                    return Ok(());
+                    // No record to be had (a server that has none, or C request callbacks
+                    // without `fetch_selftest`). The manifest signs that one exists: the pack
+                    // is not installed without its golden run (fail closed; only a version-1
+                    // manifest, which names none, is confirmed on the firmware's own
+                    // self-test). Not a local fault a fresh download would mend: given up,
+                    // reported `failed`, until a manifest names a record the server has.
+                    let _ = self.commit(self.state().revert(job.target));
+                    return Err(Error::SelfTestRecordMissing {
+                        manifest: manifest::Sha256Prefix::of(&digest),
+                    });
                 };
                 if got == 0 {
                     break;
@@ -977,7 +982,7 @@ impl<F: NorFlash + Mapped, C: MonotonicCounter> Agent<F, C> {
         selftest: Option<&SelfTestRef>,
     ) -> Result<(), Error> {
         let key = self.device.trust.device_key();
-        let bytes = &manifest.as_bytes()[..];
+        let bytes = manifest.as_bytes();
         descriptor::write_manifest(
             &mut self.flash,
             &self.layout,

@@ -129,6 +129,58 @@ fn installs_a_1mb_pack_from_the_real_server_in_a_range_request_per_64_kib_on_one
     assert_eq!(t.stats().connects, 1);
 }
 
+/// A version-2 manifest's self-test record (a real Vela model's, as the server computes it at
+/// upload, longer than the agent's 512-byte piece) comes after the pack over the same kept
+/// connection: one range request for the rest of the record, read on piece by piece as a pack's
+/// window, not one request (and, over TLS, one handshake) per piece. The golden input runs.
+#[test]
+fn fetches_the_self_test_record_in_one_request_on_the_kept_connection() {
+    let dir = tempfile::tempdir().unwrap();
+    let fleet = LiveServer::start(&dir.path().join("server"));
+    let pack = fleet.upload("kws", "1.0.0", net::tflite("small_net_vela.tflite"));
+    let token = fleet.provision("dev-1", "lab");
+    let seq = fleet.deploy("kws", "1.0.0", "lab");
+    let sha = npub_core::manifest::sha256(&pack);
+    let hex: String = sha.iter().map(|b| format!("{b:02x}")).collect();
+    let (status, record) = fleet.call(
+        &token,
+        "GET",
+        &format!("/api/v1/device/packs/{hex}/selftest"),
+        net::Body::None,
+    );
+    assert_eq!(status, 200);
+    assert!(
+        record.len() > device_agent::CHUNK_BYTES,
+        "a record of {} bytes would fit one piece",
+        record.len()
+    );
+    let mut agent = blank_agent(fleet.public_key());
+    let mut t = transport(&fleet.url, &token);
+    let mut npu = RecordingNpu::default();
+    let mut mem = vec![0u8; 64 * 1024];
+    let mut arena = Arena {
+        bytes: &mut mem,
+        bus_address: ARENA_BUS,
+    };
+    let installed = match agent.poll(&mut t, &mut npu, &mut arena, None) {
+        Ok(Poll::Installed(v)) => v,
+        other => panic!("{other:?}: {:?}", t.last_error()),
+    };
+    assert_eq!(installed.pack().sequence, seq);
+    assert!(slot_bytes(&agent, installed.slot(), pack.len()) == pack.as_slice());
+    assert_eq!(
+        npu.last_golden,
+        Some(record.len() - npub_core::release::SELFTEST_HEADER_BYTES),
+        "the golden input ran"
+    );
+    let stats = t.stats();
+    assert_eq!(
+        stats.selftest_requests, 1,
+        "one request for the whole record"
+    );
+    assert_eq!(stats.connects, 1, "on the kept connection");
+}
+
 /// An install that fails (its self-test) against the real server: the `rolled_back` report
 /// carries the device's event log, the agent's lines and the firmware's own in order, escaped
 /// on the wire and kept word for word, and the fleet's device view shows them with the report.

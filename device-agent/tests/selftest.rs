@@ -229,18 +229,31 @@ fn rejects_a_self_test_record_other_than_the_signed_one() {
     assert_eq!(s.npu.runs, 0, "nothing ran");
 }
 
-/// A transport with no record to give (the C request callbacks have no such call): the pack
-/// is confirmed on the firmware's own self-test, without the golden run, as for a version-1
-/// manifest. (A gap, reported: the stream transports always fetch it.)
+/// A version-2 manifest signs that a record exists: a server without one (404), or a transport
+/// with none to give (the C request callbacks have no such call), fails the install, reported
+/// `failed` with the digest the manifest names. Nothing is confirmed without the golden run.
 #[test]
-fn without_a_record_from_the_transport_the_golden_run_is_skipped() {
-    let (mut s, pack, _, _) = setup();
+fn rejects_a_signed_self_test_record_the_server_does_not_have() {
+    let (mut s, pack, _, record) = setup();
     s.server.selftests.remove(&sha256(&pack));
     let flash = Flash::with_file(&s.file, s.layout.end() as usize).unwrap();
     let mut agent = Agent::open(flash, s.layout, device()).unwrap();
     let mut mem = ArenaMem::new();
-    agent
+    let e = agent
         .install(&s.verified, &mut s.server, &mut s.npu, &mut mem.arena())
-        .unwrap();
+        .unwrap_err();
+    let named = manifest::Sha256Prefix::of(&manifest::sha256(&record));
+    assert_eq!(e, Error::SelfTestRecordMissing { manifest: named });
+    let text = e.to_string();
+    assert!(
+        text.starts_with(&format!(
+            "self-test record missing: the manifest names {named}"
+        )),
+        "{text}"
+    );
     assert_eq!(s.npu.runs, 0, "no golden input to run");
+    assert_eq!(agent.state().active(), None, "nothing confirmed");
+    let last = s.server.reports.last().unwrap();
+    assert_eq!(last.state, ReportState::Failed);
+    assert_eq!(last.reason, Some(e));
 }

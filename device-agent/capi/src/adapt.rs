@@ -568,13 +568,39 @@ impl CRequests {
 impl Transport for CRequests {
     fn fetch_selftest(
         &mut self,
-        _sha256: &[u8; 32],
-        _offset: u32,
-        _buf: &mut [u8],
+        sha256: &[u8; 32],
+        offset: u32,
+        buf: &mut [u8],
     ) -> Result<Option<usize>, TransportError> {
-        // The request callbacks have no self-test call yet: a version-2 manifest's pack is
-        // not installed through them (the stream transport fetches it).
-        Ok(None)
+        // NULL: "none", and the agent refuses a version-2 manifest's pack.
+        let Some(f) = self.ops.fetch_selftest else {
+            return Ok(None);
+        };
+        // SAFETY: `sha256` is 32 live bytes, `buf` live for its length.
+        let rc = unsafe {
+            f(
+                self.ops.ctx,
+                sha256.as_ptr(),
+                offset,
+                buf.as_mut_ptr(),
+                buf.len(),
+            )
+        };
+        match rc {
+            -404 => Ok(None),
+            rc if rc >= 0 && rc as usize <= buf.len() => Ok(Some(rc as usize)),
+            rc if rc > 0 => {
+                self.fault = Some(Fault::Length {
+                    op: "requests.fetch_selftest",
+                    returned: rc.into(),
+                    len: buf.len(),
+                });
+                Err(TransportError::Protocol(
+                    "fetch_selftest claims more bytes than its buffer",
+                ))
+            }
+            rc => Err(self.error("requests.fetch_selftest", rc)),
+        }
     }
 
     fn fetch_manifest(

@@ -350,6 +350,13 @@ pub struct npub_requests {
     /// added by a release root's record). Optional: NULL answers "none", so that with a release
     /// trust every pack is refused as unreleased.
     pub fetch_release: Option<unsafe extern "C" fn(*mut c_void, *const u8, *mut u8, usize) -> i32>,
+    /// `GET /api/v1/device/packs/{sha256}/selftest` (`sha256` 32 bytes) from `offset`: up to
+    /// `len` bytes of the self-test record into `buf`, how many (0 = the record ended), -404
+    /// when the server has none, `NPUB_IO_ERROR` or minus another HTTP status. Called only for
+    /// a version-2 manifest, which signs the record's SHA-256. Optional: NULL answers "none",
+    /// and a version-2 manifest's pack is then refused ("self-test record missing").
+    pub fetch_selftest:
+        Option<unsafe extern "C" fn(*mut c_void, *const u8, u32, *mut u8, usize) -> i32>,
 }
 
 /// A monotonic clock.

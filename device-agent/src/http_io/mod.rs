@@ -7,6 +7,7 @@
 //! | `fetch_pack`     | `GET /api/v1/device/packs/{sha256 hex}`, `Range: bytes=O-E` for a whole window (default [`DEFAULT_WINDOW_BYTES`], or the rest of the pack) | 206 whose `Content-Range` is exactly `O-E/pack_len`; the window is then handed to the agent piece by piece from the open body |
 //! | `report`         | `POST /api/v1/device/status` `{"sequence","state","progress"?,"reason"?,"events"?,"attempts"?}` (`events`: the event log, with a failure report) | any 2xx |
 //! | `fetch_release`  | `GET /api/v1/device/packs/{sha256 hex}/release` (only while the device's release trust is active) | 200 body = the release bundle; 404 = none |
+//! | `fetch_selftest` | `GET /api/v1/device/packs/{sha256 hex}/selftest`, `Range: bytes=O-` (the rest of the record) | 206 whose `Content-Range` starts at `O` (then read on piece by piece, as a pack's window); 200 = the whole record (the bytes before `O` dropped); 416 = it ends before `O`; 404 = none |
 //! | `fetch_keyring_updates` | `GET /api/v1/device/keys?after=N`                                      | 200 body = whole 144-byte records; 204 none |
 //!
 //! **One request per window, not per piece.** The agent asks for at most
@@ -187,6 +188,8 @@ pub struct Stats {
     pub keys_requests: u32,
     /// Release-bundle requests sent.
     pub release_requests: u32,
+    /// Self-test record requests sent (one per record, unless a connection breaks).
+    pub selftest_requests: u32,
     /// TCP connections opened.
     pub connects: u32,
     /// Manifest polls answered 304 (the kept manifest handed out again).
@@ -254,12 +257,14 @@ enum Conn {
     },
 }
 
-/// The window being read: pack `sha256`, from `next` up to `end`.
+/// The window being read: pack `sha256` (or, with `record`, its self-test record), from `next`
+/// up to `end`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Window {
     sha256: [u8; 32],
     next: u32,
     end: u32,
+    record: bool,
 }
 
 /// The last manifest received, with its `ETag`: a 304 hands it out again.
@@ -517,7 +522,8 @@ impl<'a, L: Link, C: Clock> HttpIo<'a, L, C> {
             Call::Pack => self.stats.pack_requests += 1,
             Call::Report => self.stats.report_requests += 1,
             Call::Keys => self.stats.keys_requests += 1,
-            Call::Release | Call::SelfTest => self.stats.release_requests += 1,
+            Call::Release => self.stats.release_requests += 1,
+            Call::SelfTest => self.stats.selftest_requests += 1,
         }
         self.link
             .write_all(&self.tx[..len])
@@ -846,62 +852,103 @@ impl<'a, L: Link, C: Clock> HttpIo<'a, L, C> {
     }
 
     /// `GET /api/v1/device/packs/{sha256}/selftest`: the record's bytes from `offset`, at most
-    /// `buf.len()` of them (`Some(0)`: it ends before `offset`); `None` on a 404. The route
-    /// sends the whole record (a few KiB for a microcontroller model's inputs), so the bytes
-    /// before `offset` are read and dropped, and the connection is closed when the rest does
-    /// not fit `buf`.
+    /// `buf.len()` of them (`Some(0)`: it ends before `offset`, a 416); `None` on a 404. As the
+    /// pack: the first ask at an offset sends `Range: bytes=O-` (the rest of the record, a few
+    /// KiB) and the following asks read on in the same body, so the record costs one request
+    /// on the kept connection, not one per piece. A server that ignores the `Range` (200) is
+    /// read from its start, the bytes before `offset` dropped.
     fn selftest(
         &mut self,
         sha256: &[u8; 32],
         offset: u32,
         buf: &mut [u8],
     ) -> Result<Option<usize>, HttpError> {
-        self.abandon_window();
+        if buf.is_empty() {
+            return Ok(Some(0));
+        }
+        let deadline = self.deadline(self.config.timeouts.request_ms);
+        match self.window {
+            Some(w) if w.record && w.sha256 == *sha256 && w.next == offset => {
+                return self.read_window(buf, deadline).map(Some);
+            }
+            _ => self.abandon_window(),
+        }
         self.flush_pending();
         let mut c = Cursor::new(&mut self.tx);
         let len = Self::request_line(&mut c, "GET", &self.config.server, "/api/v1/device/packs/")
             .and_then(|()| c.hex(sha256))
             .and_then(|()| c.put(b"/selftest"))
             .and_then(|()| Self::common_headers(&mut c, &self.config))
-            .and_then(|()| c.put(b"\r\n"))
+            .and_then(|()| write!(c, "Range: bytes={offset}-\r\n\r\n"))
             .map(|()| c.len())
             .map_err(|_| HttpError::RequestTooLong {
                 call: Call::SelfTest,
             })?;
-        let deadline = self.deadline(self.config.timeouts.request_ms);
         let head = self.exchange(Call::SelfTest, len, deadline)?;
-        match head.status {
-            200 => {
+        let (first, end) = match head.status {
+            206 => {
+                let range = head
+                    .content_range
+                    .ok_or(HttpError::NoContentRange)?
+                    .ok_or(HttpError::MalformedContentRange)?;
+                if range.first != u64::from(offset) {
+                    return Err(HttpError::WrongRange {
+                        asked_first: offset,
+                        asked_last: u32::MAX,
+                        first: range.first,
+                        last: range.last,
+                    });
+                }
+                let span = range.last - range.first + 1;
                 let n = self.body_length(Call::SelfTest, &head)?;
-                self.begin_body(Call::SelfTest, &head, n);
-                let mut skip = u64::from(offset).min(n);
-                while skip > 0 && !buf.is_empty() {
-                    let piece = (skip.min(buf.len() as u64)) as usize;
-                    skip -= self.read_body(&mut buf[..piece], deadline)? as u64;
+                if n != span {
+                    return Err(HttpError::BodyLength {
+                        content_length: n,
+                        range: span,
+                    });
                 }
-                let rest = n - u64::from(offset).min(n);
-                let take = (rest.min(buf.len() as u64)) as usize;
-                let mut got = 0;
-                while got < take {
-                    got += self.read_body(&mut buf[got..take], deadline)?;
-                }
-                if (got as u64) < rest || skip > 0 {
-                    self.close();
-                }
-                Ok(Some(got))
+                (offset, u64::from(offset) + n)
+            }
+            200 => (0, self.body_length(Call::SelfTest, &head)?),
+            416 => {
+                self.skip_body(Call::SelfTest, &head, deadline)?;
+                return Ok(Some(0));
             }
             404 => {
                 self.skip_body(Call::SelfTest, &head, deadline)?;
-                Ok(None)
+                return Ok(None);
             }
             status => {
                 self.skip_body(Call::SelfTest, &head, deadline)?;
-                Err(HttpError::Status {
+                return Err(HttpError::Status {
                     call: Call::SelfTest,
                     status,
-                })
+                });
+            }
+        };
+        self.begin_body(Call::SelfTest, &head, end - u64::from(first));
+        // A record beyond a slot's 4 GiB is refused by the agent long before its end.
+        let end = u32::try_from(end).unwrap_or(u32::MAX);
+        if first >= end {
+            return Ok(Some(0));
+        }
+        self.window = Some(Window {
+            sha256: *sha256,
+            next: first,
+            end,
+            record: true,
+        });
+        // A 200 from the record's start: drop what comes before `offset`.
+        while let Some(w) = self.window.filter(|w| w.next < offset) {
+            let piece = ((offset - w.next) as usize).min(buf.len());
+            if self.read_window(&mut buf[..piece], deadline)? == 0 {
+                break;
             }
         }
+        if self.window.is_none() {
+            return Ok(Some(0));
+        }
+        self.read_window(buf, deadline).map(Some)
     }
 
     /// Keeps a manifest-sized body with its `ETag`, and what it says about its pack (unverified:
@@ -961,7 +1008,7 @@ impl<'a, L: Link, C: Clock> HttpIo<'a, L, C> {
         };
         let deadline = started.saturating_add(u64::from(self.config.timeouts.download_ms));
         match self.window {
-            Some(w) if w.sha256 == *sha256 && w.next == offset => {
+            Some(w) if !w.record && w.sha256 == *sha256 && w.next == offset => {
                 return self.read_window(buf, deadline);
             }
             Some(_) => self.close(),
@@ -1051,6 +1098,7 @@ impl<'a, L: Link, C: Clock> HttpIo<'a, L, C> {
             sha256: *sha256,
             next: offset,
             end: range.last as u32 + 1,
+            record: false,
         });
         self.read_window(buf, deadline)
     }
@@ -1216,7 +1264,9 @@ impl<'a, L: Link, C: Clock> HttpIo<'a, L, C> {
         let want = buf.len().min((w.end - w.next) as usize);
         let n = self.read_body(&mut buf[..want], deadline)?;
         w.next += n as u32;
-        self.stats.pack_bytes += n as u64;
+        if !w.record {
+            self.stats.pack_bytes += n as u64;
+        }
         self.window = (w.next < w.end).then_some(w);
         Ok(n)
     }

@@ -79,9 +79,13 @@ impl Proxy {
         self.with(|s| std::mem::take(&mut s.seen))
     }
 
-    /// The range requests' first bytes among `seen`.
+    /// The pack's range requests' first bytes among `seen` (not the self-test record's, which
+    /// is fetched with a range too).
     pub fn range_starts(seen: &[Seen]) -> Vec<u64> {
-        seen.iter().filter_map(|s| s.range_from).collect()
+        seen.iter()
+            .filter(|s| !s.path.ends_with("/selftest"))
+            .filter_map(|s| s.range_from)
+            .collect()
     }
 
     /// Bytes forwarded to the firmware so far.

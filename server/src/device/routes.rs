@@ -7,7 +7,7 @@
 //! | `GET /api/v1/device/keys?after=N`       | 200 the keyring updates with sequence > N (144 bytes each, in order), `ETag`; 304 on a matching `If-None-Match`; 204 none |
 //! | `GET /api/v1/device/packs/{sha256}`     | the assigned pack; `Range` → 206, `If-Range`, 416 (RFC 9110, [`crate::http::ranges`]); `ETag` = `"sha256"`; 404 unless assigned; 307 to a presigned URL with `--presign-downloads` |
 //! | `GET /api/v1/device/packs/{sha256}/io`  | the pack's canonical IO bindings (404 when it declares none) |
-//! | `GET /api/v1/device/packs/{sha256}/selftest` | the deployed version's self-test record ("NPS1"), whose SHA-256 its version-2 manifest signs; 404 unless assigned, or when the version has none |
+//! | `GET /api/v1/device/packs/{sha256}/selftest` | the deployed version's self-test record ("NPS1"), whose SHA-256 its version-2 manifest signs; `Range` → 206, 416, `If-Range` as for the pack; 404 unless assigned, or when the version has none |
 //! | `GET /api/v1/device/packs/{sha256}/release` | the deployed version's release signatures (the NPRB bundle), `ETag` = `"r-<its SHA-256>"`; 404 unless assigned, or when none are stored |
 //! | `POST /api/v1/device/status`            | `{sequence, state, progress?, reason?}` → 204                |
 //!
@@ -546,11 +546,18 @@ async fn pack_release(
     security(("device_token" = [])),
     responses(
         (status = 200, description = "the NPS1 record; `ETag: \"s-<its SHA-256>\"`", content_type = "application/octet-stream", body = crate::catalog::proof::SelfTestRecord),
+        (status = 206, description = "the requested range of the record (`Range`, as for the pack)", content_type = "application/octet-stream"),
+        (status = 304, description = "`If-None-Match` names the record's `ETag`"),
         (status = 401, body = ErrorBody),
         (status = 404, body = ErrorBody, description = "not the pack this device is assigned, or `no self-test for this pack`"),
+        (status = 416, body = ErrorBody, description = "the range starts at or past the end"),
     )
 )]
-async fn pack_selftest(device: Device, Path(sha256): Path<String>) -> Result<Response, ApiError> {
+async fn pack_selftest(
+    device: Device,
+    Path(sha256): Path<String>,
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
     assigned(&device, &sha256)?;
     let record = device
         .snapshot
@@ -562,17 +569,15 @@ async fn pack_selftest(device: Device, Path(sha256): Path<String>) -> Result<Res
         crate::store::to_hex(&npub_core::manifest::sha256(&record))
     ))
     .map_err(ApiError::internal)?;
-    Ok((
-        [
-            (
-                header::CONTENT_TYPE,
-                HeaderValue::from_static("application/octet-stream"),
-            ),
-            (header::ETAG, etag),
-        ],
-        Body::from(record),
-    )
-        .into_response())
+    // The pack's own rules (`Range`, `If-Range`, `If-None-Match`, 416): a device fetches the
+    // record in ranges over its kept connection, as it fetches the pack.
+    let len = record.len() as u64;
+    let answer = ranges::answer(&headers, &etag, len);
+    // Both within `len` (`ranges::answer` checked them against it).
+    let body = |offset: u64, count: u64| {
+        Body::from(record.slice(offset as usize..(offset + count) as usize))
+    };
+    ranges::respond(answer, etag, len, body, &[])
 }
 
 /// The deployment a status report names.

@@ -244,6 +244,35 @@ async fn a_version_with_a_golden_vector_is_deployed_with_its_selftest_signed() {
         format!("\"s-{}\"", hex(&sha256(&record)))
     );
     assert_eq!(r.bytes().await.unwrap().to_vec(), record);
+    // Ranges as for the pack: a device fetches the record in pieces over its kept connection.
+    let ranged = |range: String| {
+        s.http
+            .get(format!("{}{path}", s.url))
+            .bearer_auth(tokens[0].to_owned())
+            .header("range", range)
+            .send()
+    };
+    let len = record.len();
+    let r = ranged("bytes=10-19".into()).await.unwrap();
+    assert_eq!(r.status(), 206);
+    assert_eq!(
+        r.headers()["content-range"].to_str().unwrap(),
+        format!("bytes 10-19/{len}")
+    );
+    assert_eq!(r.bytes().await.unwrap().to_vec(), record[10..20]);
+    let r = ranged("bytes=48-".into()).await.unwrap();
+    assert_eq!(r.status(), 206);
+    assert_eq!(
+        r.headers()["content-range"].to_str().unwrap(),
+        format!("bytes 48-{}/{len}", len - 1)
+    );
+    assert_eq!(r.bytes().await.unwrap().to_vec(), record[48..]);
+    let r = ranged(format!("bytes={len}-")).await.unwrap();
+    assert_eq!(r.status(), 416, "a range past the record's end");
+    assert_eq!(
+        r.headers()["content-range"].to_str().unwrap(),
+        format!("bytes */{len}")
+    );
     // Not assigned to d2, and no token at all: as the pack's download.
     assert_eq!(device(&tokens[1], &path).await.unwrap().status(), 404);
     let r = s.http.get(format!("{}{path}", s.url)).send().await.unwrap();

@@ -114,6 +114,16 @@ static int32_t mem_fetch_pack(void *ctx, const uint8_t *sha256, uint32_t offset,
   return (int32_t)n;
 }
 
+static int32_t mem_fetch_selftest(void *ctx, const uint8_t *sha256, uint32_t offset, uint8_t *buf, size_t len) {
+  mem_server *s = ctx;
+  (void)sha256;
+  if (s->selftest == NULL) return -404;
+  if (offset >= s->selftest_len) return 0;
+  size_t n = s->selftest_len - offset < len ? s->selftest_len - offset : len;
+  memcpy(buf, s->selftest + offset, n);
+  return (int32_t)n;
+}
+
 /* Record n has sequence n (the server numbers them from 1), so `after` records are skipped. */
 static int32_t mem_fetch_keyring_updates(void *ctx, uint64_t after, uint8_t *buf, size_t cap) {
   mem_server *s = ctx;
@@ -140,12 +150,15 @@ static void serve(mem_server *s, int which) {
   if (which == 1) {
     s->manifest = npub_test_manifest1, s->manifest_len = npub_test_manifest1_len;
     s->pack = npub_test_pack1, s->pack_len = npub_test_pack1_len, s->sequence = npub_test_seq1;
+    s->selftest = npub_test_selftest1, s->selftest_len = npub_test_selftest1_len;
   } else if (which == 2) {
     s->manifest = npub_test_manifest2, s->manifest_len = npub_test_manifest2_len;
     s->pack = npub_test_pack2, s->pack_len = npub_test_pack2_len, s->sequence = npub_test_seq2;
+    s->selftest = npub_test_selftest2, s->selftest_len = npub_test_selftest2_len;
   } else {
     s->manifest = npub_test_manifest3, s->manifest_len = npub_test_manifest3_len;
     s->pack = npub_test_pack2, s->pack_len = npub_test_pack2_len, s->sequence = npub_test_seq3;
+    s->selftest = npub_test_selftest2, s->selftest_len = npub_test_selftest2_len;
     s->keyring_sequence = npub_test_keyring_sequence;
     s->records = npub_test_keyring_records, s->records_len = npub_test_keyring_records_len;
   }
@@ -178,6 +191,7 @@ void test_config(npub_config *c, ram_nor *nor, uint8_t *arena, mem_server *serve
   c->requests.fetch_pack = mem_fetch_pack;
   c->requests.report = mem_report;
   c->requests.fetch_keyring_updates = mem_fetch_keyring_updates;
+  c->requests.fetch_selftest = mem_fetch_selftest;
   c->clock.now_ms = test_now_ms;
   c->clock.sleep_ms = test_sleep_ms;
   c->trusted_keys = (const uint8_t(*)[32])npub_test_key;
@@ -720,6 +734,33 @@ static int release_keys(void) {
   return failures;
 }
 
+/* A version-2 manifest signs its self-test record: without a fetch_selftest callback, and with
+ * one that answers -404 (the server has none), pack 2 is refused ("self-test record missing"),
+ * reported failed, and pack 1 stays bound. */
+static int selftest_missing(void) {
+  int failures = 0;
+  ram_nor nor = {.mem = flash_mem};
+  mem_server server;
+  npub_config c;
+  npub_job job;
+  int32_t rc;
+  for (int none = 0; none < 2; none++) {
+    memcpy(flash_mem, snapshot, sizeof flash_mem);
+    serve(&server, 2);
+    test_config(&c, &nor, arena_mem, &server);
+    if (none) server.selftest = NULL; /* -404 */
+    else c.requests.fetch_selftest = NULL;
+    CHECK(open_agent(&c) == NPUB_OK && npub_agent_boot(&agent_storage, &job) == NPUB_OK, "boot v1");
+    rc = test_install(&agent_storage, &job);
+    CHECK(rc == NPUB_E_REJECTED && last_error_has("self-test record missing: the manifest names"),
+          "pack 2 without its record (%s): %s", none ? "404" : "no callback", npub_result_name(rc));
+    CHECK(strcmp(server.last_state, "failed") == 0, "reported %s", server.last_state);
+    CHECK(job.sequence == npub_test_seq1, "pack 1 still bound");
+  }
+  printf("self-test record missing: %d failures\n", failures);
+  return failures;
+}
+
 /* The boot check refuses a slot: from pack 1, pack 2 installed and confirmed, then one byte of
  * it flipped in flash. The next boot binds pack 1 from the other slot and
  * npub_agent_boot_skipped says which slot it skipped, its sequence and why; a clean boot skipped
@@ -797,6 +838,7 @@ int run_common_tests(long cut_stride) {
   failures += counter_hook();
   failures += rotation();
   failures += release_keys();
+  failures += selftest_missing();
   failures += boot_skipped();
   return failures;
 }

@@ -20,6 +20,11 @@ extern const size_t npub_test_manifest2_len;
 extern const uint8_t npub_test_pack2[];
 extern const size_t npub_test_pack2_len;
 extern const uint64_t npub_test_seq2;
+/* Each version's self-test record, as the server serves it beside the pack. */
+extern const uint8_t npub_test_selftest1[];
+extern const size_t npub_test_selftest1_len;
+extern const uint8_t npub_test_selftest2[];
+extern const size_t npub_test_selftest2_len;
 /* Then the key rotated with revoke_previous and 2.0.0 (pack 2) deployed again, signed by key 2;
  * the root-signed keyring records (sequence 1, 2, ... in order) and the announced sequence. */
 extern const uint8_t npub_test_manifest3[];
@@ -57,6 +62,8 @@ typedef struct {
   uint64_t sequence;
   const uint8_t *pack;
   size_t pack_len;
+  const uint8_t *selftest; /* the pack's self-test record (NULL: none, a 404) */
+  size_t selftest_len;
   long garbage_at;       /* fetch_pack call that returns a length past its buffer (0: never) */
   long fetches;
   int stale;             /* offer the manifest whatever sequence the device asks after (a replay) */

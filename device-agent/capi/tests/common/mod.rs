@@ -33,9 +33,12 @@ pub struct Served {
     pub key: [u8; 32],
     pub root: [u8; 32],
     pub hw_class: u32,
-    pub versions: Vec<(u64, Vec<u8>, Vec<u8>)>,
+    pub versions: Vec<Version>,
     pub rotation: Rotation,
 }
+
+/// One version as served: its sequence, manifest, pack and self-test record (empty: none).
+pub type Version = (u64, Vec<u8>, Vec<u8>, Vec<u8>);
 
 /// After the two versions: the signing key rotated with revoke_previous, 2.0.0 deployed again.
 pub struct Rotation {
@@ -204,7 +207,15 @@ impl LiveServer {
                 .map(|b| format!("{b:02x}"))
                 .collect();
             let pack = self.pack(&token, &sha);
-            versions.push((seq, manifest, pack));
+            let (status, record) = self.call(
+                &token,
+                "GET",
+                &format!("/api/v1/device/packs/{sha}/selftest"),
+                None,
+                false,
+            );
+            let record = if status == 200 { record } else { Vec::new() };
+            versions.push((seq, manifest, pack, record));
         }
         // Rotate, revoking key 1 in the same record; deploy 2.0.0 again (signed by key 2).
         self.admin(
@@ -337,10 +348,11 @@ pub fn write_data_c(served: &Served, path: &Path) {
         write!(out, "{b},").unwrap();
     }
     out.push_str("};\n");
-    for (i, (seq, manifest, pack)) in served.versions.iter().enumerate() {
+    for (i, (seq, manifest, pack, record)) in served.versions.iter().enumerate() {
         let n = i + 1;
         array(&mut out, &format!("npub_test_manifest{n}"), manifest);
         array(&mut out, &format!("npub_test_pack{n}"), pack);
+        array(&mut out, &format!("npub_test_selftest{n}"), record);
         writeln!(out, "const uint64_t npub_test_seq{n} = {seq};").unwrap();
     }
     let r = &served.rotation;

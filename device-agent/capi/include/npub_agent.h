@@ -386,11 +386,11 @@ typedef struct {
   // added by a release root's record). Optional: NULL answers "none", so that with a release
   // trust every pack is refused as unreleased.
   int32_t (*fetch_release)(void*, const uint8_t*, uint8_t*, size_t);
-  // `GET /api/v1/device/packs/{sha256}/selftest` (`sha256` 32 bytes) from `offset`: up to `len`
-  // bytes of the self-test record into `buf`, how many (0 = the record ended), -404 when the
-  // server has none, `NPUB_IO_ERROR` or minus another HTTP status. Called only for a version-2
-  // manifest, which signs the record's SHA-256. Optional: NULL answers "none", and a version-2
-  // manifest's pack is then refused ("self-test record missing").
+  // `GET /api/v1/device/packs/{sha256}/selftest` (`sha256` 32 bytes) from `offset`: up to
+  // `len` bytes of the self-test record into `buf`, how many (0 = the record ended), -404
+  // when the server has none, `NPUB_IO_ERROR` or minus another HTTP status. Called only for
+  // a version-2 manifest, which signs the record's SHA-256. Optional: NULL answers "none",
+  // and a version-2 manifest's pack is then refused ("self-test record missing").
   int32_t (*fetch_selftest)(void*, const uint8_t*, uint32_t, uint8_t*, size_t);
 } npub_requests;
 

@@ -488,11 +488,11 @@ impl<F: NorFlash + Mapped, C: MonotonicCounter> Agent<F, C> {
         self.golden_input(job.target, job.selftest.as_ref())
     }
 
-    /// The golden input a pending pack's self-test runs: the input of the record in `slot`
-    /// (after the pack), as flash holds it; `None` when the pack has no self-test. The record
-    /// was checked against the manifest before the slot went pending.
-    pub(crate) fn golden_input(&self, slot: Slot, selftest: Option<&SelfTestRef>) -> Option<&[u8]> {
-        let t = selftest?;
+    /// The self-test record `selftest` of the pack in `slot`, as flash holds it now, only if it
+    /// still hashes to the digest it was installed under: a record read back at self-test time
+    /// (a trial boot after a reset included) is flash read again, and must not be believed on
+    /// the strength of an earlier read.
+    fn stored_selftest(&self, slot: Slot, t: &SelfTestRef) -> Option<release::SelfTest<'_>> {
         let pack = self.state().slot(slot).pack();
         let start = u64::from(self.layout.slot(slot)) + descriptor::selftest_offset::<F>(pack.len);
         let start = usize::try_from(start).ok()?;
@@ -500,40 +500,35 @@ impl<F: NorFlash + Mapped, C: MonotonicCounter> Agent<F, C> {
             .flash
             .mapped()
             .get(start..start.checked_add(t.len as usize)?)?;
-        release::SelfTest::parse(record).ok().map(|r| r.input())
+        if manifest::sha256(record) != t.digest {
+            return None;
+        }
+        release::SelfTest::parse(record).ok()
     }
 
-    /// The record's expected output digest, read from flash (the record is in `slot` after
-    /// its pack).
-    fn golden_output(&self, slot: Slot, selftest: Option<&SelfTestRef>) -> Option<[u8; 32]> {
-        let t = selftest?;
-        let pack = self.state().slot(slot).pack();
-        let start = u64::from(self.layout.slot(slot)) + descriptor::selftest_offset::<F>(pack.len);
-        let start = usize::try_from(start).ok()?;
-        let record = self
-            .flash
-            .mapped()
-            .get(start..start.checked_add(t.len as usize)?)?;
-        release::SelfTest::parse(record)
-            .ok()
-            .map(|r| r.output_sha256())
+    /// The golden input a pending pack's self-test runs: the input of the record in `slot`
+    /// (after the pack), as flash holds it; `None` when the pack has no self-test or its record
+    /// no longer verifies (then [`Self::digest_failure`] fails the pack).
+    pub(crate) fn golden_input(&self, slot: Slot, selftest: Option<&SelfTestRef>) -> Option<&[u8]> {
+        self.stored_selftest(slot, selftest?).map(|r| r.input())
     }
 
     /// Whether a self-test's answer `got` (the outputs' SHA-256; `None`: no golden inference
     /// ran) fails the record `selftest` of the pack in `slot`: `Some(SelfTestDigest)` when the
-    /// digests differ. A skipped run (no NPU on the board) fails nothing: the firmware says so.
+    /// digests differ, `Some(SelfTestMissing)` when the record no longer verifies in flash
+    /// (whatever the answer: a skipped run on such a record confirms nothing). A skipped run
+    /// (no NPU on the board) with a whole record fails nothing: the firmware says so.
     pub(crate) fn digest_failure(
         &self,
         slot: Slot,
         selftest: Option<&SelfTestRef>,
         got: Option<[u8; 32]>,
     ) -> Option<Error> {
-        let (Some(t), Some(got)) = (selftest, got) else {
-            return None;
-        };
-        let Some(expected) = self.golden_output(slot, Some(t)) else {
+        let t = selftest?;
+        let Some(expected) = self.stored_selftest(slot, t).map(|r| r.output_sha256()) else {
             return Some(Error::SelfTestMissing);
         };
+        let got = got?;
         (expected != got).then(|| Error::SelfTestDigest {
             expected: manifest::Sha256Prefix::of(&expected),
             got: manifest::Sha256Prefix::of(&got),

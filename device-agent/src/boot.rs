@@ -242,11 +242,12 @@ impl<F: NorFlash + Mapped, C: MonotonicCounter> Agent<F, C> {
     }
 
     /// The golden input of the pack on trial in `slot` (from [`BootStart::Trial`]): what a
-    /// firmware whose self-test is not one call runs before [`Agent::settle_trial`]; `None`
-    /// when the pack has no self-test record.
-    pub fn trial_golden_input(&mut self, slot: Slot) -> Option<&[u8]> {
+    /// firmware whose self-test is not one call runs before [`Agent::settle_trial`]; `Ok(None)`
+    /// when the pack has no self-test record, [`Error::SelfTestMissing`] when its record no
+    /// longer hashes to the signed digest as flash holds it now.
+    pub fn trial_golden_input(&mut self, slot: Slot) -> Result<Option<&[u8]>, Error> {
         let selftest = self.trial_selftest(slot);
-        self.golden_input(slot, selftest.as_ref())
+        self.golden(slot, selftest.as_ref())
     }
 
     /// Gives the pending pack in `slot` up for `reason`: the NPU unbound, the slot failed (a

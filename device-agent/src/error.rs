@@ -143,6 +143,14 @@ pub enum Error {
         /// Bytes left in the slot after the pack (from the next erase sector).
         room: u32,
     },
+    /// The server's self-test record ended before the length its own header states (48 bytes
+    /// and `input_bytes`): a cut answer, told apart from a record whose bytes differ.
+    SelfTestRecordShort {
+        /// Record bytes received.
+        got: u32,
+        /// The length its header states.
+        stated: u64,
+    },
     /// A pending pack used up its trial boots without confirming (its self-test kept resetting
     /// the device), and was reverted.
     TrialBootsExhausted {
@@ -507,6 +515,10 @@ impl fmt::Display for Error {
             Error::SelfTestTooLarge { len, room } => write!(
                 f,
                 "self-test: the record is {len} bytes, the slot has {room} left after the pack"
+            ),
+            Error::SelfTestRecordShort { got, stated } => write!(
+                f,
+                "self-test record shorter than stated: got {got} of {stated} bytes"
             ),
             Error::TrialBootsExhausted { boots } => write!(
                 f,

@@ -482,10 +482,12 @@ impl<F: NorFlash + Mapped, C: MonotonicCounter> Agent<F, C> {
     }
 
     /// The golden input of `job`'s pending pack, for a firmware that runs its self-test itself
-    /// between [`Progress::Pending`] and [`Agent::finish_install`]: `None` when the pack has no
-    /// self-test record (a version-1 manifest).
-    pub fn install_golden_input(&self, job: &Installing) -> Option<&[u8]> {
-        self.golden_input(job.target, job.selftest.as_ref())
+    /// between [`Progress::Pending`] and [`Agent::finish_install`]: `Ok(None)` when the pack has
+    /// no self-test record (a version-1 manifest), [`Error::SelfTestMissing`] when its record
+    /// no longer hashes to the signed digest as flash holds it now (the pack then fails
+    /// whatever its self-test answers).
+    pub fn install_golden_input(&self, job: &Installing) -> Result<Option<&[u8]>, Error> {
+        self.golden(job.target, job.selftest.as_ref())
     }
 
     /// The self-test record `selftest` of the pack in `slot`, as flash holds it now, only if it
@@ -510,7 +512,23 @@ impl<F: NorFlash + Mapped, C: MonotonicCounter> Agent<F, C> {
     /// (after the pack), as flash holds it; `None` when the pack has no self-test or its record
     /// no longer verifies (then [`Self::digest_failure`] fails the pack).
     pub(crate) fn golden_input(&self, slot: Slot, selftest: Option<&SelfTestRef>) -> Option<&[u8]> {
-        self.stored_selftest(slot, selftest?).map(|r| r.input())
+        self.golden(slot, selftest).ok().flatten()
+    }
+
+    /// [`Self::golden_input`], telling a pack without a record (`Ok(None)`) from a record that
+    /// no longer verifies ([`Error::SelfTestMissing`]).
+    pub(crate) fn golden(
+        &self,
+        slot: Slot,
+        selftest: Option<&SelfTestRef>,
+    ) -> Result<Option<&[u8]>, Error> {
+        let Some(t) = selftest else {
+            return Ok(None);
+        };
+        match self.stored_selftest(slot, t) {
+            Some(r) => Ok(Some(r.input())),
+            None => Err(Error::SelfTestMissing),
+        }
     }
 
     /// Whether a self-test's answer `got` (the outputs' SHA-256; `None`: no golden inference
@@ -607,7 +625,19 @@ impl<F: NorFlash + Mapped, C: MonotonicCounter> Agent<F, C> {
             self.program(base + offset, &mut buf, have)?;
             offset += have as u32;
         }
-        let len = total.unwrap_or(0) as u32;
+        let len = total.unwrap_or(0);
+        if u64::from(offset) < len {
+            // The answer ended before the length the record's own header states: a cut record,
+            // not one whose bytes differ (hashing the erased rest would say "mismatch"). A local
+            // fault like a mismatch: the next poll fetches it afresh.
+            let _ = self.commit(self.state().fail(job.target));
+            return Err(Error::SelfTestRecordShort {
+                got: offset,
+                stated: len,
+            });
+        }
+        // `len` ≤ `room`, a u32 (checked when the header was read).
+        let len = len as u32;
         self.flash.invalidate();
         let start = base as usize;
         let stored = &self.flash.mapped()[start..start + len as usize];
@@ -661,6 +691,9 @@ impl<F: NorFlash + Mapped, C: MonotonicCounter> Agent<F, C> {
             Err(code) => Some(Error::SelfTestFailed { code }),
             Ok(got) => self.digest_failure(target, job.selftest.as_ref(), got),
         };
+        // A record whose golden input did not run (no digest came back): confirmed on the
+        // firmware's own checks, and said so in the report, never as a pass.
+        let skipped = failed.is_none() && job.selftest.is_some() && matches!(outcome, Ok(None));
         if let Some(e) = failed {
             npu.unbind();
             if self.commit(self.state().fail(target)).is_ok() {
@@ -676,15 +709,21 @@ impl<F: NorFlash + Mapped, C: MonotonicCounter> Agent<F, C> {
             return Err(self.conclude_failed(transport, &job.manifest, Some(job.attempt), e));
         }
         let _ = descriptor::mark_confirmed(&mut self.flash, &self.layout, target);
-        self.events
-            .note("install confirmed", job.manifest.sequence());
-        report(
-            transport,
-            job.manifest.sequence(),
-            ReportState::Installed,
-            None,
-            None,
-        );
+        let line = if skipped {
+            "installed, self-test skipped"
+        } else {
+            "install confirmed"
+        };
+        self.events.note(line, job.manifest.sequence());
+        let _ = transport.report(&Report {
+            sequence: job.manifest.sequence(),
+            state: ReportState::Installed,
+            progress: None,
+            reason: None,
+            attempts: None,
+            events: None,
+            selftest_skipped: skipped,
+        });
         Ok(bound)
     }
 
@@ -728,6 +767,7 @@ impl<F: NorFlash + Mapped, C: MonotonicCounter> Agent<F, C> {
             reason: Some(reason),
             attempts,
             events: failed.then_some(&self.events),
+            selftest_skipped: false,
         });
         reason
     }
@@ -744,6 +784,7 @@ impl<F: NorFlash + Mapped, C: MonotonicCounter> Agent<F, C> {
             reason: Some(e),
             attempts: None,
             events: Some(&self.events),
+            selftest_skipped: false,
         });
     }
 
@@ -1187,6 +1228,7 @@ fn report<T: Transport>(
         reason,
         attempts: None,
         events: None,
+        selftest_skipped: false,
     });
 }
 

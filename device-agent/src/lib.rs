@@ -78,5 +78,5 @@ pub use layout::Layout;
 pub use npu::{Arena, DriverPayload, Npu, NpuRegisters, RecordingNpu, SelfTestResult};
 pub use seal::DeviceKey;
 pub use state::{MAX_LOCAL_RETRIES, SlotState, State, Status};
-pub use transport::{Report, ReportState, Transport};
+pub use transport::{Report, ReportState, SELFTEST_SKIPPED, Transport};
 pub use verify::{BoundSlot, VerifiedSlot};

@@ -44,6 +44,11 @@ impl ReportState {
     }
 }
 
+/// The reason an `installed` report carries when [`Report::selftest_skipped`]: the pack was
+/// confirmed without its golden run, and the server keeps this line with the report.
+pub const SELFTEST_SKIPPED: &str =
+    "self-test skipped: no NPU on this board ran the golden input; confirmed on the firmware's own checks";
+
 /// One status report.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Report<'a> {
@@ -63,6 +68,11 @@ pub struct Report<'a> {
     /// The device's last events (its [`EventLog`]), sent with a failure report (`Failed`,
     /// `RolledBack`) as the report's `events`, oldest first; `None` on every other report.
     pub events: Option<&'a EventLog>,
+    /// For `Installed`: the pack has a self-test record but no golden inference ran (the
+    /// firmware's self-test answered no digest: a board without an NPU, or a C firmware's
+    /// `npub_agent_confirm`), so it was confirmed on the firmware's own checks. Sent as the
+    /// report's reason, [`SELFTEST_SKIPPED`]: never a silent pass.
+    pub selftest_skipped: bool,
 }
 
 /// The fleet server, as the agent sees it.

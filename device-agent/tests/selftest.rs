@@ -178,7 +178,7 @@ fn a_weight_byte_flipped_in_flash_after_the_signature_check_reverts_with_the_dig
     image[at as usize] ^= 1 << BIT;
     std::fs::write(&s.file, image).unwrap();
 
-    let golden = agent.install_golden_input(&job).map(<[u8]>::to_vec);
+    let golden = agent.install_golden_input(&job).unwrap().map(<[u8]>::to_vec);
     assert!(
         golden.is_some(),
         "a version-2 manifest's pack has a golden input"
@@ -256,4 +256,76 @@ fn rejects_a_signed_self_test_record_the_server_does_not_have() {
     let last = s.server.reports.last().unwrap();
     assert_eq!(last.state, ReportState::Failed);
     assert_eq!(last.reason, Some(e));
+}
+
+/// A server whose record ends before the length its own header states (48 bytes and
+/// `input_bytes`): its own error with both numbers, not a hash mismatch over erased flash; the
+/// install fails, nothing is confirmed, and a server with the whole record installs it next.
+#[test]
+fn rejects_a_self_test_record_shorter_than_its_header_states() {
+    let (mut s, pack, _, record) = setup();
+    let cut = record.len() - 7;
+    s.server
+        .selftests
+        .insert(sha256(&pack), record[..cut].to_vec());
+    let flash = Flash::with_file(&s.file, s.layout.end() as usize).unwrap();
+    let mut agent = Agent::open(flash, s.layout, device()).unwrap();
+    let mut mem = ArenaMem::new();
+    let e = agent
+        .install(&s.verified, &mut s.server, &mut s.npu, &mut mem.arena())
+        .unwrap_err();
+    assert_eq!(
+        e,
+        Error::SelfTestRecordShort {
+            got: cut as u32,
+            stated: record.len() as u64,
+        }
+    );
+    assert_eq!(
+        e.to_string(),
+        format!(
+            "self-test record shorter than stated: got {cut} of {} bytes",
+            record.len()
+        )
+    );
+    assert_eq!(s.npu.runs, 0, "nothing ran");
+    assert_eq!(agent.state().active(), None, "nothing confirmed");
+    assert_eq!(s.server.reports.last().unwrap().reason, Some(e));
+
+    s.server.selftests.insert(sha256(&pack), record);
+    agent
+        .install(&s.verified, &mut s.server, &mut s.npu, &mut mem.arena())
+        .expect("the whole record installs");
+    assert_eq!(s.npu.runs, 1);
+}
+
+/// A board whose self-test runs no golden inference (no NPU: the QEMU firmware's) confirms the
+/// pack on its own checks, and the `installed` report says the self-test was skipped; a run
+/// that answered a matching digest is a pass, reported without it.
+#[test]
+fn a_pack_confirmed_without_its_golden_run_is_reported_skipped() {
+    let (mut s, _, _, _) = setup();
+    let flash = Flash::with_file(&s.file, s.layout.end() as usize).unwrap();
+    let mut agent = Agent::open(flash, s.layout, device()).unwrap();
+    let mut mem = ArenaMem::new();
+    let mut no_npu = device_agent::RecordingNpu::default();
+    agent
+        .install(&s.verified, &mut s.server, &mut no_npu, &mut mem.arena())
+        .unwrap();
+    assert!(no_npu.last_golden.is_some(), "the golden input was offered");
+    let last = s.server.reports.last().unwrap();
+    assert_eq!(last.state, ReportState::Installed);
+    assert!(last.selftest_skipped, "{last:?}");
+    assert!(device_agent::SELFTEST_SKIPPED.starts_with("self-test skipped: no NPU"));
+
+    // The functional model runs it: a pass, not a skip.
+    let (mut s, _, _, _) = setup();
+    let flash = Flash::with_file(&s.file, s.layout.end() as usize).unwrap();
+    let mut agent = Agent::open(flash, s.layout, device()).unwrap();
+    agent
+        .install(&s.verified, &mut s.server, &mut s.npu, &mut mem.arena())
+        .unwrap();
+    let last = s.server.reports.last().unwrap();
+    assert_eq!(last.state, ReportState::Installed);
+    assert!(!last.selftest_skipped, "{last:?}");
 }

@@ -404,6 +404,7 @@ fn report<T: Transport>(
         reason: None,
         attempts: None,
         events,
+        selftest_skipped: false,
     });
 }
 

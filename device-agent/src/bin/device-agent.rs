@@ -447,6 +447,7 @@ fn report_boot(
                     reason: Some(r.reason),
                     attempts: None,
                     events: Some(events),
+                    selftest_skipped: false,
                 });
             }
             let v = booted.bound;
@@ -470,6 +471,7 @@ fn report(transport: &mut Io<'_>, sequence: u64, state: ReportState, reason: Opt
         reason,
         attempts: None,
         events: None,
+        selftest_skipped: false,
     });
 }
 

@@ -28,6 +28,15 @@ pub enum Call {
 }
 
 impl Call {
+    /// What a range answer's body is, for messages: "self-test record" for the record's
+    /// request, "pack" for every other (only the pack's and the record's ask for ranges).
+    pub const fn body(self) -> &'static str {
+        match self {
+            Call::SelfTest => "self-test record",
+            _ => "pack",
+        }
+    }
+
     /// The route, for messages.
     pub const fn route(self) -> &'static str {
         match self {
@@ -168,11 +177,19 @@ pub enum HttpError {
         offset: u32,
     },
     /// A 206 without `Content-Range`.
-    NoContentRange,
+    NoContentRange {
+        /// The pack's or the self-test record's request.
+        call: Call,
+    },
     /// A `Content-Range` that is not `bytes FIRST-LAST/TOTAL`.
-    MalformedContentRange,
+    MalformedContentRange {
+        /// The pack's or the self-test record's request.
+        call: Call,
+    },
     /// The 206 covers other bytes than the ones asked for.
     WrongRange {
+        /// The pack's or the self-test record's request.
+        call: Call,
         /// First byte asked for.
         asked_first: u32,
         /// Last byte asked for (inclusive).
@@ -191,6 +208,8 @@ pub enum HttpError {
     },
     /// `Content-Length` differs from the length of the range in `Content-Range`.
     BodyLength {
+        /// The pack's or the self-test record's request.
+        call: Call,
         /// `Content-Length`.
         content_length: u64,
         /// `LAST - FIRST + 1` of `Content-Range`.
@@ -270,11 +289,27 @@ impl HttpError {
             HttpError::Status { .. } => "unexpected HTTP status",
             HttpError::UnaskedNotModified => "304 without If-None-Match",
             HttpError::RangeIgnored { .. } => "200 with the whole pack where 206 was asked",
-            HttpError::NoContentRange => "206 without Content-Range",
-            HttpError::MalformedContentRange => "Content-Range is not bytes FIRST-LAST/TOTAL",
-            HttpError::WrongRange { .. } => "Content-Range covers other bytes than asked",
+            HttpError::NoContentRange {
+                call: Call::SelfTest,
+            } => "self-test record: 206 without Content-Range",
+            HttpError::NoContentRange { .. } => "pack: 206 without Content-Range",
+            HttpError::MalformedContentRange {
+                call: Call::SelfTest,
+            } => "self-test record: Content-Range is not bytes FIRST-LAST/TOTAL",
+            HttpError::MalformedContentRange { .. } => {
+                "pack: Content-Range is not bytes FIRST-LAST/TOTAL"
+            }
+            HttpError::WrongRange {
+                call: Call::SelfTest,
+                ..
+            } => "self-test record: Content-Range covers other bytes than asked",
+            HttpError::WrongRange { .. } => "pack: Content-Range covers other bytes than asked",
             HttpError::PackLength { .. } => "the server's pack length differs from the manifest's",
-            HttpError::BodyLength { .. } => "Content-Length differs from the Content-Range",
+            HttpError::BodyLength {
+                call: Call::SelfTest,
+                ..
+            } => "self-test record: Content-Length differs from the Content-Range",
+            HttpError::BodyLength { .. } => "pack: Content-Length differs from the Content-Range",
             HttpError::Unsatisfiable { .. } => "416 for an offset inside the pack",
             HttpError::BodyTruncated { .. } => "body ended before its Content-Length",
             HttpError::TrailingBytes { .. } => "bytes past the end of the pack body",
@@ -344,30 +379,40 @@ impl fmt::Display for HttpError {
                 f,
                 "pack: 200 with the whole pack where 206 was asked for the range from {offset}"
             ),
-            HttpError::NoContentRange => f.write_str("pack: 206 without Content-Range"),
-            HttpError::MalformedContentRange => {
-                f.write_str("pack: Content-Range is not `bytes FIRST-LAST/TOTAL`")
+            HttpError::NoContentRange { call } => {
+                write!(f, "{}: 206 without Content-Range", call.body())
             }
+            HttpError::MalformedContentRange { call } => write!(
+                f,
+                "{}: Content-Range is not `bytes FIRST-LAST/TOTAL`",
+                call.body()
+            ),
             HttpError::WrongRange {
+                call,
                 asked_first,
                 asked_last,
                 first,
                 last,
             } => write!(
                 f,
-                "pack: Content-Range is bytes {first}-{last}, the request asked for \
-                 {asked_first}-{asked_last}"
+                "{}: Content-Range is bytes {first}-{last}, the request asked for \
+                 {asked_first}-{last_asked}",
+                call.body(),
+                // The record's request asks for the rest from its offset: "-" + nothing.
+                last_asked = LastAsked(asked_last),
             ),
             HttpError::PackLength { manifest, server } => write!(
                 f,
                 "pack: Content-Range says the pack is {server} bytes, the manifest {manifest}"
             ),
             HttpError::BodyLength {
+                call,
                 content_length,
                 range,
             } => write!(
                 f,
-                "pack: Content-Length {content_length} differs from the {range} bytes of Content-Range"
+                "{}: Content-Length {content_length} differs from the {range} bytes of Content-Range",
+                call.body()
             ),
             HttpError::Unsatisfiable { offset } => write!(
                 f,
@@ -398,6 +443,19 @@ impl fmt::Display for HttpError {
                 "pack: redirected {} times and then once more ({status}); not followed",
                 MAX_REDIRECTS
             ),
+        }
+    }
+}
+
+/// A request's last byte as `Range` asked for it: `u32::MAX` stands for "to the end" (the
+/// self-test record's `bytes=O-`), written as nothing.
+struct LastAsked(u32);
+
+impl fmt::Display for LastAsked {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.0 {
+            u32::MAX => Ok(()),
+            n => write!(f, "{n}"),
         }
     }
 }

@@ -52,7 +52,7 @@ pub use link::{Clock, Link, Retry, Timeouts};
 pub use wire::{ContentRange, Server};
 
 use crate::error::TransportError;
-use crate::transport::{Report, ReportState, Transport};
+use crate::transport::{Report, ReportState, SELFTEST_SKIPPED, Transport};
 use wire::{Cursor, ETAG_MAX, EVENTS_BYTES, Head, JsonText, Redirect, parse_head};
 
 /// Bytes of one range request, unless configured otherwise: 64 KiB, so a request costs far less
@@ -889,10 +889,15 @@ impl<'a, L: Link, C: Clock> HttpIo<'a, L, C> {
             206 => {
                 let range = head
                     .content_range
-                    .ok_or(HttpError::NoContentRange)?
-                    .ok_or(HttpError::MalformedContentRange)?;
+                    .ok_or(HttpError::NoContentRange {
+                        call: Call::SelfTest,
+                    })?
+                    .ok_or(HttpError::MalformedContentRange {
+                        call: Call::SelfTest,
+                    })?;
                 if range.first != u64::from(offset) {
                     return Err(HttpError::WrongRange {
+                        call: Call::SelfTest,
                         asked_first: offset,
                         asked_last: u32::MAX,
                         first: range.first,
@@ -903,6 +908,7 @@ impl<'a, L: Link, C: Clock> HttpIo<'a, L, C> {
                 let n = self.body_length(Call::SelfTest, &head)?;
                 if n != span {
                     return Err(HttpError::BodyLength {
+                        call: Call::SelfTest,
                         content_length: n,
                         range: span,
                     });
@@ -1052,8 +1058,8 @@ impl<'a, L: Link, C: Clock> HttpIo<'a, L, C> {
         }
         let range = head
             .content_range
-            .ok_or(HttpError::NoContentRange)?
-            .ok_or(HttpError::MalformedContentRange)?;
+            .ok_or(HttpError::NoContentRange { call: Call::Pack })?
+            .ok_or(HttpError::MalformedContentRange { call: Call::Pack })?;
         // The server may clamp the last byte to the pack's end only when the length is unknown.
         let last_ok = match expected {
             Some(_) => range.last == u64::from(last),
@@ -1061,6 +1067,7 @@ impl<'a, L: Link, C: Clock> HttpIo<'a, L, C> {
         };
         if range.first != u64::from(offset) || !last_ok {
             return Err(HttpError::WrongRange {
+                call: Call::Pack,
                 asked_first: offset,
                 asked_last: last,
                 first: range.first,
@@ -1088,6 +1095,7 @@ impl<'a, L: Link, C: Clock> HttpIo<'a, L, C> {
         let n = self.body_length(Call::Pack, &head)?;
         if n != span {
             return Err(HttpError::BodyLength {
+                call: Call::Pack,
                 content_length: n,
                 range: span,
             });
@@ -1330,6 +1338,10 @@ impl<'a, L: Link, C: Clock> HttpIo<'a, L, C> {
             };
             write!(text, "{reason}").map_err(too_long)?;
             b.put(b"\"").map_err(too_long)?;
+        } else if r.selftest_skipped {
+            const { assert!(SELFTEST_SKIPPED.len() <= REASON_BYTES) };
+            // Plain ASCII without quotes: no escaping needed.
+            write!(b, ",\"reason\":\"{SELFTEST_SKIPPED}\"").map_err(too_long)?;
         }
         let prefix_len = b.len();
         // The event log and what follows it go straight into the transmit buffer: no second

@@ -809,7 +809,7 @@ fn rejects_a_content_length_that_disagrees_with_the_range() {
     abandoned_then_resumed(
         Lie::LengthMismatch,
         WINDOW,
-        |e| matches!(e, HttpError::BodyLength { content_length, range } if content_length == range + 100),
+        |e| matches!(e, HttpError::BodyLength { content_length, range, .. } if content_length == range + 100),
     );
 }
 

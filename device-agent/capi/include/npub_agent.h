@@ -168,6 +168,14 @@
 // that is not printable ASCII (the server would refuse the report carrying it).
 #define NPUB_E_EVENT -20
 
+// `npub_agent_golden_input`: the pending pack has no self-test record (a version-1 manifest):
+// there is no golden input, and `npub_agent_confirm` settles it on the application's check.
+#define NPUB_E_NO_SELFTEST -21
+
+// `npub_agent_golden_input`: the buffer is smaller than the golden input (`*len` says how
+// many bytes it needs; nothing was written).
+#define NPUB_E_BUFFER -22
+
 // A transport callback: nothing arrived within the link's own short wait (read), or the
 // operation timed out (connect).
 #define NPUB_IO_TIMEOUT -1
@@ -618,9 +626,61 @@ int32_t npub_agent_poll(npub_agent *agent, npub_job *job);
 // given up and the previous pack bound again (`NPUB_E_SELF_TEST`). Either way `job` (if not
 // NULL) is then what is bound.
 //
+// No output digest comes with this call. A pack with a self-test record (a version-2
+// manifest) passed this way is confirmed as the Rust agent confirms it on a board without an
+// NPU: its golden run **skipped**, and said so (the `installed` report's reason is "self-test
+// skipped: …", the event log's line "installed, self-test skipped"), never reported as a pass.
+// A record that no longer verifies in flash fails the pack whatever `result` says. To have the
+// record's digest compared, run `npub_agent_golden_input` on the NPU and call
+// `npub_agent_confirm_digest`.
+//
 // # Safety
 // As [`npub_agent_boot`].
 int32_t npub_agent_confirm(npub_agent *agent, int32_t result, npub_job *job);
+
+// The application's self-test on the pending pack passed its own checks and ran the golden
+// input (`npub_agent_golden_input`) on the NPU: `output_sha256` is the SHA-256 of every model
+// output's bytes, in the model's output order, concatenated (32 bytes). The agent compares it
+// with the digest of the pack's self-test record, as flash holds it now:
+//
+// | outcome | returns | the pack |
+// |---|---|---|
+// | the digests match | `NPUB_OK` | confirmed, stays bound |
+// | they differ | `NPUB_E_SELF_TEST`, `npub_agent_last_error`: `self-test failed: digest <record's> != <given>` (the first 8 bytes of each, hex) | given up (reported `rolled_back` after an install), the previous pack bound again |
+// | the record no longer verifies in flash | `NPUB_E_INTEGRITY` | given up, the previous pack bound again |
+// | the pack has no record (version 1) | `NPUB_OK` | confirmed on the application's check: there is nothing to compare |
+// | `output_sha256` NULL | `NPUB_E_NULL` | still pending |
+//
+// Either way `job` (if not NULL) is then what is bound.
+//
+// # Safety
+// As [`npub_agent_boot`]; `output_sha256` is NULL or points at 32 readable bytes.
+int32_t npub_agent_confirm_digest(npub_agent *agent,
+                                  const uint8_t *output_sha256,
+                                  npub_job *job);
+
+// The golden input of the pending pack's self-test record (every model input's bytes, in the
+// model's input order, concatenated), read from the record in flash and hashed again against
+// the digest the pack was installed under (as the Rust agent reads it for its self-test): run
+// it on the NPU between `NPUB_PENDING` and `npub_agent_confirm_digest`.
+//
+// | returns | `*len` | `buf` |
+// |---|---|---|
+// | `NPUB_OK` | the input's length | the input |
+// | `NPUB_E_BUFFER`: `cap` is smaller than the input | the length it needs | untouched |
+// | `NPUB_E_NO_SELFTEST`: the pack has no record (version-1 manifest) | 0 | untouched |
+// | `NPUB_E_INTEGRITY`: the record no longer hashes to its signed digest in flash (the pack will fail its confirm) | 0 | untouched |
+// | `NPUB_E_ORDER`: nothing is pending (not between `NPUB_PENDING` and a confirm) | 0 | untouched |
+// | `NPUB_E_NULL`: `len` NULL, or `buf` NULL with `cap` > 0 | untouched | untouched |
+//
+// The pack stays pending whatever this returns.
+//
+// # Safety
+// As [`npub_agent_boot`]; `buf` is NULL or room for `cap` bytes; `len` is room for one `size_t`.
+int32_t npub_agent_golden_input(npub_agent *agent,
+                                uint8_t *buf,
+                                size_t cap,
+                                size_t *len);
 
 // The bound job: `NPUB_OK`, or `NPUB_E_NOT_BOUND`.
 //

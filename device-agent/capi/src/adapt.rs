@@ -10,7 +10,8 @@ use core::ffi::c_char;
 
 use device_agent::http_io::{Clock, HttpError, HttpIo, Link, TlsFailure};
 use device_agent::{
-    CounterError, Mapped, MonotonicCounter, Npu, NpuRegisters, Report, Transport, TransportError,
+    CounterError, Mapped, MonotonicCounter, Npu, NpuRegisters, Report, SELFTEST_SKIPPED, Transport,
+    TransportError,
 };
 use embedded_io::ErrorKind;
 use embedded_storage::nor_flash::{
@@ -730,10 +731,18 @@ impl Transport for CRequests {
         let name = report.state.name().as_bytes();
         state[..name.len()].copy_from_slice(name);
         let mut reason = [0u8; 320];
-        let has_reason = report.reason.is_some_and(|r| {
-            crate::cstr::write_c(&mut reason, format_args!("{r}"));
-            true
-        });
+        let has_reason = match report.reason {
+            Some(r) => {
+                crate::cstr::write_c(&mut reason, format_args!("{r}"));
+                true
+            }
+            // An `installed` pack whose golden run did not happen says so, never a silent pass.
+            None if report.selftest_skipped => {
+                crate::cstr::write_c(&mut reason, format_args!("{SELFTEST_SKIPPED}"));
+                true
+            }
+            None => false,
+        };
         let c = npub_report {
             sequence: report.sequence,
             state: state.as_ptr().cast(),

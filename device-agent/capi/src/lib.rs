@@ -12,6 +12,7 @@
 //! | `npub_agent_boot`      | re-validates and binds what the flash holds; a pending pack is bound on trial (`NPUB_PENDING`) |
 //! | `npub_agent_poll`      | one step: the manifest poll, or `step_bytes` of download, or the verification pass and bind (`NPUB_PENDING`) |
 //! | `npub_agent_confirm`   | the application's self-test result on the pending pack: confirm, or give it up and rebind the previous one |
+//! | `npub_agent_golden_input` / `npub_agent_confirm_digest` | the pending pack's golden input (from its self-test record in flash), and the confirm that compares the NPU's outputs' SHA-256 with the record's |
 //! | `npub_agent_job`       | the bound job, for `ethosu_invoke_v3()`                                |
 //! | `npub_agent_status` / `npub_agent_last_error` | what it is doing; the last failure's code and message |
 //! | `npub_agent_boot_skipped` | the confirmed slot the last boot skipped (it did not verify) and why |
@@ -38,7 +39,7 @@ use core::sync::atomic::{AtomicBool, Ordering};
 use device_agent::http_io::{Config as HttpConfig, HttpIo};
 use device_agent::{
     Agent, Arena, BootStart, BoundSlot, Device, Error, Installing, Layout, NpuRegisters, Progress,
-    Report, ReportState, Transport, Trust, Unbooted,
+    Report, ReportState, SelfTestResult, Transport, Trust, Unbooted,
 };
 use npub_core::Accel;
 use npub_core::io_bindings::{IoBindings, IoKind};
@@ -921,6 +922,7 @@ pub unsafe extern "C" fn npub_agent_boot(agent: *mut npub_agent, job: *mut npub_
                             reason: Some(r.reason),
                             attempts: None,
                             events: Some(agent.events()),
+                            selftest_skipped: false,
                         });
                     }
                     Ok(NPUB_OK)
@@ -1017,6 +1019,14 @@ fn poll_step(live: &mut Live) -> Result<i32, (i32, &'static str, Detail)> {
 /// given up and the previous pack bound again (`NPUB_E_SELF_TEST`). Either way `job` (if not
 /// NULL) is then what is bound.
 ///
+/// No output digest comes with this call. A pack with a self-test record (a version-2
+/// manifest) passed this way is confirmed as the Rust agent confirms it on a board without an
+/// NPU: its golden run **skipped**, and said so (the `installed` report's reason is "self-test
+/// skipped: …", the event log's line "installed, self-test skipped"), never reported as a pass.
+/// A record that no longer verifies in flash fails the pack whatever `result` says. To have the
+/// record's digest compared, run `npub_agent_golden_input` on the NPU and call
+/// `npub_agent_confirm_digest`.
+///
 /// # Safety
 /// As [`npub_agent_boot`].
 #[unsafe(no_mangle)]
@@ -1025,14 +1035,61 @@ pub unsafe extern "C" fn npub_agent_confirm(
     result: i32,
     job: *mut npub_job,
 ) -> i32 {
+    let outcome = if result == 0 {
+        Ok(None)
+    } else {
+        Err(result as u32)
+    };
+    // SAFETY: as documented.
+    unsafe { confirm_call(agent, "npub_agent_confirm", outcome, job) }
+}
+
+/// The application's self-test on the pending pack passed its own checks and ran the golden
+/// input (`npub_agent_golden_input`) on the NPU: `output_sha256` is the SHA-256 of every model
+/// output's bytes, in the model's output order, concatenated (32 bytes). The agent compares it
+/// with the digest of the pack's self-test record, as flash holds it now:
+///
+/// | outcome | returns | the pack |
+/// |---|---|---|
+/// | the digests match | `NPUB_OK` | confirmed, stays bound |
+/// | they differ | `NPUB_E_SELF_TEST`, `npub_agent_last_error`: `self-test failed: digest <record's> != <given>` (the first 8 bytes of each, hex) | given up (reported `rolled_back` after an install), the previous pack bound again |
+/// | the record no longer verifies in flash | `NPUB_E_INTEGRITY` | given up, the previous pack bound again |
+/// | the pack has no record (version 1) | `NPUB_OK` | confirmed on the application's check: there is nothing to compare |
+/// | `output_sha256` NULL | `NPUB_E_NULL` | still pending |
+///
+/// Either way `job` (if not NULL) is then what is bound.
+///
+/// # Safety
+/// As [`npub_agent_boot`]; `output_sha256` is NULL or points at 32 readable bytes.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn npub_agent_confirm_digest(
+    agent: *mut npub_agent,
+    output_sha256: *const u8,
+    job: *mut npub_job,
+) -> i32 {
+    if output_sha256.is_null() {
+        return NPUB_E_NULL;
+    }
+    let mut digest = [0u8; 32];
+    // SAFETY: 32 readable bytes, as documented; copied before any agent state is touched.
+    unsafe { ptr::copy_nonoverlapping(output_sha256, digest.as_mut_ptr(), 32) };
+    // SAFETY: as documented.
+    unsafe { confirm_call(agent, "npub_agent_confirm_digest", Ok(Some(digest)), job) }
+}
+
+/// The two confirms: `outcome` as [`device_agent::Npu::self_test`] answers it.
+///
+/// # Safety
+/// As [`npub_agent_boot`].
+unsafe fn confirm_call(
+    agent: *mut npub_agent,
+    call: &'static str,
+    outcome: SelfTestResult,
+    job: *mut npub_job,
+) -> i32 {
     // SAFETY: as documented.
     unsafe {
-        with_live(agent, "npub_agent_confirm", |live| {
-            let outcome = if result == 0 {
-                Ok(())
-            } else {
-                Err(result as u32)
-            };
+        with_live(agent, call, |live| {
             let rc = confirm_step(live, outcome);
             live.write_job(job);
             live.clear_faults();
@@ -1043,7 +1100,7 @@ pub unsafe extern "C" fn npub_agent_confirm(
 
 fn confirm_step(
     live: &mut Live,
-    outcome: Result<(), u32>,
+    outcome: SelfTestResult,
 ) -> Result<i32, (i32, &'static str, Detail)> {
     let mut arena = live.arena();
     let Live {
@@ -1056,15 +1113,14 @@ fn confirm_step(
     let AgentCell::Booted(agent) = cell else {
         return Err(order("npub_agent_confirm: nothing is pending"));
     };
-    // The C confirm carries the application's verdict, not the golden outputs' digest: the
-    // digest comparison is not made through this call (docs: device-agent/capi/README.md).
-    let answer = outcome.map(|()| None);
     let settled = match core::mem::replace(step, Step::None) {
+        // A trial that fails is given up inside `settle_trial`, which then binds the confirmed
+        // pack and answers `Ok`: the revert's reason is the failure.
         Step::Trial(verified) => agent
-            .settle_trial(&verified, answer, npu, &mut arena)
-            .map(|_| ()),
+            .settle_trial(&verified, outcome, npu, &mut arena)
+            .and_then(|b| b.reverted.map_or(Ok(()), |r| Err(r.reason))),
         Step::Pending(job) => agent
-            .finish_install(job, answer, transport, npu, &mut arena)
+            .finish_install(job, outcome, transport, npu, &mut arena)
             .map(|_| ()),
         s => {
             *step = s;
@@ -1072,12 +1128,72 @@ fn confirm_step(
         }
     };
     let failed = match (settled, outcome) {
-        (Ok(()), Ok(())) => return Ok(NPUB_OK),
+        (Ok(()), _) => return Ok(NPUB_OK),
         (_, Err(code)) => Error::SelfTestFailed { code },
-        (Err(e), Ok(())) => e,
+        (Err(e), Ok(_)) => e,
     };
     let (code, detail) = live.explain(failed);
     Err((code, "confirm", detail))
+}
+
+/// The golden input of the pending pack's self-test record (every model input's bytes, in the
+/// model's input order, concatenated), read from the record in flash and hashed again against
+/// the digest the pack was installed under (as the Rust agent reads it for its self-test): run
+/// it on the NPU between `NPUB_PENDING` and `npub_agent_confirm_digest`.
+///
+/// | returns | `*len` | `buf` |
+/// |---|---|---|
+/// | `NPUB_OK` | the input's length | the input |
+/// | `NPUB_E_BUFFER`: `cap` is smaller than the input | the length it needs | untouched |
+/// | `NPUB_E_NO_SELFTEST`: the pack has no record (version-1 manifest) | 0 | untouched |
+/// | `NPUB_E_INTEGRITY`: the record no longer hashes to its signed digest in flash (the pack will fail its confirm) | 0 | untouched |
+/// | `NPUB_E_ORDER`: nothing is pending (not between `NPUB_PENDING` and a confirm) | 0 | untouched |
+/// | `NPUB_E_NULL`: `len` NULL, or `buf` NULL with `cap` > 0 | untouched | untouched |
+///
+/// The pack stays pending whatever this returns.
+///
+/// # Safety
+/// As [`npub_agent_boot`]; `buf` is NULL or room for `cap` bytes; `len` is room for one `size_t`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn npub_agent_golden_input(
+    agent: *mut npub_agent,
+    buf: *mut u8,
+    cap: usize,
+    len: *mut usize,
+) -> i32 {
+    if len.is_null() || (buf.is_null() && cap > 0) {
+        return NPUB_E_NULL;
+    }
+    // SAFETY: as documented.
+    unsafe {
+        *len = 0;
+        with_live(agent, "npub_agent_golden_input", |live| {
+            let Live { cell, step, .. } = live;
+            let AgentCell::Booted(agent) = cell else {
+                return Err(order("npub_agent_golden_input: nothing is pending"));
+            };
+            let golden = match step {
+                Step::Trial(bound) => agent.trial_golden_input(bound.slot()),
+                Step::Pending(job) => agent.install_golden_input(job),
+                _ => return Err(order("npub_agent_golden_input: nothing is pending")),
+            };
+            let input = match golden {
+                Ok(Some(input)) => input,
+                Ok(None) => return Ok(NPUB_E_NO_SELFTEST),
+                Err(e) => {
+                    let (code, detail) = live.explain(e);
+                    return Err((code, "golden input", detail));
+                }
+            };
+            *len = input.len();
+            if input.len() > cap {
+                return Ok(NPUB_E_BUFFER);
+            }
+            // SAFETY: `buf` has room for `cap` ≥ `input.len()` bytes, and is not the flash.
+            ptr::copy_nonoverlapping(input.as_ptr(), buf, input.len());
+            Ok(NPUB_OK)
+        })
+    }
 }
 
 /// The bound job: `NPUB_OK`, or `NPUB_E_NOT_BOUND`.

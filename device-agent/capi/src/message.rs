@@ -132,7 +132,10 @@ pub fn code_of(e: &Error) -> i32 {
         Error::SelfTestFailed { .. }
         | Error::SelfTestDigest { .. }
         | Error::TrialBootsExhausted { .. } => NPUB_E_SELF_TEST,
-        Error::SelfTestRecordMismatch { .. } => NPUB_E_INTEGRITY,
+        // The record in flash (or as fetched) is not the signed one, or no longer verifies.
+        Error::SelfTestRecordMismatch { .. } | Error::SelfTestMissing => NPUB_E_INTEGRITY,
+        // The server's record ended before its stated length: the answer was cut.
+        Error::SelfTestRecordShort { .. } => NPUB_E_TRANSPORT,
         Error::NoBootableSlot => NPUB_E_NO_PACK,
         Error::JournalExhausted | Error::JournalReadBack => NPUB_E_JOURNAL,
         Error::NotPending => NPUB_E_ORDER,
@@ -167,6 +170,8 @@ pub fn name_of(code: i32) -> &'static str {
         NPUB_E_NOT_BOUND => "NPUB_E_NOT_BOUND\0",
         NPUB_E_ABI => "NPUB_E_ABI\0",
         NPUB_E_EVENT => "NPUB_E_EVENT\0",
+        NPUB_E_NO_SELFTEST => "NPUB_E_NO_SELFTEST\0",
+        NPUB_E_BUFFER => "NPUB_E_BUFFER\0",
         _ => "unknown npub result\0",
     }
 }

@@ -153,6 +153,12 @@ pub const NPUB_E_ABI: i32 = -19;
 /// `npub_agent_record_event`: the line is longer than `NPUB_MAX_EVENT_CHARS` or holds a byte
 /// that is not printable ASCII (the server would refuse the report carrying it).
 pub const NPUB_E_EVENT: i32 = -20;
+/// `npub_agent_golden_input`: the pending pack has no self-test record (a version-1 manifest):
+/// there is no golden input, and `npub_agent_confirm` settles it on the application's check.
+pub const NPUB_E_NO_SELFTEST: i32 = -21;
+/// `npub_agent_golden_input`: the buffer is smaller than the golden input (`*len` says how
+/// many bytes it needs; nothing was written).
+pub const NPUB_E_BUFFER: i32 = -22;
 
 // ---- callback returns ----
 

@@ -141,6 +141,7 @@ static int32_t mem_report(void *ctx, const npub_report *r) {
   snprintf(s->last_state, sizeof s->last_state, "%s", r->state);
   s->last_attempts = r->attempts;
   snprintf(s->last_events, sizeof s->last_events, "%s", r->events ? r->events : "");
+  snprintf(s->last_reason, sizeof s->last_reason, "%s", r->reason ? r->reason : "");
   s->last_event_count = r->event_count;
   return 0;
 }
@@ -293,6 +294,37 @@ static int last_error_has(const char *needle) {
     return 0;
   }
   return 1;
+}
+
+/* One scenario's device and server: the flash as `snapshot` holds it (pack 1 installed and
+ * confirmed), the in-memory server offering version `which`, a config over both. The config
+ * points into the scene: keep it in place. */
+typedef struct {
+  ram_nor nor;
+  mem_server server;
+  npub_config c;
+  npub_job job;
+} scene;
+
+static void scene_setup(scene *s, int which) {
+  memcpy(flash_mem, snapshot, sizeof flash_mem);
+  s->nor = (ram_nor){.mem = flash_mem};
+  serve(&s->server, which);
+  test_config(&s->c, &s->nor, arena_mem, &s->server);
+}
+
+/* scene_setup, then the agent opened and booted on pack 1: 0 when either failed. */
+static int scene_boot(scene *s, int which) {
+  scene_setup(s, which);
+  return open_agent(&s->c) == NPUB_OK && npub_agent_boot(&agent_storage, &s->job) == NPUB_OK;
+}
+
+/* Polls until the download is over: NPUB_PENDING, or what stopped it. */
+static int32_t poll_through(npub_job *job) {
+  int32_t rc;
+  while ((rc = npub_agent_poll(&agent_storage, job)) == NPUB_IN_PROGRESS) {
+  }
+  return rc;
 }
 
 /* ---- the checks ---- */
@@ -810,6 +842,100 @@ static int boot_skipped(void) {
   return failures;
 }
 
+/* "self-test failed: digest <first 8 bytes of want, hex> != <first 8 of got, hex>", as the agent
+ * words it. */
+static void digest_message(char *out, size_t cap, const uint8_t *want, const uint8_t *got) {
+  char a[17], b[17];
+  for (int i = 0; i < 8; i++) {
+    snprintf(a + 2 * i, 3, "%02x", want[i]);
+    snprintf(b + 2 * i, 3, "%02x", got[i]);
+  }
+  snprintf(out, cap, "self-test failed: digest %s != %s", a, b);
+}
+
+/* The golden self-test from C (issue 37): pack 2's golden input read back from its record in
+ * flash equals the record's; a too-small buffer is refused with the length it needs; the
+ * record's own output digest confirms the pack; one flipped byte in it reverts the pack with
+ * "self-test failed: digest ... != ...", reported rolled_back; the old confirm, which carries no
+ * digest, confirms as skipped and the installed report says so; a trial after a reboot reads
+ * the same input and is compared the same way. */
+static int golden_selftest(void) {
+  int failures = 0;
+  scene s;
+  size_t len = 7;
+  int32_t rc;
+  static uint8_t input[8192];
+  const uint8_t *record = npub_test_selftest2;
+  const size_t need = npub_test_selftest2_len - 48;
+  const uint8_t *want = record + 8; /* the record's output_sha256 */
+  uint8_t bad[32];
+  char msg[128];
+  CHECK(need > 0 && need <= sizeof input, "golden input of %zu bytes", need);
+
+  /* A digest with one byte flipped: reverted, with both digests in the message. */
+  CHECK(scene_boot(&s, 2), "boot v1");
+  CHECK(npub_agent_golden_input(&agent_storage, input, sizeof input, &len) == NPUB_E_ORDER && len == 0,
+        "golden input with nothing pending");
+  rc = poll_through(&s.job);
+  CHECK(rc == NPUB_PENDING && s.job.sequence == npub_test_seq2, "v2 pending: %s", npub_result_name(rc));
+  CHECK(npub_agent_golden_input(&agent_storage, input, sizeof input, NULL) == NPUB_E_NULL, "len NULL");
+  CHECK(npub_agent_golden_input(&agent_storage, NULL, 4, &len) == NPUB_E_NULL, "buf NULL");
+  rc = npub_agent_golden_input(&agent_storage, input, need - 1, &len);
+  CHECK(rc == NPUB_E_BUFFER && len == need, "one byte short: %s, len %zu of %zu", npub_result_name(rc), len, need);
+  rc = npub_agent_golden_input(&agent_storage, NULL, 0, &len);
+  CHECK(rc == NPUB_E_BUFFER && len == need, "the length alone: %s, %zu", npub_result_name(rc), len);
+  memset(input, 0, sizeof input);
+  rc = npub_agent_golden_input(&agent_storage, input, sizeof input, &len);
+  CHECK(rc == NPUB_OK && len == need && memcmp(input, record + 48, need) == 0,
+        "the golden input is the record's: %s, %zu bytes", npub_result_name(rc), len);
+  CHECK(npub_agent_confirm_digest(&agent_storage, NULL, &s.job) == NPUB_E_NULL, "digest NULL");
+  memcpy(bad, want, 32);
+  bad[0] ^= 0x01;
+  rc = npub_agent_confirm_digest(&agent_storage, bad, &s.job);
+  digest_message(msg, sizeof msg, want, bad);
+  CHECK(rc == NPUB_E_SELF_TEST && last_error_has(msg), "one flipped byte: %s", npub_result_name(rc));
+  CHECK(s.job.sequence == npub_test_seq1, "v1 bound again: %llu", (unsigned long long)s.job.sequence);
+  CHECK(strcmp(s.server.last_state, "rolled_back") == 0 && strstr(s.server.last_reason, msg) != NULL,
+        "reported %s: %s", s.server.last_state, s.server.last_reason);
+
+  /* The record's digest: confirmed, a plain installed report. */
+  CHECK(scene_boot(&s, 2), "boot v1");
+  rc = poll_through(&s.job);
+  CHECK(rc == NPUB_PENDING, "v2 pending: %s", npub_result_name(rc));
+  CHECK(npub_agent_golden_input(&agent_storage, input, sizeof input, &len) == NPUB_OK && len == need, "input");
+  rc = npub_agent_confirm_digest(&agent_storage, want, &s.job);
+  CHECK(rc == NPUB_OK && s.job.sequence == npub_test_seq2, "the matching digest: %s", npub_result_name(rc));
+  failures += check_job(&s.job, npub_test_seq2, npub_test_pack2, npub_test_pack2_len);
+  CHECK(strcmp(s.server.last_state, "installed") == 0 && s.server.last_reason[0] == '\0',
+        "reported %s: '%s'", s.server.last_state, s.server.last_reason);
+  CHECK(npub_agent_golden_input(&agent_storage, input, sizeof input, &len) == NPUB_E_ORDER, "after the confirm");
+
+  /* No digest: confirmed, reported as skipped. */
+  CHECK(scene_boot(&s, 2), "boot v1");
+  CHECK(poll_through(&s.job) == NPUB_PENDING, "v2 pending");
+  rc = npub_agent_confirm(&agent_storage, 0, &s.job);
+  CHECK(rc == NPUB_OK && s.job.sequence == npub_test_seq2, "confirm without a digest: %s", npub_result_name(rc));
+  CHECK(strcmp(s.server.last_state, "installed") == 0 && strstr(s.server.last_reason, "self-test skipped: no NPU"),
+        "reported %s: '%s'", s.server.last_state, s.server.last_reason);
+
+  /* The trial after a reboot while pending: the same input, the same comparison. */
+  CHECK(scene_boot(&s, 2), "boot v1");
+  CHECK(poll_through(&s.job) == NPUB_PENDING, "v2 pending");
+  s.nor = (ram_nor){.mem = flash_mem};
+  CHECK(open_agent(&s.c) == NPUB_OK, "reboot");
+  rc = npub_agent_boot(&agent_storage, &s.job);
+  CHECK(rc == NPUB_PENDING && s.job.sequence == npub_test_seq2, "v2 on trial: %s", npub_result_name(rc));
+  rc = npub_agent_golden_input(&agent_storage, input, sizeof input, &len);
+  CHECK(rc == NPUB_OK && len == need && memcmp(input, record + 48, need) == 0, "the trial's input: %s",
+        npub_result_name(rc));
+  rc = npub_agent_confirm_digest(&agent_storage, bad, &s.job);
+  CHECK(rc == NPUB_E_SELF_TEST && last_error_has(msg) && s.job.sequence == npub_test_seq1,
+        "the trial with a flipped byte: %s, sequence %llu", npub_result_name(rc),
+        (unsigned long long)s.job.sequence);
+  printf("golden self-test: %zu-byte input; %d failures\n", need, failures);
+  return failures;
+}
+
 int run_common_tests(long cut_stride) {
   int failures = bad_calls();
   /* The flash with pack 1 installed and confirmed (bad_calls installed it): the base of the rest. */
@@ -840,5 +966,6 @@ int run_common_tests(long cut_stride) {
   failures += release_keys();
   failures += selftest_missing();
   failures += boot_skipped();
+  failures += golden_selftest();
   return failures;
 }

@@ -78,6 +78,7 @@ typedef struct {
   char last_state[16];   /* the last report's state */
   uint32_t last_attempts; /* and its attempts (0: none) */
   char last_events[NPUB_EVENT_LOG_BYTES + 1]; /* and its event log ("": none) */
+  char last_reason[320]; /* and its reason ("": none) */
   uint32_t last_event_count;
 } mem_server;
 

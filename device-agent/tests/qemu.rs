@@ -63,6 +63,17 @@ fn the_firmware_installs_reports_rolls_back_by_version_and_refuses_a_replay_over
     assert_eq!(dev["current_version"], "1.0.0", "{dev}");
     assert_eq!(dev["current_sequence"], s1, "{dev}");
     assert_eq!(dev["last_state"], "bound", "{dev}");
+    // 1.0.0 has a golden vector (a version-2 manifest) and this board no NPU: the log and the
+    // `installed` report the server keeps say the self-test was skipped, not passed.
+    assert!(
+        log.contains("self-test skipped: no NPU on this board"),
+        "{log}"
+    );
+    assert_eq!(
+        installed_reason(&dev, s1).as_deref(),
+        Some(device_agent::SELFTEST_SKIPPED),
+        "{dev}"
+    );
 
     // Version 2, the 1 MB-class pack: installed into slot B in 64 KiB range windows.
     let s2 = fleet.deploy("kws", "2.0.0", "lab");
@@ -95,6 +106,8 @@ fn the_firmware_installs_reports_rolls_back_by_version_and_refuses_a_replay_over
     let dev = fleet.device("dev-1");
     assert_eq!(dev["current_version"], "2.0.0", "{dev}");
     assert_eq!(dev["last_state"], "bound", "{dev}");
+    // 2.0.0 has no golden vector (a version-1 manifest): nothing to skip, nothing said.
+    assert_eq!(installed_reason(&dev, s2), None, "{dev}");
 
     // Roll back by version: a newer sequence for 1.0.0, installed like any update.
     let s3 = fleet.rollback("kws", "1.0.0", "lab");
@@ -172,4 +185,15 @@ fn the_firmware_installs_reports_rolls_back_by_version_and_refuses_a_replay_over
             "{what}: the rollback stays bound"
         );
     }
+}
+
+/// The reason of the `installed` report for `sequence` in the device's history (the API's
+/// `GET /api/v1/devices/{id}`); panics when there is no such report.
+fn installed_reason(dev: &serde_json::Value, sequence: u64) -> Option<String> {
+    let events = dev["history"]["events"].as_array().expect("a history");
+    let report = events
+        .iter()
+        .find(|e| e["sequence"] == sequence && e["state"] == "installed")
+        .unwrap_or_else(|| panic!("no installed report for sequence {sequence}"));
+    report["reason"].as_str().map(str::to_owned)
 }

@@ -17,7 +17,7 @@ mod common;
 
 use common::*;
 use device_agent::nor_emu::{Cut, Op, OpKind};
-use device_agent::{Error, Layout, RecordingNpu, Slot, Status};
+use device_agent::{Error, Layout, Mapped, RecordingNpu, Slot, Status};
 use npub_core::manifest::VerifiedManifest;
 
 #[derive(Clone, Copy)]
@@ -56,6 +56,9 @@ struct Scenario {
     allowed: Vec<Option<u64>>,
     /// What the device must bind once the interrupted work has been run again to the end.
     finally: u64,
+    /// The offered pack's self-test record (its manifest a version-2 one naming it): the server
+    /// serves it, and the NPU answers its digest for the golden input.
+    selftest: Option<Vec<u8>>,
 }
 
 impl Scenario {
@@ -63,6 +66,9 @@ impl Scenario {
         let mut s = Server::default();
         if let Some((pack, _)) = &self.offer {
             s.serve(pack);
+            if let Some(record) = &self.selftest {
+                s.selftests.insert(sha256(pack), record.clone());
+            }
         }
         s
     }
@@ -70,6 +76,7 @@ impl Scenario {
     fn npu(&self) -> RecordingNpu {
         RecordingNpu {
             fail_self_test: self.self_test,
+            outputs_sha256: self.selftest.as_deref().map(output_sha256),
             ..RecordingNpu::default()
         }
     }
@@ -351,6 +358,7 @@ fn scenarios() -> Vec<Scenario> {
             self_test: None,
             allowed: vec![None, Some(1)],
             finally: 1,
+            selftest: None,
         },
         Scenario {
             name: "upgrade",
@@ -361,6 +369,7 @@ fn scenarios() -> Vec<Scenario> {
             self_test: None,
             allowed: vec![Some(1), Some(2)],
             finally: 2,
+            selftest: None,
         },
         Scenario {
             name: "install reverted by its self-test",
@@ -371,6 +380,7 @@ fn scenarios() -> Vec<Scenario> {
             self_test: Some(7),
             allowed: vec![Some(1)],
             finally: 1,
+            selftest: None,
         },
         Scenario {
             name: "boot reverting a pending pack",
@@ -381,6 +391,7 @@ fn scenarios() -> Vec<Scenario> {
             self_test: Some(7),
             allowed: vec![Some(1)],
             finally: 1,
+            selftest: None,
         },
     ]
 }
@@ -409,4 +420,107 @@ fn every_cut_of_a_device_with_a_device_key_leaves_a_bootable_pack() {
     let total: usize = scenarios[..2].iter().map(Scenario::run).sum();
     println!("power-cut points exercised with a device key: {total}");
     assert!(total > 500, "expected hundreds of cut points, got {total}");
+}
+
+/// The record's `output_sha256` (bytes 8..40 of NPS1).
+fn output_sha256(record: &[u8]) -> [u8; 32] {
+    npub_core::release::SelfTest::parse(record)
+        .unwrap()
+        .output_sha256()
+}
+
+/// A version-2 manifest for `pack` naming `record`, as the device verifies it.
+fn verified_v2(pack: &[u8], sequence: u64, slot_bytes: u32, record: &[u8]) -> VerifiedManifest {
+    use npub_core::manifest::{ManifestFields, PackFacts, Policy, sign_manifest_v2};
+    let facts = PackFacts::of(pack).unwrap();
+    let fields = ManifestFields {
+        sequence,
+        model_name: "two_io",
+        model_version: "2.0.0",
+        accel: npub_core::Accel::EthosU55_256,
+        hw_class: HW_CLASS,
+        pack_len: facts.len,
+        pack_checksum: facts.checksum,
+        pack_sha256: facts.sha256,
+        io_digest: [0; 32],
+        issued_at: 1_700_000_000,
+        expires_at: 0,
+    };
+    let m = sign_manifest_v2(&fields, &sha256(record), &signing_key()).unwrap();
+    let policy = Policy {
+        hw_class: HW_CLASS,
+        accel: npub_core::Accel::EthosU55_256,
+        slot_bytes,
+        last_sequence: 0,
+        now: None,
+    };
+    npub_core::manifest::verify(&m, &keyring(), &policy).unwrap()
+}
+
+/// Issue 37: the upgrade to a version-2 manifest's pack, its self-test record (1,500 bytes: three
+/// pieces, three sectors) fetched after the pack and programmed after it in the slot. The power
+/// is cut before every erase and program of the record and inside each at every program word
+/// (torn, with weak bits): the descriptor is not written yet, so each reboot binds the old pack,
+/// and the next poll fetches the record again (each sector erased again as it is entered, no word
+/// programmed twice), verifies it against the manifest and installs the new pack.
+#[test]
+fn every_cut_while_the_self_test_record_is_programmed_leaves_the_old_pack_and_the_next_poll_installs()
+{
+    let (a, b) = (small(), case("two_io_u55_256"));
+    let layout = layout(4096);
+    let input: Vec<u8> = (0..1452u32).map(|i| (i * 7 + 3) as u8).collect();
+    let record = npub_core::release::encode_selftest(&input, &[0x5A; 32]).unwrap();
+    assert_eq!(record.len(), 1500);
+    let scenario = Scenario {
+        name: "upgrade with a self-test record",
+        layout,
+        board: installed(&layout, &[(&a.pack, 1)]),
+        offer: Some((
+            b.pack.clone(),
+            verified_v2(&b.pack, 2, layout.slot_bytes, &record),
+        )),
+        action: Action::Install,
+        self_test: None,
+        // Until the descriptor names the record, the new pack is not bootable.
+        allowed: vec![Some(1)],
+        finally: 2,
+        selftest: Some(record.clone()),
+    };
+    // Where the record goes: slot B (slot A holds pack 1), from the sector after the pack.
+    let start = layout.slot(Slot::B) + b.pack.len().next_multiple_of(ERASE) as u32;
+    let end = start + record.len().next_multiple_of(ERASE) as u32;
+
+    let dry = scenario.act(scenario.board.clone(), None);
+    let image = &dry.flash.mapped()[start as usize..start as usize + record.len()];
+    assert!(image == record.as_slice(), "the record is in flash after the pack");
+    let base = scenario.board.flash.ops();
+    let ops: Vec<(u64, Op)> = dry.flash.log()[base as usize..]
+        .iter()
+        .enumerate()
+        .map(|(n, op)| (base + n as u64, *op))
+        .filter(|(_, op)| op.offset >= start && op.offset < end)
+        .collect();
+    let erases = ops.iter().filter(|(_, o)| o.kind == OpKind::Erase).count();
+    assert_eq!((ops.len(), erases), (6, 3), "three sectors erased and programmed: {ops:?}");
+    let mut cuts = Vec::new();
+    for &(n, op) in &ops {
+        cuts.push(Cut::BeforeOp(n));
+        cuts.extend((0..op.len).step_by(WRITE).map(|at| Cut::During {
+            op: n,
+            after_bytes: at + WRITE / 2,
+        }));
+    }
+    for (i, &cut) in cuts.iter().enumerate() {
+        let mut board = scenario.board.clone();
+        board.flash.seed(3000 + i as u64);
+        let board = scenario.act(board, Some((Part::Flash, cut)));
+        assert!(board.flash.power_was_cut(), "{cut:?} never happened");
+        scenario.recover(board, &format!("{cut:?}"));
+    }
+    println!(
+        "self-test record: {} cut points over its {} flash operations",
+        cuts.len(),
+        ops.len()
+    );
+    assert!(cuts.len() > 100, "{}", cuts.len());
 }

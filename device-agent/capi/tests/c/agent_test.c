@@ -870,7 +870,7 @@ static int golden_selftest(void) {
   const uint8_t *want = record + 8; /* the record's output_sha256 */
   uint8_t bad[32];
   char msg[128];
-  CHECK(need > 0 && need <= sizeof input, "golden input of %zu bytes", need);
+  CHECK(need > 0 && need <= sizeof input, "golden input of %lu bytes", (unsigned long)need);
 
   /* A digest with one byte flipped: reverted, with both digests in the message. */
   CHECK(scene_boot(&s, 2), "boot v1");
@@ -881,13 +881,14 @@ static int golden_selftest(void) {
   CHECK(npub_agent_golden_input(&agent_storage, input, sizeof input, NULL) == NPUB_E_NULL, "len NULL");
   CHECK(npub_agent_golden_input(&agent_storage, NULL, 4, &len) == NPUB_E_NULL, "buf NULL");
   rc = npub_agent_golden_input(&agent_storage, input, need - 1, &len);
-  CHECK(rc == NPUB_E_BUFFER && len == need, "one byte short: %s, len %zu of %zu", npub_result_name(rc), len, need);
+  CHECK(rc == NPUB_E_BUFFER && len == need, "one byte short: %s, len %lu of %lu", npub_result_name(rc), (unsigned long)len,
+        (unsigned long)need);
   rc = npub_agent_golden_input(&agent_storage, NULL, 0, &len);
-  CHECK(rc == NPUB_E_BUFFER && len == need, "the length alone: %s, %zu", npub_result_name(rc), len);
+  CHECK(rc == NPUB_E_BUFFER && len == need, "the length alone: %s, %lu", npub_result_name(rc), (unsigned long)len);
   memset(input, 0, sizeof input);
   rc = npub_agent_golden_input(&agent_storage, input, sizeof input, &len);
   CHECK(rc == NPUB_OK && len == need && memcmp(input, record + 48, need) == 0,
-        "the golden input is the record's: %s, %zu bytes", npub_result_name(rc), len);
+        "the golden input is the record's: %s, %lu bytes", npub_result_name(rc), (unsigned long)len);
   CHECK(npub_agent_confirm_digest(&agent_storage, NULL, &s.job) == NPUB_E_NULL, "digest NULL");
   memcpy(bad, want, 32);
   bad[0] ^= 0x01;
@@ -932,7 +933,7 @@ static int golden_selftest(void) {
   CHECK(rc == NPUB_E_SELF_TEST && last_error_has(msg) && s.job.sequence == npub_test_seq1,
         "the trial with a flipped byte: %s, sequence %llu", npub_result_name(rc),
         (unsigned long long)s.job.sequence);
-  printf("golden self-test: %zu-byte input; %d failures\n", need, failures);
+  printf("golden self-test: %lu-byte input; %d failures\n", (unsigned long)need, failures);
   return failures;
 }
 

@@ -15,7 +15,7 @@ use device_agent::http_io::std_link::{StdClock, TcpLink};
 use device_agent::http_io::{Clock, Config, HttpError, HttpIo, Timeouts};
 use device_agent::{
     Agent, Arena, Device, Error, EventError, Mapped, Poll, Progress, RecordingNpu, Slot, Transport,
-    Trust,
+    TransportError, Trust,
 };
 use net::{LiveServer, RamNor};
 use npub_core::format::build::{RegionSpec, build_pack};
@@ -268,6 +268,8 @@ struct Signed {
     pack: Vec<u8>,
     manifest: Vec<u8>,
     key: [u8; 32],
+    /// The self-test record a version-2 manifest names (`None`: a version-1 manifest).
+    record: Option<Vec<u8>>,
 }
 
 fn signed() -> Signed {
@@ -314,7 +316,53 @@ fn signed() -> Signed {
         pack,
         manifest,
         key: key.public_key(),
+        record: None,
     }
+}
+
+/// [`signed`] with a version-2 manifest naming a self-test record of 1,500 bytes (three of the
+/// agent's pieces), which the hostile server serves at `…/selftest`.
+fn signed_v2() -> Signed {
+    let s = signed();
+    let input: Vec<u8> = (0..1452u32).map(|i| (i * 5 + 1) as u8).collect();
+    let record = npub_core::release::encode_selftest(&input, &[0x77; 32]).unwrap();
+    let facts = PackFacts::of(&s.pack).unwrap();
+    let manifest = npub_core::manifest::sign_manifest_v2(
+        &ManifestFields {
+            sequence: 1,
+            model_name: "small_net",
+            model_version: "1.0.0",
+            accel: Accel::EthosU55_256,
+            hw_class: net::HW_CLASS,
+            pack_len: facts.len,
+            pack_checksum: facts.checksum,
+            pack_sha256: facts.sha256,
+            io_digest: [0; 32],
+            issued_at: 1_700_000_000,
+            expires_at: 0,
+        },
+        &npub_core::manifest::sha256(&record),
+        &KeyPair::from_seed([0x42; 32]),
+    )
+    .unwrap()
+    .to_vec();
+    Signed {
+        manifest,
+        record: Some(record),
+        ..s
+    }
+}
+
+/// How the hostile server answers the self-test record's request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum RecordLie {
+    /// Honest: 206 with the rest of the record from the offset asked.
+    None,
+    /// `Content-Range` one byte past the offset asked (and the body from there).
+    WrongRange,
+    /// A record cut 7 bytes before the length its header states, served as if whole (a
+    /// consistent `Content-Range` and `Content-Length`).
+    Short,
 }
 
 /// How the hostile server answers the first range request at or past `Hostile::from`.
@@ -361,6 +409,7 @@ enum Lie {
 #[derive(Debug)]
 struct HostileState {
     lie: Lie,
+    record_lie: RecordLie,
     /// Offsets of the range requests, in order.
     ranges: Vec<u32>,
     /// The bodies of the status reports, in order.
@@ -378,27 +427,38 @@ impl Hostile {
         let url = format!("http://{}", listener.local_addr().unwrap());
         let state = Arc::new(Mutex::new(HostileState {
             lie,
+            record_lie: RecordLie::None,
             ranges: Vec::new(),
             reports: Vec::new(),
         }));
         let (pack, manifest) = (Arc::new(s.pack.clone()), Arc::new(s.manifest.clone()));
+        let record = Arc::new(s.record.clone());
         let shared = Arc::clone(&state);
         std::thread::spawn(move || {
             for stream in listener.incoming() {
                 let Ok(stream) = stream else { return };
-                let (pack, manifest, state) = (
+                let (pack, manifest, record, state) = (
                     Arc::clone(&pack),
                     Arc::clone(&manifest),
+                    Arc::clone(&record),
                     Arc::clone(&shared),
                 );
-                std::thread::spawn(move || serve(stream, &pack, &manifest, &state, from));
+                std::thread::spawn(move || {
+                    serve(stream, &pack, &manifest, record.as_deref(), &state, from)
+                });
             }
         });
         Self { url, state }
     }
 
     fn honest(&self) {
-        self.state.lock().unwrap().lie = Lie::None;
+        let mut state = self.state.lock().unwrap();
+        state.lie = Lie::None;
+        state.record_lie = RecordLie::None;
+    }
+
+    fn lie_about_the_record(&self, lie: RecordLie) {
+        self.state.lock().unwrap().record_lie = lie;
     }
 
     fn ranges(&self) -> Vec<u32> {
@@ -433,7 +493,8 @@ fn read_request(stream: &mut TcpStream) -> Option<Request> {
         let v = std::str::from_utf8(h.value).unwrap();
         if h.name.eq_ignore_ascii_case("range") {
             let (a, b) = v.strip_prefix("bytes=").unwrap().split_once('-').unwrap();
-            range = Some((a.parse().unwrap(), b.parse().unwrap()));
+            // `bytes=O-` (the self-test record's): to the end.
+            range = Some((a.parse().unwrap(), b.parse().unwrap_or(u32::MAX)));
         }
         if h.name.eq_ignore_ascii_case("content-length") {
             body = v.parse().unwrap();
@@ -467,6 +528,7 @@ fn serve(
     mut stream: TcpStream,
     pack: &[u8],
     manifest: &[u8],
+    record: Option<&[u8]>,
     state: &Mutex<HostileState>,
     from: u32,
 ) {
@@ -488,6 +550,42 @@ fn serve(
                 head("204 No Content", "", 0).into_bytes()
             };
             let _ = stream.write_all(&reply);
+        } else if path.ends_with("/selftest") {
+            let Some(record) = record else {
+                let _ = stream.write_all(head("404 Not Found", "", 0).as_bytes());
+                continue;
+            };
+            let first = range.expect("the record is asked for by range").0 as usize;
+            let lie = state.lock().unwrap().record_lie;
+            let whole = match lie {
+                RecordLie::Short => &record[..record.len() - 7],
+                _ => record,
+            };
+            let said = match lie {
+                RecordLie::WrongRange => first + 1,
+                _ => first,
+            };
+            if said >= whole.len() {
+                // Past its end: what a server answers (the agent asks on after a short record).
+                let h = head(
+                    "416 Range Not Satisfiable",
+                    &format!("Content-Range: bytes */{}\r\n", whole.len()),
+                    0,
+                );
+                let _ = stream.write_all(h.as_bytes());
+                continue;
+            }
+            let body = &whole[said..];
+            let h = head(
+                "206 Partial Content",
+                &format!(
+                    "Content-Range: bytes {said}-{}/{}\r\n",
+                    said + body.len() - 1,
+                    whole.len()
+                ),
+                body.len(),
+            );
+            let _ = stream.write_all(&[h.as_bytes(), body].concat());
         } else if path.starts_with("/api/v1/device/status") {
             let report = String::from_utf8(body).unwrap();
             state.lock().unwrap().reports.push(report);
@@ -843,6 +941,78 @@ fn rejects_a_server_that_stalls_mid_body() {
         WINDOW,
         |e| matches!(e, HttpError::ReadTimeout { waited_ms, .. } if waited_ms >= 500),
     );
+}
+
+/// One poll of [`signed_v2`]'s deployment from a hostile server whose record's answer lies as
+/// `lie` (the pack honest): the agent, its result and the transport's own error.
+fn record_lied(lie: RecordLie) -> (Hostile, Agent<RamNor>, Result<Poll, Error>, Option<HttpError>) {
+    let s = signed_v2();
+    let h = Hostile::start(&s, Lie::None, u32::MAX);
+    h.lie_about_the_record(lie);
+    let mut agent = blank_agent(s.key);
+    let mut t = transport(&h.url, "hostile-token");
+    let result = poll(&mut agent, &mut t);
+    let err = t.last_error();
+    drop(t);
+    (h, agent, result, err)
+}
+
+/// Then the honest server: the next poll installs the pack with its record.
+fn installs_when_honest(h: &Hostile, agent: &mut Agent<RamNor>) {
+    h.honest();
+    let mut t = transport(&h.url, "hostile-token");
+    match poll(agent, &mut t) {
+        Ok(Poll::Installed(_)) => {}
+        other => panic!("honest again: {other:?} ({:?})", t.last_error()),
+    }
+}
+
+/// The record's request is answered with bytes other than asked for: refused in the record's
+/// own words ("self-test record: …", not the pack's), both in the transport's error and in the
+/// agent's reason; the pack's bytes stay, and the next poll fetches the record and installs.
+#[test]
+fn rejects_a_self_test_record_whose_content_range_lies() {
+    let (h, mut agent, result, err) = record_lied(RecordLie::WrongRange);
+    assert_eq!(
+        result,
+        Err(Error::Transport(TransportError::Protocol(
+            "self-test record: Content-Range covers other bytes than asked"
+        ))),
+        "{err:?}"
+    );
+    let text = err.expect("the transport kept its error").to_string();
+    assert!(
+        text.starts_with("self-test record: Content-Range is bytes 1-")
+            && text.ends_with("the request asked for 0-"),
+        "{text}"
+    );
+    let report = h.reports().pop().unwrap();
+    assert!(
+        report.contains("\"reason\":\"transport: protocol: self-test record: Content-Range"),
+        "{report}"
+    );
+    installs_when_honest(&h, &mut agent);
+}
+
+/// A record whose answer is consistent HTTP but ends 7 bytes before the length its own header
+/// states: the agent's own error with both numbers, reported, not a hash mismatch; the next poll
+/// against the honest server installs.
+#[test]
+fn rejects_a_self_test_record_shorter_than_its_header_states_over_http() {
+    let (h, mut agent, result, _) = record_lied(RecordLie::Short);
+    assert_eq!(
+        result,
+        Err(Error::SelfTestRecordShort {
+            got: 1493,
+            stated: 1500
+        })
+    );
+    let report = h.reports().pop().unwrap();
+    assert!(
+        report.contains("self-test record shorter than stated: got 1493 of 1500 bytes"),
+        "{report}"
+    );
+    installs_when_honest(&h, &mut agent);
 }
 
 #[test]

@@ -928,6 +928,24 @@ mod tests {
         host: String,
     }
 
+    /// What both connect callbacks do first: the test's `Calls` behind `ctx`, with `host`
+    /// noted.
+    ///
+    /// # Safety
+    /// `ctx` is the test's `Calls`, `host` points at `len` bytes.
+    unsafe fn note_host<'a>(ctx: *mut c_void, host: *const c_char, len: usize) -> &'a mut Calls {
+        // SAFETY: as documented.
+        let (calls, host) = unsafe {
+            (
+                &mut *ctx.cast::<Calls>(),
+                core::slice::from_raw_parts(host.cast::<u8>(), len),
+            )
+        };
+        calls.host = String::from_utf8_lossy(host).into_owned();
+        calls
+    }
+
+    /// `connect`: succeeds.
     unsafe extern "C" fn identified(
         ctx: *mut c_void,
         host: *const c_char,
@@ -935,18 +953,12 @@ mod tests {
         _: u16,
         _: u32,
     ) -> i32 {
-        // SAFETY: the test's `Calls`, and `len` bytes of host name.
-        let (calls, host) = unsafe {
-            (
-                &mut *ctx.cast::<Calls>(),
-                core::slice::from_raw_parts(host.cast::<u8>(), len),
-            )
-        };
-        calls.identified += 1;
-        calls.host = String::from_utf8_lossy(host).into_owned();
+        // SAFETY: the link's ctx is the test's `Calls`; the agent passes `len` bytes of host.
+        unsafe { note_host(ctx, host, len) }.identified += 1;
         0
     }
 
+    /// `connect_anonymous`: the bucket's certificate refused.
     unsafe extern "C" fn anonymous(
         ctx: *mut c_void,
         host: *const c_char,
@@ -955,14 +967,7 @@ mod tests {
         _: u32,
     ) -> i32 {
         // SAFETY: as `identified`.
-        let (calls, host) = unsafe {
-            (
-                &mut *ctx.cast::<Calls>(),
-                core::slice::from_raw_parts(host.cast::<u8>(), len),
-            )
-        };
-        calls.anonymous += 1;
-        calls.host = String::from_utf8_lossy(host).into_owned();
+        unsafe { note_host(ctx, host, len) }.anonymous += 1;
         NPUB_IO_TLS_CERTIFICATE
     }
 

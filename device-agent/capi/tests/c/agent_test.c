@@ -313,10 +313,15 @@ static void scene_setup(scene *s, int which) {
   test_config(&s->c, &s->nor, arena_mem, &s->server);
 }
 
-/* scene_setup, then the agent opened and booted on pack 1: 0 when either failed. */
+/* The agent opened on the scene's config and booted to a bound pack: 0 when either failed. */
+static int scene_open_boot(scene *s) {
+  return open_agent(&s->c) == NPUB_OK && npub_agent_boot(&agent_storage, &s->job) == NPUB_OK;
+}
+
+/* scene_setup, then scene_open_boot (pack 1 bound). */
 static int scene_boot(scene *s, int which) {
   scene_setup(s, which);
-  return open_agent(&s->c) == NPUB_OK && npub_agent_boot(&agent_storage, &s->job) == NPUB_OK;
+  return scene_open_boot(s);
 }
 
 /* Polls until the download is over: NPUB_PENDING, or what stopped it. */
@@ -468,18 +473,13 @@ static int bad_calls(void) {
  * `rolled_back` with the event log: the agent's lines and the firmware's own (a line the server
  * would refuse is refused here, and the log keeps nothing of it). */
 static int self_test_failure(void) {
+  scene s;
   int failures = 0;
-  ram_nor nor = {.mem = flash_mem};
-  mem_server server;
-  npub_config c;
-  npub_job job;
   char line[NPUB_MAX_EVENT_CHARS + 2];
-  memcpy(flash_mem, snapshot, sizeof flash_mem);
-  serve(&server, 2);
-  test_config(&c, &nor, arena_mem, &server);
-  CHECK(open_agent(&c) == NPUB_OK, "open");
+  scene_setup(&s, 2);
+  CHECK(open_agent(&s.c) == NPUB_OK, "open");
   CHECK(npub_agent_record_event(&agent_storage, "app: power-on, sensor 3 warm") == NPUB_OK, "before boot");
-  CHECK(npub_agent_boot(&agent_storage, &job) == NPUB_OK, "boot v1");
+  CHECK(npub_agent_boot(&agent_storage, &s.job) == NPUB_OK, "boot v1");
   memset(line, 'x', sizeof line);
   line[NPUB_MAX_EVENT_CHARS + 1] = '\0';
   CHECK(npub_agent_record_event(&agent_storage, line) == NPUB_E_EVENT && last_error_has("65 bytes, at most 64"),
@@ -493,30 +493,29 @@ static int self_test_failure(void) {
   CHECK(npub_agent_record_event(&agent_storage, NULL) == NPUB_E_NULL, "NULL line");
   CHECK(npub_agent_record_event(&agent_storage, "app: camera up") == NPUB_OK, "app line");
   int32_t rc;
-  while ((rc = npub_agent_poll(&agent_storage, &job)) == NPUB_IN_PROGRESS) {
-  }
-  CHECK(rc == NPUB_PENDING && job.sequence == npub_test_seq2, "v2 pending");
-  CHECK(npub_agent_poll(&agent_storage, &job) == NPUB_E_ORDER, "poll while pending");
-  CHECK(npub_agent_confirm(&agent_storage, 42, &job) == NPUB_E_SELF_TEST && last_error_has("code 42"),
+  rc = poll_through(&s.job);
+  CHECK(rc == NPUB_PENDING && s.job.sequence == npub_test_seq2, "v2 pending");
+  CHECK(npub_agent_poll(&agent_storage, &s.job) == NPUB_E_ORDER, "poll while pending");
+  CHECK(npub_agent_confirm(&agent_storage, 42, &s.job) == NPUB_E_SELF_TEST && last_error_has("code 42"),
         "failed self-test");
-  CHECK(job.sequence == npub_test_seq1, "v1 bound again: %llu", (unsigned long long)job.sequence);
+  CHECK(s.job.sequence == npub_test_seq1, "v1 bound again: %llu", (unsigned long long)s.job.sequence);
   char want[96];
-  CHECK(strcmp(server.last_state, "rolled_back") == 0, "reported %s", server.last_state);
-  CHECK(strstr(server.last_events, "app: power-on, sensor 3 warm\n") != NULL, "%s", server.last_events);
-  CHECK(strstr(server.last_events, "\napp: camera up\n") != NULL, "%s", server.last_events);
+  CHECK(strcmp(s.server.last_state, "rolled_back") == 0, "reported %s", s.server.last_state);
+  CHECK(strstr(s.server.last_events, "app: power-on, sensor 3 warm\n") != NULL, "%s", s.server.last_events);
+  CHECK(strstr(s.server.last_events, "\napp: camera up\n") != NULL, "%s", s.server.last_events);
   snprintf(want, sizeof want, "\ndownload started seq %llu\n", (unsigned long long)npub_test_seq2);
-  CHECK(strstr(server.last_events, want) != NULL, "%s", server.last_events);
+  CHECK(strstr(s.server.last_events, want) != NULL, "%s", s.server.last_events);
   snprintf(want, sizeof want, "\ninstall pending seq %llu\n", (unsigned long long)npub_test_seq2);
-  CHECK(strstr(server.last_events, want) != NULL, "%s", server.last_events);
+  CHECK(strstr(s.server.last_events, want) != NULL, "%s", s.server.last_events);
   snprintf(want, sizeof want, "\nself-test failed, reverted seq %llu\n", (unsigned long long)npub_test_seq2);
-  CHECK(strstr(server.last_events, want) != NULL, "the last line: %s", server.last_events);
-  CHECK(strstr(server.last_events, "two") == NULL && strstr(server.last_events, "caf") == NULL,
-        "a refused line was kept: %s", server.last_events);
+  CHECK(strstr(s.server.last_events, want) != NULL, "the last line: %s", s.server.last_events);
+  CHECK(strstr(s.server.last_events, "two") == NULL && strstr(s.server.last_events, "caf") == NULL,
+        "a refused line was kept: %s", s.server.last_events);
   {
     uint32_t newlines = 0;
-    for (const char *p = server.last_events; *p; p++) newlines += *p == '\n';
-    CHECK(newlines == server.last_event_count && newlines <= NPUB_MAX_EVENT_LINES, "%u lines, count %u",
-          (unsigned)newlines, (unsigned)server.last_event_count);
+    for (const char *p = s.server.last_events; *p; p++) newlines += *p == '\n';
+    CHECK(newlines == s.server.last_event_count && newlines <= NPUB_MAX_EVENT_LINES, "%u lines, count %u",
+          (unsigned)newlines, (unsigned)s.server.last_event_count);
   }
   printf("self-test failure: %d failures\n", failures);
   return failures;
@@ -527,42 +526,34 @@ static int self_test_failure(void) {
  * is NPUB_E_INTEGRITY (the slot's SHA-256 is not the signed one), reported `downloading` with
  * attempts 1, and the next poll downloads it afresh and installs it. */
 static int transient_faults(void) {
+  scene s;
   int failures = 0;
-  ram_nor nor = {.mem = flash_mem};
-  mem_server server;
-  npub_config c;
-  npub_job job;
   npub_status st;
-  memcpy(flash_mem, snapshot, sizeof flash_mem);
-  serve(&server, 2);
-  test_config(&c, &nor, arena_mem, &server);
-  CHECK(open_agent(&c) == NPUB_OK && npub_agent_boot(&agent_storage, &job) == NPUB_OK, "boot v1");
+  CHECK(scene_boot(&s, 2), "boot v1");
   /* Far enough in for a durable mark (progress_bytes is 16 KiB, a fetch at most 512 bytes). */
-  server.io_error_at = 100;
+  s.server.io_error_at = 100;
   int32_t rc;
-  while ((rc = npub_agent_poll(&agent_storage, &job)) == NPUB_IN_PROGRESS) {
-  }
+  rc = poll_through(&s.job);
   CHECK(rc == NPUB_E_TRANSPORT, "broken connection: %s", npub_result_name(rc));
   CHECK(npub_agent_status(&agent_storage, &st) == NPUB_OK && st.download_written > 0 &&
             st.download_written % 16384 == 0 &&
             st.download_total == npub_test_pack2_len,
         "after the failed download: %u of %u bytes durable", (unsigned)st.download_written,
         (unsigned)st.download_total);
-  CHECK(strcmp(server.last_state, "downloading") == 0 && server.last_attempts == 0,
-        "a resume is no new attempt: %s, %u", server.last_state, (unsigned)server.last_attempts);
-  server.io_error_at = 0;
-  server.corrupt_at = server.fetches + 3;
-  while ((rc = npub_agent_poll(&agent_storage, &job)) == NPUB_IN_PROGRESS) {
-  }
+  CHECK(strcmp(s.server.last_state, "downloading") == 0 && s.server.last_attempts == 0,
+        "a resume is no new attempt: %s, %u", s.server.last_state, (unsigned)s.server.last_attempts);
+  s.server.io_error_at = 0;
+  s.server.corrupt_at = s.server.fetches + 3;
+  rc = poll_through(&s.job);
   CHECK(rc == NPUB_E_INTEGRITY && last_error_has("SHA-256"), "corrupted download: %s",
         npub_result_name(rc));
-  CHECK(strcmp(server.last_state, "downloading") == 0 && server.last_attempts == 1,
-        "retried, not failed: %s, attempts %u", server.last_state, (unsigned)server.last_attempts);
+  CHECK(strcmp(s.server.last_state, "downloading") == 0 && s.server.last_attempts == 1,
+        "retried, not failed: %s, attempts %u", s.server.last_state, (unsigned)s.server.last_attempts);
   CHECK(npub_agent_status(&agent_storage, &st) == NPUB_OK && st.download_written == 0, "afresh: %u",
         (unsigned)st.download_written);
-  server.corrupt_at = 0;
-  CHECK(test_install(&agent_storage, &job) == NPUB_OK, "attempt 2 installs");
-  failures += check_job(&job, npub_test_seq2, npub_test_pack2, npub_test_pack2_len);
+  s.server.corrupt_at = 0;
+  CHECK(test_install(&agent_storage, &s.job) == NPUB_OK, "attempt 2 installs");
+  failures += check_job(&s.job, npub_test_seq2, npub_test_pack2, npub_test_pack2_len);
   printf("transient faults: %d failures\n", failures);
   return failures;
 }
@@ -571,70 +562,56 @@ static int transient_faults(void) {
  * between a busy and an idle call (so inference never reads the chip while it is busy), one
  * erase unit per erase window. */
 static int flash_busy_hook(void) {
+  scene s;
   int failures = 0;
-  ram_nor nor = {.mem = flash_mem};
-  mem_server server;
-  npub_config c;
-  npub_job job;
-  memcpy(flash_mem, snapshot, sizeof flash_mem);
-  serve(&server, 2);
-  test_config(&c, &nor, arena_mem, &server);
-  c.flash.busy = nor_busy;
-  c.clock.feed = feed_watchdog;
+  scene_setup(&s, 2);
+  s.c.flash.busy = nor_busy;
+  s.c.clock.feed = feed_watchdog;
   fed = 0;
-  CHECK(open_agent(&c) == NPUB_OK && npub_agent_boot(&agent_storage, &job) == NPUB_OK, "boot v1");
-  CHECK(test_install(&agent_storage, &job) == NPUB_OK, "upgrade with the busy hook");
-  failures += check_job(&job, npub_test_seq2, npub_test_pack2, npub_test_pack2_len);
-  CHECK(nor.ops > 0 && nor.unannounced == 0 && nor.bad_windows == 0 && nor.windows == nor.ops && !nor.busy,
-        "busy windows: %ld operations, %ld windows, %ld unannounced, %ld bad", nor.ops, nor.windows,
-        nor.unannounced, nor.bad_windows);
-  CHECK(fed >= nor.ops, "the watchdog fed before every operation: %ld feeds, %ld operations", fed, nor.ops);
-  printf("flash busy: %ld operations, each in its own window; %d failures\n", nor.ops, failures);
+  CHECK(scene_open_boot(&s), "boot v1");
+  CHECK(test_install(&agent_storage, &s.job) == NPUB_OK, "upgrade with the busy hook");
+  failures += check_job(&s.job, npub_test_seq2, npub_test_pack2, npub_test_pack2_len);
+  CHECK(s.nor.ops > 0 && s.nor.unannounced == 0 && s.nor.bad_windows == 0 && s.nor.windows == s.nor.ops && !s.nor.busy,
+        "busy windows: %ld operations, %ld windows, %ld unannounced, %ld bad", s.nor.ops, s.nor.windows,
+        s.nor.unannounced, s.nor.bad_windows);
+  CHECK(fed >= s.nor.ops, "the watchdog fed before every operation: %ld feeds, %ld operations", fed, s.nor.ops);
+  printf("flash busy: %ld operations, each in its own window; %d failures\n", s.nor.ops, failures);
   return failures;
 }
 
 /* Power cut at every flash operation of the upgrade from pack 1 to pack 2 (every cut_stride-th
  * one): after each the device boots pack 1 or pack 2, and the next polls finish on pack 2. */
 static int power_cuts(long cut_stride) {
+  scene s;
   int failures = 0;
-  ram_nor nor = {.mem = flash_mem};
-  mem_server server;
-  npub_config c;
-  npub_job job;
-  memcpy(flash_mem, snapshot, sizeof flash_mem);
-  serve(&server, 2);
-  test_config(&c, &nor, arena_mem, &server);
-  CHECK(open_agent(&c) == NPUB_OK && npub_agent_boot(&agent_storage, &job) == NPUB_OK, "boot");
-  long start = nor.ops;
-  CHECK(test_install(&agent_storage, &job) == NPUB_OK, "upgrade");
-  long ops = nor.ops - start;
+  CHECK(scene_boot(&s, 2), "boot");
+  long start = s.nor.ops;
+  CHECK(test_install(&agent_storage, &s.job) == NPUB_OK, "upgrade");
+  long ops = s.nor.ops - start;
   long tried = 0, old_bound = 0, new_bound = 0;
   for (long n = 1; n <= ops; n += cut_stride) {
-    memcpy(flash_mem, snapshot, sizeof flash_mem);
-    nor = (ram_nor){.mem = flash_mem};
-    serve(&server, 2);
-    test_config(&c, &nor, arena_mem, &server);
-    open_agent(&c);
-    npub_agent_boot(&agent_storage, &job);
-    nor.cut_at = nor.ops + n;
+    scene_setup(&s, 2);
+    open_agent(&s.c);
+    npub_agent_boot(&agent_storage, &s.job);
+    s.nor.cut_at = s.nor.ops + n;
     /* (The last operations, the descriptor's confirmed mark, are best effort: the install may
      * still say NPUB_OK.) */
-    int32_t rc = test_install(&agent_storage, &job);
+    int32_t rc = test_install(&agent_storage, &s.job);
     CHECK(rc != NPUB_OK || n + 1 >= ops, "cut %ld: the install succeeded without power", n);
     /* Reboot on the same flash. */
-    nor = (ram_nor){.mem = flash_mem};
-    rc = open_agent(&c);
+    s.nor = (ram_nor){.mem = flash_mem};
+    rc = open_agent(&s.c);
     CHECK(rc == NPUB_OK, "cut %ld: open %s", n, npub_result_name(rc));
-    rc = npub_agent_boot(&agent_storage, &job);
-    if (rc == NPUB_PENDING) rc = npub_agent_confirm(&agent_storage, 0, &job);
-    CHECK(rc == NPUB_OK && (job.sequence == npub_test_seq1 || job.sequence == npub_test_seq2),
-          "cut %ld: boot %s, sequence %llu", n, npub_result_name(rc), (unsigned long long)job.sequence);
-    if (job.sequence == npub_test_seq1) old_bound++; else new_bound++;
-    rc = test_install(&agent_storage, &job);
-    CHECK((rc == NPUB_OK || rc == NPUB_UP_TO_DATE) && job.sequence == npub_test_seq2,
-          "cut %ld: finish %s, sequence %llu", n, npub_result_name(rc), (unsigned long long)job.sequence);
-    if (job.sequence == npub_test_seq2 && rc == NPUB_OK)
-      failures += check_job(&job, npub_test_seq2, npub_test_pack2, npub_test_pack2_len);
+    rc = npub_agent_boot(&agent_storage, &s.job);
+    if (rc == NPUB_PENDING) rc = npub_agent_confirm(&agent_storage, 0, &s.job);
+    CHECK(rc == NPUB_OK && (s.job.sequence == npub_test_seq1 || s.job.sequence == npub_test_seq2),
+          "cut %ld: boot %s, sequence %llu", n, npub_result_name(rc), (unsigned long long)s.job.sequence);
+    if (s.job.sequence == npub_test_seq1) old_bound++; else new_bound++;
+    rc = test_install(&agent_storage, &s.job);
+    CHECK((rc == NPUB_OK || rc == NPUB_UP_TO_DATE) && s.job.sequence == npub_test_seq2,
+          "cut %ld: finish %s, sequence %llu", n, npub_result_name(rc), (unsigned long long)s.job.sequence);
+    if (s.job.sequence == npub_test_seq2 && rc == NPUB_OK)
+      failures += check_job(&s.job, npub_test_seq2, npub_test_pack2, npub_test_pack2_len);
     tried++;
   }
   printf("power cuts: %ld of %ld flash operations cut, %ld booted the old pack, %ld the new, %d failures\n",
@@ -701,38 +678,33 @@ static int counter_hook(void) {
  * a power cycle (the same factory trust: key 1 and the root) key 1's manifest is refused as
  * revoked, and without fetch_keyring_updates key 2's would not have verified. */
 static int rotation(void) {
+  scene s;
   int failures = 0;
-  ram_nor nor = {.mem = flash_mem};
-  mem_server server;
-  npub_config c;
-  npub_job job;
   int32_t rc;
-  memcpy(flash_mem, snapshot, sizeof flash_mem);
-  serve(&server, 3);
-  test_config(&c, &nor, arena_mem, &server);
-  c.requests.fetch_keyring_updates = NULL;
-  CHECK(open_agent(&c) == NPUB_OK && npub_agent_boot(&agent_storage, &job) == NPUB_OK, "boot v1");
-  rc = test_install(&agent_storage, &job);
-  CHECK(rc == NPUB_E_REJECTED && job.sequence == npub_test_seq1,
+  scene_setup(&s, 3);
+  s.c.requests.fetch_keyring_updates = NULL;
+  CHECK(scene_open_boot(&s), "boot v1");
+  rc = test_install(&agent_storage, &s.job);
+  CHECK(rc == NPUB_E_REJECTED && s.job.sequence == npub_test_seq1,
         "key 2 unknown without the records: %s", npub_result_name(rc));
-  c.requests.fetch_keyring_updates = mem_fetch_keyring_updates;
-  CHECK(open_agent(&c) == NPUB_OK && npub_agent_boot(&agent_storage, &job) == NPUB_OK, "boot v1 again");
-  rc = test_install(&agent_storage, &job);
-  CHECK(rc == NPUB_OK && job.sequence == npub_test_seq3, "rotated: %s, sequence %llu", npub_result_name(rc),
-        (unsigned long long)job.sequence);
+  s.c.requests.fetch_keyring_updates = mem_fetch_keyring_updates;
+  CHECK(scene_open_boot(&s), "boot v1 again");
+  rc = test_install(&agent_storage, &s.job);
+  CHECK(rc == NPUB_OK && s.job.sequence == npub_test_seq3, "rotated: %s, sequence %llu", npub_result_name(rc),
+        (unsigned long long)s.job.sequence);
   /* Power cycle. */
-  nor = (ram_nor){.mem = flash_mem};
-  serve(&server, 1);
-  server.stale = 1;
-  test_config(&c, &nor, arena_mem, &server);
-  CHECK(open_agent(&c) == NPUB_OK, "reopen");
-  rc = npub_agent_boot(&agent_storage, &job);
-  if (rc == NPUB_PENDING) rc = npub_agent_confirm(&agent_storage, 0, &job);
-  CHECK(rc == NPUB_OK && job.sequence == npub_test_seq3, "boot after the rotation: %s", npub_result_name(rc));
-  rc = test_install(&agent_storage, &job);
+  s.nor = (ram_nor){.mem = flash_mem};
+  serve(&s.server, 1);
+  s.server.stale = 1;
+  test_config(&s.c, &s.nor, arena_mem, &s.server);
+  CHECK(open_agent(&s.c) == NPUB_OK, "reopen");
+  rc = npub_agent_boot(&agent_storage, &s.job);
+  if (rc == NPUB_PENDING) rc = npub_agent_confirm(&agent_storage, 0, &s.job);
+  CHECK(rc == NPUB_OK && s.job.sequence == npub_test_seq3, "boot after the rotation: %s", npub_result_name(rc));
+  rc = test_install(&agent_storage, &s.job);
   CHECK(rc == NPUB_E_REJECTED && last_error_has("revoked"), "key 1 replayed after the power cycle: %s",
         npub_result_name(rc));
-  CHECK(job.sequence == npub_test_seq3, "pack 3 still bound");
+  CHECK(s.job.sequence == npub_test_seq3, "pack 3 still bound");
   printf("rotation: %d failures\n", failures);
   return failures;
 }
@@ -741,27 +713,22 @@ static int rotation(void) {
  * fetch_release callback, so the server has no release signatures), before a byte of it is
  * fetched; the release fields are checked at open. */
 static int release_keys(void) {
+  scene s;
   int failures = 0;
-  ram_nor nor = {.mem = flash_mem};
-  mem_server server;
-  npub_config c;
-  npub_job job;
   int32_t rc;
-  memcpy(flash_mem, snapshot, sizeof flash_mem);
-  serve(&server, 2);
-  test_config(&c, &nor, arena_mem, &server);
-  c.release_keys = (const uint8_t(*)[32])npub_test_key;
-  c.release_key_count = 5;
-  CHECK(open_agent(&c) == NPUB_E_CONFIG && last_error_has("release_key_count"), "5 release keys");
-  c.release_key_count = 1;
-  c.release_keys = NULL;
-  CHECK(open_agent(&c) == NPUB_E_CONFIG && last_error_has("release_keys"), "release keys NULL");
-  c.release_keys = (const uint8_t(*)[32])npub_test_key;
-  CHECK(open_agent(&c) == NPUB_OK && npub_agent_boot(&agent_storage, &job) == NPUB_OK, "boot v1");
-  rc = test_install(&agent_storage, &job);
+  scene_setup(&s, 2);
+  s.c.release_keys = (const uint8_t(*)[32])npub_test_key;
+  s.c.release_key_count = 5;
+  CHECK(open_agent(&s.c) == NPUB_E_CONFIG && last_error_has("release_key_count"), "5 release keys");
+  s.c.release_key_count = 1;
+  s.c.release_keys = NULL;
+  CHECK(open_agent(&s.c) == NPUB_E_CONFIG && last_error_has("release_keys"), "release keys NULL");
+  s.c.release_keys = (const uint8_t(*)[32])npub_test_key;
+  CHECK(scene_open_boot(&s), "boot v1");
+  rc = test_install(&agent_storage, &s.job);
   CHECK(rc == NPUB_E_REJECTED && last_error_has("release") && last_error_has("carries none"),
         "unreleased pack 2: %s", npub_result_name(rc));
-  CHECK(job.sequence == npub_test_seq1, "pack 1 still bound");
+  CHECK(s.job.sequence == npub_test_seq1, "pack 1 still bound");
   printf("release keys: %d failures\n", failures);
   return failures;
 }
@@ -770,24 +737,19 @@ static int release_keys(void) {
  * one that answers -404 (the server has none), pack 2 is refused ("self-test record missing"),
  * reported failed, and pack 1 stays bound. */
 static int selftest_missing(void) {
+  scene s;
   int failures = 0;
-  ram_nor nor = {.mem = flash_mem};
-  mem_server server;
-  npub_config c;
-  npub_job job;
   int32_t rc;
   for (int none = 0; none < 2; none++) {
-    memcpy(flash_mem, snapshot, sizeof flash_mem);
-    serve(&server, 2);
-    test_config(&c, &nor, arena_mem, &server);
-    if (none) server.selftest = NULL; /* -404 */
-    else c.requests.fetch_selftest = NULL;
-    CHECK(open_agent(&c) == NPUB_OK && npub_agent_boot(&agent_storage, &job) == NPUB_OK, "boot v1");
-    rc = test_install(&agent_storage, &job);
+    scene_setup(&s, 2);
+    if (none) s.server.selftest = NULL; /* -404 */
+    else s.c.requests.fetch_selftest = NULL;
+    CHECK(scene_open_boot(&s), "boot v1");
+    rc = test_install(&agent_storage, &s.job);
     CHECK(rc == NPUB_E_REJECTED && last_error_has("self-test record missing: the manifest names"),
           "pack 2 without its record (%s): %s", none ? "404" : "no callback", npub_result_name(rc));
-    CHECK(strcmp(server.last_state, "failed") == 0, "reported %s", server.last_state);
-    CHECK(job.sequence == npub_test_seq1, "pack 1 still bound");
+    CHECK(strcmp(s.server.last_state, "failed") == 0, "reported %s", s.server.last_state);
+    CHECK(s.job.sequence == npub_test_seq1, "pack 1 still bound");
   }
   printf("self-test record missing: %d failures\n", failures);
   return failures;
@@ -798,35 +760,30 @@ static int selftest_missing(void) {
  * npub_agent_boot_skipped says which slot it skipped, its sequence and why; a clean boot skipped
  * nothing, and before a boot the call is out of order. */
 static int boot_skipped(void) {
+  scene s;
   int failures = 0;
-  ram_nor nor = {.mem = flash_mem};
-  mem_server server;
-  npub_config c;
-  npub_job job;
   char why[256];
   int32_t slot = 7;
   uint64_t seq = 7;
-  memcpy(flash_mem, snapshot, sizeof flash_mem);
-  serve(&server, 2);
-  test_config(&c, &nor, arena_mem, &server);
-  CHECK(open_agent(&c) == NPUB_OK, "open");
+  scene_setup(&s, 2);
+  CHECK(open_agent(&s.c) == NPUB_OK, "open");
   int32_t rc = npub_agent_boot_skipped(&agent_storage, &slot, &seq, why, sizeof why);
   CHECK(rc == NPUB_E_ORDER && slot == -1 && seq == 0 && strstr(why, "before npub_agent_boot"),
         "before boot: %s: %s", npub_result_name(rc), why);
-  CHECK(npub_agent_boot(&agent_storage, &job) == NPUB_OK, "boot v1");
+  CHECK(npub_agent_boot(&agent_storage, &s.job) == NPUB_OK, "boot v1");
   rc = npub_agent_boot_skipped(&agent_storage, &slot, &seq, why, sizeof why);
   CHECK(rc == NPUB_OK && slot == -1 && seq == 0 && why[0] == '\0', "a clean boot skipped %s: %s",
         npub_result_name(rc), why);
-  rc = test_install(&agent_storage, &job);
-  CHECK(rc == NPUB_OK && job.sequence == npub_test_seq2, "v2 installed: %s", npub_result_name(rc));
-  int32_t v2_slot = (int32_t)job.slot;
+  rc = test_install(&agent_storage, &s.job);
+  CHECK(rc == NPUB_OK && s.job.sequence == npub_test_seq2, "v2 installed: %s", npub_result_name(rc));
+  int32_t v2_slot = (int32_t)s.job.slot;
   /* One byte in the middle of pack 2, as a worn flash cell would change it. */
-  flash_mem[c.layout.slot_offset[v2_slot] + job.pack_bytes / 2] ^= 0x10;
-  nor = (ram_nor){.mem = flash_mem};
-  CHECK(open_agent(&c) == NPUB_OK, "reopen");
-  rc = npub_agent_boot(&agent_storage, &job);
-  CHECK(rc == NPUB_OK && job.sequence == npub_test_seq1 && (int32_t)job.slot != v2_slot,
-        "the other slot bound: %s, sequence %llu", npub_result_name(rc), (unsigned long long)job.sequence);
+  flash_mem[s.c.layout.slot_offset[v2_slot] + s.job.pack_bytes / 2] ^= 0x10;
+  s.nor = (ram_nor){.mem = flash_mem};
+  CHECK(open_agent(&s.c) == NPUB_OK, "reopen");
+  rc = npub_agent_boot(&agent_storage, &s.job);
+  CHECK(rc == NPUB_OK && s.job.sequence == npub_test_seq1 && (int32_t)s.job.slot != v2_slot,
+        "the other slot bound: %s, sequence %llu", npub_result_name(rc), (unsigned long long)s.job.sequence);
   rc = npub_agent_boot_skipped(&agent_storage, &slot, &seq, why, sizeof why);
   CHECK(rc == NPUB_E_INTEGRITY && slot == v2_slot && seq == npub_test_seq2 && strstr(why, "slot ") &&
             strstr(why, "SHA-256"),
@@ -942,18 +899,13 @@ int run_common_tests(long cut_stride) {
   /* The flash with pack 1 installed and confirmed (bad_calls installed it): the base of the rest. */
   memcpy(snapshot, flash_mem, sizeof flash_mem);
   {
-    ram_nor nor = {.mem = flash_mem};
-    mem_server server;
-    npub_config c;
-    npub_job job;
-    serve(&server, 2);
-    test_config(&c, &nor, arena_mem, &server);
-    int ok = open_agent(&c) == NPUB_OK && npub_agent_boot(&agent_storage, &job) == NPUB_OK;
+    scene s;
+    int ok = scene_boot(&s, 2);
     if (!ok) failures++;
-    if (ok) test_print_job("boot (memory transport)", &job);
-    if (ok && test_install(&agent_storage, &job) == NPUB_OK) {
-      test_print_job("installed (memory transport)", &job);
-      failures += check_job(&job, npub_test_seq2, npub_test_pack2, npub_test_pack2_len);
+    if (ok) test_print_job("boot (memory transport)", &s.job);
+    if (ok && test_install(&agent_storage, &s.job) == NPUB_OK) {
+      test_print_job("installed (memory transport)", &s.job);
+      failures += check_job(&s.job, npub_test_seq2, npub_test_pack2, npub_test_pack2_len);
     } else {
       failures++;
     }

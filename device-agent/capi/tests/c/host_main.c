@@ -216,48 +216,70 @@ static void host_feed(void *ctx) {
   host_feeds++;
 }
 
+/* A blank device over `nor` whose config speaks `transport` through the stream callbacks and
+ * server of `io` (ctx, URL, token, callbacks): 32 KiB windows, 200 ms budgets. */
+static void blank_stream_device(npub_config *c, ram_nor *nor, uint32_t transport, npub_stream io) {
+  memset(nor_mem, 0xFF, sizeof nor_mem);
+  *nor = (ram_nor){.mem = nor_mem};
+  test_config(c, nor, arena, NULL);
+  c->transport = transport;
+  io.window_bytes = 32 * 1024;
+  c->stream = io;
+  c->budget_ms = 200;
+}
+
+/* Opens the agent on `c`, boots the blank device and polls until the download is over: `*rc` is
+ * the last poll's code (NPUB_PENDING once the pack is whole), `msg` its message; every
+ * `progress`-th step prints how far it is (0: none). Returns the failures. */
+static int poll_blank(npub_config *c, npub_job *job, int32_t *rc, char *msg, size_t cap, int progress) {
+  int failures = 0;
+  *rc = npub_agent_open(&agent, sizeof agent, c);
+  npub_agent_last_error(&agent, msg, cap);
+  CHECK(*rc == NPUB_OK, "open: %s: %s", npub_result_name(*rc), msg);
+  *rc = npub_agent_boot(&agent, job);
+  CHECK(*rc == NPUB_E_NO_PACK, "boot of a blank device: %s", npub_result_name(*rc));
+  int steps = 0;
+  while ((*rc = npub_agent_poll(&agent, job)) == NPUB_IN_PROGRESS) {
+    npub_status st;
+    if (progress && steps++ % progress == 0 && npub_agent_status(&agent, &st) == NPUB_OK)
+      printf("poll: %u of %u bytes\n", (unsigned)st.download_written, (unsigned)st.download_total);
+  }
+  npub_agent_last_error(&agent, msg, cap);
+  return failures;
+}
+
+/* Confirms the pending pack and checks it is the deployed one (pack 2 under manifest 3), in its
+ * slot byte for byte. Returns the failures. */
+static int confirm_deployed(const npub_config *c, npub_job *job, const char *what) {
+  int failures = 0;
+  int32_t rc = npub_agent_confirm(&agent, 0, job);
+  CHECK(rc == NPUB_OK, "confirm: %s", npub_result_name(rc));
+  test_print_job(what, job);
+  CHECK(job->sequence == npub_test_seq3 && job->pack_bytes == npub_test_pack2_len, "the deployed pack");
+  CHECK(memcmp(nor_mem + c->layout.slot_offset[job->slot ? 1 : 0], npub_test_pack2, npub_test_pack2_len) == 0,
+        "the slot holds the server's pack byte for byte");
+  return failures;
+}
+
 /* Boot a blank device and install what the server deploys to it, over TCP. */
 static int install_from_server(const char *url, const char *token) {
   int failures = 0;
-  ram_nor nor = {.mem = nor_mem};
+  ram_nor nor;
   sock s = {-1};
   npub_config c;
   npub_job job;
   char msg[512];
-  memset(nor_mem, 0xFF, sizeof nor_mem);
-  test_config(&c, &nor, arena, NULL);
-  c.transport = NPUB_TRANSPORT_STREAM;
-  c.stream.ctx = &s;
-  c.stream.server_url = url;
-  c.stream.token = token;
-  c.stream.connect = sock_connect;
-  c.stream.read = sock_read;
-  c.stream.write = sock_write;
-  c.stream.close = sock_close;
-  c.stream.window_bytes = 32 * 1024;
+  int32_t rc;
+  blank_stream_device(&c, &nor, NPUB_TRANSPORT_STREAM,
+                      (npub_stream){.ctx = &s, .server_url = url, .token = token, .connect = sock_connect,
+                                    .read = sock_read, .write = sock_write, .close = sock_close});
   c.clock.feed = host_feed;
-  c.budget_ms = 200;
-  int32_t rc = npub_agent_open(&agent, sizeof agent, &c);
-  CHECK(rc == NPUB_OK, "open: %s", npub_result_name(rc));
-  rc = npub_agent_boot(&agent, &job);
-  CHECK(rc == NPUB_E_NO_PACK, "boot of a blank device: %s", npub_result_name(rc));
-  int steps = 0;
-  while ((rc = npub_agent_poll(&agent, &job)) == NPUB_IN_PROGRESS) {
-    npub_status st;
-    npub_agent_status(&agent, &st);
-    if (steps++ % 4 == 0) printf("poll: %u of %u bytes\n", (unsigned)st.download_written, (unsigned)st.download_total);
-  }
-  npub_agent_last_error(&agent, msg, sizeof msg);
+  failures += poll_blank(&c, &job, &rc, msg, sizeof msg, 4);
   CHECK(rc == NPUB_PENDING, "poll: %s: %s", npub_result_name(rc), msg);
-  rc = npub_agent_confirm(&agent, 0, &job);
-  CHECK(rc == NPUB_OK, "confirm: %s", npub_result_name(rc));
-  test_print_job("installed from the server", &job);
+  failures += confirm_deployed(&c, &job, "installed from the server");
   /* Fed at every read of the socket and before every erase and program. */
   CHECK(host_feeds > nor.ops, "watchdog fed %ld times for %ld flash operations", host_feeds, nor.ops);
   printf("watchdog: fed %ld times (%ld flash operations)\n", host_feeds, nor.ops);
-  CHECK(job.sequence == npub_test_seq3 && job.pack_bytes == npub_test_pack2_len, "the deployed pack");
-  CHECK(memcmp(nor_mem + (job.slot ? c.layout.slot_offset[1] : c.layout.slot_offset[0]), npub_test_pack2,
-               npub_test_pack2_len) == 0, "the slot holds the server's pack byte for byte");
   rc = npub_agent_poll(&agent, &job);
   CHECK(rc == NPUB_UP_TO_DATE, "second poll: %s", npub_result_name(rc));
   /* The server gone: a transport error with the HTTP client's reason. */
@@ -278,38 +300,18 @@ static int install_from_server(const char *url, const char *token) {
  * callbacks; then the same server under another CA: refused before a request is written. */
 static int install_over_tls(const char *url, const char *token, const char *ca, const char *other_ca) {
   int failures = 0;
-  ram_nor nor = {.mem = nor_mem};
+  ram_nor nor;
   tls_sock t = {.tcp = {-1}, .ctx = tls_trusting(ca)};
   npub_config c;
   npub_job job;
   char msg[512];
-  memset(nor_mem, 0xFF, sizeof nor_mem);
-  test_config(&c, &nor, arena, NULL);
-  c.transport = NPUB_TRANSPORT_TLS_STREAM;
-  c.stream.ctx = &t;
-  c.stream.server_url = url;
-  c.stream.token = token;
-  c.stream.connect = tls_connect;
-  c.stream.read = tls_read;
-  c.stream.write = tls_write;
-  c.stream.close = tls_close;
-  c.stream.window_bytes = 32 * 1024;
-  c.budget_ms = 200;
-  int32_t rc = npub_agent_open(&agent, sizeof agent, &c);
-  npub_agent_last_error(&agent, msg, sizeof msg);
-  CHECK(rc == NPUB_OK, "open: %s: %s", npub_result_name(rc), msg);
-  rc = npub_agent_boot(&agent, &job);
-  CHECK(rc == NPUB_E_NO_PACK, "boot of a blank device: %s", npub_result_name(rc));
-  while ((rc = npub_agent_poll(&agent, &job)) == NPUB_IN_PROGRESS) {
-  }
-  npub_agent_last_error(&agent, msg, sizeof msg);
+  int32_t rc;
+  blank_stream_device(&c, &nor, NPUB_TRANSPORT_TLS_STREAM,
+                      (npub_stream){.ctx = &t, .server_url = url, .token = token, .connect = tls_connect,
+                                    .read = tls_read, .write = tls_write, .close = tls_close});
+  failures += poll_blank(&c, &job, &rc, msg, sizeof msg, 0);
   CHECK(rc == NPUB_PENDING, "poll over TLS: %s: %s", npub_result_name(rc), msg);
-  rc = npub_agent_confirm(&agent, 0, &job);
-  CHECK(rc == NPUB_OK, "confirm: %s", npub_result_name(rc));
-  test_print_job("installed over TLS", &job);
-  CHECK(job.sequence == npub_test_seq3 && job.pack_bytes == npub_test_pack2_len, "the deployed pack");
-  CHECK(memcmp(nor_mem + (job.slot ? c.layout.slot_offset[1] : c.layout.slot_offset[0]), npub_test_pack2,
-               npub_test_pack2_len) == 0, "the slot holds the server's pack byte for byte");
+  failures += confirm_deployed(&c, &job, "installed over TLS");
   printf("tls: %ld handshakes\n", t.handshakes);
   tls_close(&t);
   SSL_CTX_free(t.ctx);
@@ -340,40 +342,25 @@ static int install_over_tls(const char *url, const char *token, const char *ca, 
 static int install_presigned(const char *url, const char *token, const char *ca, const char *cert,
                              const char *key, int anonymous) {
   int failures = 0;
-  ram_nor nor = {.mem = nor_mem};
+  ram_nor nor;
   tls_sock t = {.tcp = {-1}, .ctx = tls_identified(ca, cert, key), .anon_ctx = tls_trusting(ca)};
   npub_config c;
   npub_job job;
   char msg[512];
-  memset(nor_mem, 0xFF, sizeof nor_mem);
-  test_config(&c, &nor, arena, NULL);
-  c.transport = NPUB_TRANSPORT_TLS_STREAM;
-  c.stream.ctx = &t;
-  c.stream.server_url = url;
-  c.stream.token = token;
-  c.stream.connect = tls_connect;
-  c.stream.connect_anonymous = anonymous ? tls_connect_anonymous : NULL;
-  c.stream.read = tls_read;
-  c.stream.write = tls_write;
-  c.stream.close = tls_close;
-  c.stream.window_bytes = 32 * 1024;
-  c.budget_ms = 200;
-  int32_t rc = npub_agent_open(&agent, sizeof agent, &c);
-  npub_agent_last_error(&agent, msg, sizeof msg);
-  CHECK(rc == NPUB_OK, "open: %s: %s", npub_result_name(rc), msg);
-  rc = npub_agent_boot(&agent, &job);
-  CHECK(rc == NPUB_E_NO_PACK, "boot of a blank device: %s", npub_result_name(rc));
-  while ((rc = npub_agent_poll(&agent, &job)) == NPUB_IN_PROGRESS) {
-  }
-  npub_agent_last_error(&agent, msg, sizeof msg);
+  int32_t rc;
+  blank_stream_device(&c, &nor, NPUB_TRANSPORT_TLS_STREAM,
+                      (npub_stream){.ctx = &t,
+                                    .server_url = url,
+                                    .token = token,
+                                    .connect = tls_connect,
+                                    .connect_anonymous = anonymous ? tls_connect_anonymous : NULL,
+                                    .read = tls_read,
+                                    .write = tls_write,
+                                    .close = tls_close});
+  failures += poll_blank(&c, &job, &rc, msg, sizeof msg, 0);
   if (anonymous) {
     CHECK(rc == NPUB_PENDING, "poll with presigned downloads: %s: %s", npub_result_name(rc), msg);
-    rc = npub_agent_confirm(&agent, 0, &job);
-    CHECK(rc == NPUB_OK, "confirm: %s", npub_result_name(rc));
-    test_print_job("installed through presigned hops", &job);
-    CHECK(job.sequence == npub_test_seq3 && job.pack_bytes == npub_test_pack2_len, "the deployed pack");
-    CHECK(memcmp(nor_mem + (job.slot ? c.layout.slot_offset[1] : c.layout.slot_offset[0]), npub_test_pack2,
-                 npub_test_pack2_len) == 0, "the slot holds the server's pack byte for byte");
+    failures += confirm_deployed(&c, &job, "installed through presigned hops");
     CHECK(t.anon_handshakes >= 1, "the pack came through connect_anonymous");
   } else {
     CHECK(rc == NPUB_E_TRANSPORT && strstr(msg, "connect_anonymous"), "hop without connect_anonymous: %s: %s",

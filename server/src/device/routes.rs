@@ -84,7 +84,9 @@ pub struct StatusReport {
     pub state: DeviceState,
     /// 0..=1, for `downloading`.
     pub progress: Option<f64>,
-    /// Why, for `failed` and `rolled_back`: one line of at most 1024 characters, no control characters.
+    /// Why, for `failed` and `rolled_back`; for `installed`, what the confirm did not check (the
+    /// agent's "self-test skipped: …" when no golden inference ran). One line of at most 1024
+    /// characters, no control characters.
     pub reason: Option<String>,
     /// For a report that ends a download attempt: the attempts the device made at this install,
     /// from 1 (at most [`MAX_ATTEMPTS`]). A device retries a corrupted download afresh and

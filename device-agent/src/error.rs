@@ -499,12 +499,12 @@ impl fmt::Display for Error {
                 write!(f, "self-test failed: digest {expected} != {got}")
             }
             Error::SelfTestMissing => f.write_str(
-                "self-test: the record the manifest names is not whole (in flash, or as the \
+                "self-test record: the one the manifest names is not whole (in flash, or as the \
                  server sent it)",
             ),
             Error::SelfTestRecordMismatch { manifest, computed } => write!(
                 f,
-                "self-test: the record in flash hashes to {computed}…, the manifest signs \
+                "self-test record: in flash it hashes to {computed}…, the manifest signs \
                  {manifest}…"
             ),
             Error::SelfTestRecordMissing { manifest } => write!(
@@ -514,7 +514,7 @@ impl fmt::Display for Error {
             ),
             Error::SelfTestTooLarge { len, room } => write!(
                 f,
-                "self-test: the record is {len} bytes, the slot has {room} left after the pack"
+                "self-test record: {len} bytes, the slot has {room} left after the pack"
             ),
             Error::SelfTestRecordShort { got, stated } => write!(
                 f,

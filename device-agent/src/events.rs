@@ -232,9 +232,7 @@ pub(crate) fn failure_line(e: &Error) -> &'static str {
         Error::Transport(_) | Error::TransportOverrun { .. } | Error::PackTruncated { .. } => {
             "download interrupted"
         }
-        Error::SelfTestFailed { .. } | Error::SelfTestDigest { .. } => {
-            "self-test failed, reverted"
-        }
+        Error::SelfTestFailed { .. } | Error::SelfTestDigest { .. } => "self-test failed, reverted",
         _ => "install failed",
     }
 }

@@ -46,8 +46,7 @@ impl ReportState {
 
 /// The reason an `installed` report carries when [`Report::selftest_skipped`]: the pack was
 /// confirmed without its golden run, and the server keeps this line with the report.
-pub const SELFTEST_SKIPPED: &str =
-    "self-test skipped: no NPU on this board ran the golden input; confirmed on the firmware's own checks";
+pub const SELFTEST_SKIPPED: &str = "self-test skipped: no NPU on this board ran the golden input; confirmed on the firmware's own checks";
 
 /// One status report.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

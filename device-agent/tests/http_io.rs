@@ -943,9 +943,17 @@ fn rejects_a_server_that_stalls_mid_body() {
     );
 }
 
+/// The hostile server, the agent, its poll's result and the transport's own error.
+type Lied = (
+    Hostile,
+    Agent<RamNor>,
+    Result<Poll, Error>,
+    Option<HttpError>,
+);
+
 /// One poll of [`signed_v2`]'s deployment from a hostile server whose record's answer lies as
 /// `lie` (the pack honest): the agent, its result and the transport's own error.
-fn record_lied(lie: RecordLie) -> (Hostile, Agent<RamNor>, Result<Poll, Error>, Option<HttpError>) {
+fn record_lied(lie: RecordLie) -> Lied {
     let s = signed_v2();
     let h = Hostile::start(&s, Lie::None, u32::MAX);
     h.lie_about_the_record(lie);

@@ -465,7 +465,7 @@ fn verified_v2(pack: &[u8], sequence: u64, slot_bytes: u32, record: &[u8]) -> Ve
 /// programmed twice), verifies it against the manifest and installs the new pack.
 #[test]
 fn every_cut_while_the_self_test_record_is_programmed_leaves_the_old_pack_and_the_next_poll_installs()
-{
+ {
     let (a, b) = (small(), case("two_io_u55_256"));
     let layout = layout(4096);
     let input: Vec<u8> = (0..1452u32).map(|i| (i * 7 + 3) as u8).collect();
@@ -492,7 +492,10 @@ fn every_cut_while_the_self_test_record_is_programmed_leaves_the_old_pack_and_th
 
     let dry = scenario.act(scenario.board.clone(), None);
     let image = &dry.flash.mapped()[start as usize..start as usize + record.len()];
-    assert!(image == record.as_slice(), "the record is in flash after the pack");
+    assert!(
+        image == record.as_slice(),
+        "the record is in flash after the pack"
+    );
     let base = scenario.board.flash.ops();
     let ops: Vec<(u64, Op)> = dry.flash.log()[base as usize..]
         .iter()
@@ -501,7 +504,11 @@ fn every_cut_while_the_self_test_record_is_programmed_leaves_the_old_pack_and_th
         .filter(|(_, op)| op.offset >= start && op.offset < end)
         .collect();
     let erases = ops.iter().filter(|(_, o)| o.kind == OpKind::Erase).count();
-    assert_eq!((ops.len(), erases), (6, 3), "three sectors erased and programmed: {ops:?}");
+    assert_eq!(
+        (ops.len(), erases),
+        (6, 3),
+        "three sectors erased and programmed: {ops:?}"
+    );
     let mut cuts = Vec::new();
     for &(n, op) in &ops {
         cuts.push(Cut::BeforeOp(n));

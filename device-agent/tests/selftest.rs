@@ -178,7 +178,10 @@ fn a_weight_byte_flipped_in_flash_after_the_signature_check_reverts_with_the_dig
     image[at as usize] ^= 1 << BIT;
     std::fs::write(&s.file, image).unwrap();
 
-    let golden = agent.install_golden_input(&job).unwrap().map(<[u8]>::to_vec);
+    let golden = agent
+        .install_golden_input(&job)
+        .unwrap()
+        .map(<[u8]>::to_vec);
     assert!(
         golden.is_some(),
         "a version-2 manifest's pack has a golden input"
@@ -226,6 +229,11 @@ fn rejects_a_self_test_record_other_than_the_signed_one() {
         .install(&s.verified, &mut s.server, &mut s.npu, &mut mem.arena())
         .unwrap_err();
     assert!(matches!(e, Error::SelfTestRecordMismatch { .. }), "{e}");
+    assert!(
+        e.to_string()
+            .starts_with("self-test record: in flash it hashes to "),
+        "the record's own words, not the pack's: {e}"
+    );
     assert_eq!(s.npu.runs, 0, "nothing ran");
 }
 

@@ -23,6 +23,7 @@
 //! downloads itself; at the first request it does not answer, hyper and the router take the
 //! connection over for good ([`rewind`]).
 pub(crate) mod activity;
+pub(crate) mod hold;
 pub(crate) mod rewind;
 pub(crate) mod stream;
 pub mod table;
@@ -202,6 +203,13 @@ pub async fn serve(
         let io = Watched {
             inner: stream,
             activity: Arc::clone(&activity),
+            // Under TLS the handshake's writes wait for its first read, and the ticket rustls
+            // writes at its end for the first answer (`hold.rs`).
+            hold: if tls.is_some() {
+                hold::Hold::handshake()
+            } else {
+                hold::Hold::off()
+            },
         };
         let idle = limits.idle_timeout;
         let lane = Arc::clone(&lane);
@@ -388,6 +396,8 @@ async fn handshake(tls: &Tls, io: Watched, metrics: &Metrics, peer: SocketAddr) 
             return None;
         }
     };
+    let mut io = io;
+    io.get_mut().0.hold.handshake_done();
     let session = io.get_ref().1;
     let resumed = session.handshake_kind() == Some(rustls::HandshakeKind::Resumed);
     metrics.observe_tls_handshake(if resumed { "resumed" } else { "full" });

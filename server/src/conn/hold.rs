@@ -66,6 +66,14 @@ impl Hold {
         }
     }
 
+    /// Nothing more is held: what is kept goes at the next write, flush or read. For TLS 1.2,
+    /// whose handshake ends with the server's own Finished, which the client waits for.
+    pub(crate) fn release(&mut self) {
+        if self.state != State::Off {
+            self.state = State::Draining;
+        }
+    }
+
     /// Sends what is kept; `Ready(Ok)` once there is nothing left (the hold is then off).
     fn drain(&mut self, socket: &mut TcpStream, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         while self.sent < self.bytes.len() {

@@ -397,7 +397,21 @@ async fn handshake(tls: &Tls, io: Watched, metrics: &Metrics, peer: SocketAddr) 
         }
     };
     let mut io = io;
-    io.get_mut().0.hold.handshake_done();
+    if io.get_ref().1.protocol_version() == Some(rustls::ProtocolVersion::TLSv1_3) {
+        // What rustls wrote as the handshake ended (a ticket) leaves with the first answer.
+        io.get_mut().0.hold.handshake_done();
+    } else {
+        // TLS 1.2 ends with the server's Finished, which the client waits for.
+        use tokio::io::AsyncWriteExt as _;
+        io.get_mut().0.hold.release();
+        if !matches!(
+            tokio::time::timeout(tls.handshake_timeout(), io.flush()).await,
+            Ok(Ok(()))
+        ) {
+            metrics.observe_tls_handshake("failed");
+            return None;
+        }
+    }
     let session = io.get_ref().1;
     let resumed = session.handshake_kind() == Some(rustls::HandshakeKind::Resumed);
     metrics.observe_tls_handshake(if resumed { "resumed" } else { "full" });

@@ -140,6 +140,11 @@ struct Wire {
     frames: usize,
     bytes: usize,
     payload: usize,
+    /// Of them, the bare ACKs the user network sends on its own (no payload, no SYN, FIN or
+    /// RST, from the server's side): QEMU's slirp acknowledges a guest segment the host's server
+    /// has not answered within its 2 ms delayed-ACK timer, so how many there are follows the
+    /// host's load, not the device or the server.
+    network_acks: usize,
     /// Each frame: its direction, flags and length (`>SA 60` ... ), for a failure's message.
     trace: String,
 }
@@ -149,6 +154,9 @@ impl Wire {
         self.frames += 1;
         self.bytes += f.len;
         self.payload += f.payload.len();
+        if !f.from_guest && f.payload.is_empty() && f.flags & 0x07 == 0 {
+            self.network_acks += 1;
+        }
         let flags: String = [(2, 'S'), (1, 'F'), (4, 'R'), (8, 'P'), (16, 'A')]
             .iter()
             .filter(|(bit, _)| f.flags & bit != 0)
@@ -461,30 +469,44 @@ fn a_second_poll_resumes_the_session_of_the_first() {
         full.trace, resumed.trace
     );
     assert!(resumed.payload < full.payload, "{conns:?}");
-    // Issue 33's target: a resumed poll ≤ 1.5 KB on the wire, every run.
+    // Issue 33's target: a resumed poll ≤ 1.5 KB on the wire, every run. What the device and
+    // the server send is held to it; the user network's own bare ACKs (60 B each, one per guest
+    // segment at most) come on top and are counted apart.
     assert!(
         resumed.payload <= RESUMED_PAYLOAD_MAX,
         "{} B of TCP payload, over {RESUMED_PAYLOAD_MAX}: {conns:?}",
         resumed.payload
     );
+    let acks = resumed.network_acks;
+    assert!(acks <= 3, "{acks} bare ACKs of the user network: {conns:?}");
+    let (frames, bytes) = (
+        resumed.frames - acks,
+        resumed.bytes - acks * NETWORK_ACK_BYTES,
+    );
+    println!(
+        "wire: resumed without the user network's {acks} bare ACKs: {frames} frames, {bytes} B"
+    );
     assert!(
-        resumed.frames <= RESUMED_FRAMES_MAX && resumed.bytes <= RESUMED_WIRE_MAX,
-        "{} frames, {} B on the wire, over {RESUMED_FRAMES_MAX} / {RESUMED_WIRE_MAX}: {conns:?}",
-        resumed.frames,
-        resumed.bytes
+        frames <= RESUMED_FRAMES_MAX && bytes <= RESUMED_WIRE_MAX,
+        "{frames} frames, {bytes} B on the wire (the user network's {acks} bare ACKs aside), over \
+         {RESUMED_FRAMES_MAX} / {RESUMED_WIRE_MAX}: {conns:?}"
     );
 }
+
+/// A bare ACK from QEMU's user network: Ethernet 14 + IPv4 20 + TCP 20, padded to the 60-byte
+/// Ethernet minimum.
+const NETWORK_ACK_BYTES: usize = 60;
 
 /// A resumed nothing-new poll's TCP payload: the ClientHello with the ticket, the server's hello
 /// flight, the Finished with the request, the 204, close_notify (no NewSessionTicket: the
 /// firmware reuses its ticket and asks for none, RFC 9149). It was 1,128 B with a P-256 share and
 /// a ticket each poll, 1,285 B with rustls's two tickets.
 const RESUMED_PAYLOAD_MAX: usize = 1_000;
-/// Its frames: SYN, SYN-ACK, ClientHello (with the handshake's ACK), the server's flight,
-/// Finished + request, the 204, close_notify, the server's FIN, the reset: 9; 10 when the user
-/// network acknowledges the close_notify before the server's FIN reaches it. The firmware waits
-/// for the FIN before it resets, so no frame of the server's crosses the reset.
-const RESUMED_FRAMES_MAX: usize = 10;
+/// Its frames, the user network's bare ACKs aside: SYN, SYN-ACK, ClientHello (with the
+/// handshake's ACK), the server's flight, Finished + request, the 204, close_notify, the
+/// server's FIN, the reset: 9. The firmware waits for the FIN before it resets, so no frame of
+/// the server's crosses the reset.
+const RESUMED_FRAMES_MAX: usize = 9;
 /// Issue 33's target, Ethernet + IP + TCP headers included (1,578–1,752 B before x25519, the
 /// reused ticket and the awaited FIN).
 const RESUMED_WIRE_MAX: usize = 1_500;

@@ -321,6 +321,53 @@ mod tests {
     }
 
     #[test]
+    fn parses_an_x25519_server_hello() {
+        let mut s = std::vec![0x00, 0x1D, 0, 32];
+        s.extend_from_slice(&[9u8; 32]);
+        let sh = server_hello([1; 32], &[(43, V13), (51, &s)]);
+        assert_eq!(
+            parse_server_hello(&sh, false),
+            Ok(ServerHello::Hello {
+                group: X25519,
+                key_share: &[9u8; 32][..],
+                psk: false
+            })
+        );
+    }
+
+    #[test]
+    fn a_client_hello_offers_x25519_then_secp256r1_and_asks_for_one_ticket() {
+        let mut buf = [0u8; 600];
+        let mut w = Writer::new(&mut buf);
+        write_client_hello(
+            &mut w,
+            &Hello {
+                random: &[9; 32],
+                server_name: None,
+                key_share: (X25519, &[7; 32]),
+                cookie: None,
+                psk: None,
+            },
+        )
+        .unwrap();
+        let len = w.len();
+        let ch = &buf[..len];
+        let has = |bytes: &[u8]| ch.windows(bytes.len()).any(|w| w == bytes);
+        assert!(
+            has(&[0, 10, 0, 6, 0, 4, 0, 0x1D, 0, 0x17]),
+            "supported_groups"
+        );
+        assert!(
+            has(&[0, 58, 0, 2, 1, 0]),
+            "ticket_request: 1 new, 0 resumed"
+        );
+        assert!(
+            has(&[0, 51, 0, 38, 0, 36, 0, 0x1D, 0, 32, 7]),
+            "one x25519 share"
+        );
+    }
+
+    #[test]
     fn rejects_tls12() {
         let sh = server_hello([1; 32], &[(43, &[3, 3]), (51, &share())]);
         assert_eq!(parse_server_hello(&sh, false), Err(Refusal::NotTls13));

@@ -61,7 +61,6 @@ cleanup() {
     rm -rf "$work"
 }
 trap cleanup EXIT
-free_port() { python3 -c 'import socket;s=socket.socket();s.bind(("127.0.0.1",0));print(s.getsockname()[1])'; }
 rss() { awk -v k="$2:" '$1 == k { print int($2 / 1024) }' "/proc/$1/status"; }
 
 echo "date=$(date -u +%Y-%m-%dT%H:%MZ) devices=$devices connections=$connections seconds=$seconds pairs=$pairs"
@@ -93,21 +92,7 @@ echo "RESULT label=rss_idle devices=$devices rss_mb=$(rss $server_pid VmRSS) pea
 
 # nginx as production runs it: sendfile, tcp_nopush, open_file_cache, keep-alive; same workers,
 # same cores. Its 204 carries the same poll-interval header as the server's.
-nport=$(free_port)
-mkdir -p "$work/nginx/logs" "$work/nginx/www" "$work/nginx/tmp"
-cp "$work/v1.npub" "$work/nginx/www/pack.npub"
-# nginx's workers drop root for an unprivileged user, who must be able to reach the file.
-chmod 755 "$work" "$work/nginx" "$work/nginx/www"
-chmod 644 "$work/nginx/www/pack.npub"
-nginx_conf "$work/nginx" "$nport" "$workers"
-taskset -c "$serve_cpus" "$nginx" -p "$work/nginx" -c "$work/nginx/nginx.conf" &
-nginx_pid=$!
-for _ in $(seq 1 200); do
-    curl -s -o /dev/null "http://127.0.0.1:$nport/poll" && break
-    read -rt 0.05 < /dev/zero || true
-done
-nginx_pids=$(echo "$nginx_pid" $(pgrep -P "$nginx_pid") | tr ' ' ',')
-nginx_url="http://127.0.0.1:$nport"
+nginx_start "$nginx" "$work/nginx" "$(free_port)" "$workers" "$serve_cpus" "$work/v1.npub"
 
 run() { lg "$@" | tee -a "$results"; }
 poll_path="/api/v1/device/manifest?seq=$seq"

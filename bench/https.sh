@@ -74,7 +74,6 @@ cleanup() {
     rm -rf "$work"
 }
 trap cleanup EXIT
-free_port() { python3 -c 'import socket;s=socket.socket();s.bind(("127.0.0.1",0));print(s.getsockname()[1])'; }
 
 # kTLS: the kernel's `tls` module (CONFIG_TLS) shows itself in /proc/net/tls_stat.
 if [ -r /proc/net/tls_stat ]; then
@@ -126,57 +125,8 @@ pack_bytes=$(stat -c %s "$work/v1.npub")
 
 # nginx as production runs it (bench/lib.sh's settings), with TLS 1.3 only on the same
 # certificate: session tickets (keys of its own, as the server's), sendfile, kTLS if offered.
-nport=$(free_port)
-ndir="$work/nginx"
-mkdir -p "$ndir/logs" "$ndir/www" "$ndir/tmp"
-cp "$work/v1.npub" "$ndir/www/pack.npub"
-cp "$cert" "$key" "$ndir/"
-chmod 755 "$work" "$ndir" "$ndir/www"
-chmod 644 "$ndir/www/pack.npub" "$ndir/server.pem" "$ndir/server.key"
-cat > "$ndir/nginx.conf" <<CONF
-worker_processes $workers;
-worker_rlimit_nofile 20000;
-daemon off;
-pid $ndir/nginx.pid;
-error_log $ndir/logs/error.log warn;
-events { worker_connections 16384; }
-http {
-    access_log off;
-    sendfile on;
-    tcp_nopush on;
-    tcp_nodelay on;
-    open_file_cache max=1000 inactive=60s;
-    open_file_cache_valid 60s;
-    open_file_cache_errors on;
-    keepalive_timeout 65s;
-    keepalive_requests 1000000;
-    client_body_temp_path $ndir/tmp;
-    proxy_temp_path $ndir/tmp;
-    fastcgi_temp_path $ndir/tmp;
-    uwsgi_temp_path $ndir/tmp;
-    scgi_temp_path $ndir/tmp;
-    ssl_certificate $ndir/server.pem;
-    ssl_certificate_key $ndir/server.key;
-    ssl_protocols TLSv1.3;
-    ssl_conf_command Ciphersuites TLS_AES_128_GCM_SHA256;
-    ssl_conf_command Options KTLS;
-    ssl_session_tickets on;
-    ssl_session_timeout 12h;
-    server {
-        listen 127.0.0.1:$nport ssl backlog=1024;
-        location = /poll { add_header Npub-Poll-Interval 60 always; return 204; }
-        location = /pack { alias $ndir/www/pack.npub; default_type application/octet-stream; }
-    }
-}
-CONF
-taskset -c "$serve_cpus" "$nginx" -p "$ndir" -c "$ndir/nginx.conf" &
-nginx_pid=$!
-for _ in $(seq 1 200); do
-    curl -sk -o /dev/null "https://127.0.0.1:$nport/poll" && break
-    read -rt 0.05 < /dev/zero || true
-done
-nginx_pids=$(echo "$nginx_pid" $(pgrep -P "$nginx_pid") | tr ' ' ',')
-nginx_url="https://127.0.0.1:$nport"
+nginx_start "$nginx" "$work/nginx" "$(free_port)" "$workers" "$serve_cpus" "$work/v1.npub" \
+    "$cert" "$key"
 
 results="$work/results"
 run() { lg "$@" --cert "$cert" | tee -a "$results"; }

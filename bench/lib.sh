@@ -15,14 +15,34 @@ wait_listening() {
     echo "$url"
 }
 
-# nginx_conf DIR PORT WORKERS [MASTER]: writes DIR/nginx.conf, nginx as production runs it
-# (`sendfile`, `tcp_nopush`, `tcp_nodelay`, `open_file_cache`, keep-alive), WORKERS worker
+# free_port: a TCP port free on 127.0.0.1 now.
+free_port() { python3 -c 'import socket;s=socket.socket();s.bind(("127.0.0.1",0));print(s.getsockname()[1])'; }
+
+# nginx_conf DIR PORT WORKERS [MASTER [CERT KEY]]: writes DIR/nginx.conf, nginx as production
+# runs it (`sendfile`, `tcp_nopush`, `tcp_nodelay`, `open_file_cache`, keep-alive), WORKERS worker
 # processes, listening on 127.0.0.1:PORT: `/poll` is a `return 204` with the same poll-interval
 # header as the server's, `/pack` is DIR/www/pack.npub. MASTER `off`: one process, no master
-# (what valgrind can follow).
+# (what valgrind can follow). With CERT and KEY (PEM files, copied into DIR): TLS 1.3 only on
+# that certificate, TLS_AES_128_GCM_SHA256, session tickets (keys of its own), kTLS asked for
+# (`ssl_conf_command Options KTLS`: used when the kernel has the `tls` module, else OpenSSL
+# falls back to user-space records).
 nginx_conf() {
-    local dir=$1 port=$2 workers=$3 master=${4:-on}
+    local dir=$1 port=$2 workers=$3 master=${4:-on} cert=${5:-} key=${6:-} tls="" ssl=""
     mkdir -p "$dir/logs" "$dir/www" "$dir/tmp"
+    if [ -n "$cert" ]; then
+        cp "$cert" "$dir/server.pem"
+        cp "$key" "$dir/server.key"
+        chmod 644 "$dir/server.pem" "$dir/server.key"
+        ssl=" ssl"
+        tls="
+    ssl_certificate $dir/server.pem;
+    ssl_certificate_key $dir/server.key;
+    ssl_protocols TLSv1.3;
+    ssl_conf_command Ciphersuites TLS_AES_128_GCM_SHA256;
+    ssl_conf_command Options KTLS;
+    ssl_session_tickets on;
+    ssl_session_timeout 12h;"
+    fi
     cat > "$dir/nginx.conf" <<CONF
 worker_processes $workers;
 master_process $master;
@@ -45,12 +65,34 @@ http {
     proxy_temp_path $dir/tmp;
     fastcgi_temp_path $dir/tmp;
     uwsgi_temp_path $dir/tmp;
-    scgi_temp_path $dir/tmp;
+    scgi_temp_path $dir/tmp;$tls
     server {
-        listen 127.0.0.1:$port backlog=1024;
+        listen 127.0.0.1:$port$ssl backlog=1024;
         location = /poll { add_header Npub-Poll-Interval 60 always; return 204; }
         location = /pack { alias $dir/www/pack.npub; default_type application/octet-stream; }
     }
 }
 CONF
+}
+
+# nginx_start NGINX DIR PORT WORKERS CPUS PACK [CERT KEY]: nginx_conf's nginx (WORKERS workers,
+# TLS with CERT and KEY) serving PACK as /pack, pinned to CPUS, started in the background and
+# waited for until /poll answers (10 s). Sets nginx_pid (the master), nginx_pids (it and its
+# workers, comma-separated, for the load generator's CPU count) and nginx_url.
+nginx_start() {
+    local bin=$1 dir=$2 port=$3 workers=$4 cpus=$5 pack=$6 cert=${7:-} key=${8:-} scheme=http
+    nginx_conf "$dir" "$port" "$workers" on "$cert" "$key"
+    cp "$pack" "$dir/www/pack.npub"
+    # nginx's workers drop root for an unprivileged user, who must be able to reach the files.
+    chmod 755 "$(dirname "$dir")" "$dir" "$dir/www"
+    chmod 644 "$dir/www/pack.npub"
+    [ -n "$cert" ] && scheme=https
+    taskset -c "$cpus" "$bin" -p "$dir" -c "$dir/nginx.conf" &
+    nginx_pid=$!
+    for _ in $(seq 1 200); do
+        curl -sk -o /dev/null "$scheme://127.0.0.1:$port/poll" && break
+        read -rt 0.05 < /dev/zero || true
+    done
+    nginx_pids=$(echo "$nginx_pid" $(pgrep -P "$nginx_pid") | tr ' ' ',')
+    nginx_url="$scheme://127.0.0.1:$port"
 }

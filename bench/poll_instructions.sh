@@ -39,7 +39,6 @@ cleanup() {
     rm -rf "$work"
 }
 trap cleanup EXIT
-free_port() { python3 -c 'import socket;s=socket.socket();s.bind(("127.0.0.1",0));print(s.getsockname()[1])'; }
 echo "date=$(date -u +%Y-%m-%dT%H:%MZ) devices=$devices connections=$connections seconds=$seconds $(valgrind --version)"
 
 # Provision the fleet with the server running natively, then count over the same data.

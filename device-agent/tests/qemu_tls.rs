@@ -75,19 +75,31 @@ fn boot(base: &[&str], extra: &[&str]) -> (std::process::ExitStatus, String) {
     (status, log.join("\n"))
 }
 
-/// The TCP payloads of every IPv4 frame in the pcap file `path`, concatenated per direction
-/// (to the server, from it), in capture order; and every frame whole.
-fn capture(path: &Path) -> (Vec<u8>, Vec<u8>, Vec<Vec<u8>>) {
+/// One TCP/IPv4 frame of a capture.
+struct TcpFrame {
+    /// Its bytes on the wire, Ethernet header included.
+    len: usize,
+    /// Sent by the guest (10.0.2.15).
+    from_guest: bool,
+    /// The guest's port: which connection the frame is of.
+    guest_port: u16,
+    /// TCP flags (FIN 1, SYN 2, RST 4, PSH 8, ACK 16).
+    flags: u8,
+    payload: Vec<u8>,
+}
+
+/// Every frame of the pcap file `path` whole, in capture order, and the TCP/IPv4 ones parsed.
+fn frames(path: &Path) -> (Vec<Vec<u8>>, Vec<TcpFrame>) {
     let bytes = std::fs::read(path).unwrap();
     assert!(bytes.len() >= 24, "a pcap file: {}", path.display());
     assert_eq!(&bytes[..4], &0xA1B2_C3D4u32.to_le_bytes(), "pcap magic");
-    let (mut up, mut down, mut frames) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut all, mut tcp) = (Vec::new(), Vec::new());
     let mut at = 24;
     while at + 16 <= bytes.len() {
         let len = u32::from_le_bytes(bytes[at + 8..at + 12].try_into().unwrap()) as usize;
         let frame = &bytes[at + 16..at + 16 + len];
         at += 16 + len;
-        frames.push(frame.to_vec());
+        all.push(frame.to_vec());
         // Ethernet II, IPv4, TCP.
         if frame.len() < 34 || frame[12..14] != [0x08, 0x00] || frame[23] != 6 {
             continue;
@@ -95,28 +107,88 @@ fn capture(path: &Path) -> (Vec<u8>, Vec<u8>, Vec<Vec<u8>>) {
         let ip = &frame[14..];
         let ihl = usize::from(ip[0] & 0x0F) * 4;
         let total = usize::from(u16::from_be_bytes([ip[2], ip[3]])).min(ip.len());
-        let tcp = &ip[ihl..total];
-        let off = usize::from(tcp[12] >> 4) * 4;
-        let payload = &tcp[off..];
+        let segment = &ip[ihl..total];
+        let off = usize::from(segment[12] >> 4) * 4;
         let from_guest = ip[12..16] == [10, 0, 2, 15];
-        if from_guest { &mut up } else { &mut down }.extend_from_slice(payload);
+        let port_at = if from_guest { 0 } else { 2 };
+        tcp.push(TcpFrame {
+            len: frame.len(),
+            from_guest,
+            guest_port: u16::from_be_bytes([segment[port_at], segment[port_at + 1]]),
+            flags: segment[13],
+            payload: segment[off..].to_vec(),
+        });
     }
-    (up, down, frames)
+    (all, tcp)
 }
 
-/// The TCP frames of a capture: how many, their bytes on the wire (Ethernet headers included),
-/// and the TCP payload among them. For the figures (docs/performance.md).
-fn wire_bytes(pcap: &Path) -> (usize, usize, usize) {
-    let (up, down, frames) = capture(pcap);
-    let tcp: Vec<&Vec<u8>> = frames
-        .iter()
-        .filter(|f| f.len() >= 34 && f[12..14] == [0x08, 0x00] && f[23] == 6)
-        .collect();
-    (
-        tcp.len(),
-        tcp.iter().map(|f| f.len()).sum(),
-        up.len() + down.len(),
-    )
+/// The TCP payloads of a capture concatenated per direction (to the server, from it), in
+/// capture order; and every frame whole.
+fn capture(path: &Path) -> (Vec<u8>, Vec<u8>, Vec<Vec<u8>>) {
+    let (all, tcp) = frames(path);
+    let (mut up, mut down) = (Vec::new(), Vec::new());
+    for f in &tcp {
+        if f.from_guest { &mut up } else { &mut down }.extend_from_slice(&f.payload);
+    }
+    (up, down, all)
+}
+
+/// What a run of TCP frames cost: frames, bytes on the wire (Ethernet headers included), and
+/// the TCP payload among them. For the figures (docs/performance.md).
+#[derive(Debug, Clone, Default)]
+struct Wire {
+    frames: usize,
+    bytes: usize,
+    payload: usize,
+    /// Of them, the bare ACKs the user network sends on its own (no payload, no SYN, FIN or
+    /// RST, from the server's side): QEMU's slirp acknowledges a guest segment the host's server
+    /// has not answered within its 2 ms delayed-ACK timer, so how many there are follows the
+    /// host's load, not the device or the server.
+    network_acks: usize,
+    /// Each frame: its direction, flags and length (`>SA 60` ... ), for a failure's message.
+    trace: String,
+}
+
+impl Wire {
+    fn add(&mut self, f: &TcpFrame) {
+        self.frames += 1;
+        self.bytes += f.len;
+        self.payload += f.payload.len();
+        if !f.from_guest && f.payload.is_empty() && f.flags & 0x07 == 0 {
+            self.network_acks += 1;
+        }
+        let flags: String = [(2, 'S'), (1, 'F'), (4, 'R'), (8, 'P'), (16, 'A')]
+            .iter()
+            .filter(|(bit, _)| f.flags & bit != 0)
+            .map(|(_, c)| *c)
+            .collect();
+        let dir = if f.from_guest { '>' } else { '<' };
+        self.trace += &format!("{dir}{flags} {} ", f.len);
+    }
+}
+
+/// The whole capture's TCP frames.
+fn wire_bytes(pcap: &Path) -> Wire {
+    let mut w = Wire::default();
+    frames(pcap).1.iter().for_each(|f| w.add(f));
+    w
+}
+
+/// Per TCP connection of the capture (told apart by the guest's port), in order of its first
+/// frame.
+fn per_connection(pcap: &Path) -> Vec<Wire> {
+    let mut conns: Vec<(u16, Wire)> = Vec::new();
+    for f in &frames(pcap).1 {
+        let i = match conns.iter().position(|(p, _)| *p == f.guest_port) {
+            Some(i) => i,
+            None => {
+                conns.push((f.guest_port, Wire::default()));
+                conns.len() - 1
+            }
+        };
+        conns[i].1.add(f);
+    }
+    conns.into_iter().map(|(_, w)| w).collect()
 }
 
 /// Whether `needle` appears in `hay`.
@@ -227,9 +299,10 @@ fn the_firmware_installs_and_rolls_back_over_tls_with_nothing_in_clear() {
         &["--pcap", pcap.to_str().unwrap()],
     );
     assert!(status.success(), "{log}");
-    let (frames, bytes, payload) = wire_bytes(&pcap);
+    let w = wire_bytes(&pcap);
     println!(
-        "wire: a nothing-new poll over plain HTTP: {frames} TCP frames, {bytes} bytes ({payload} of TCP payload)"
+        "wire: a nothing-new poll over plain HTTP: {} TCP frames, {} bytes ({} of TCP payload)",
+        w.frames, w.bytes, w.payload
     );
     let (up, _, _) = capture(&pcap);
     assert!(
@@ -270,10 +343,11 @@ fn rejects_a_server_the_ca_file_does_not_vouch_for() {
     let pcap = dir.path().join("pinned.pcap");
     let (status, log) = boot(&base, &["--ca", &pinned, "--pcap", pcap.to_str().unwrap()]);
     assert!(status.success(), "{log}");
-    let (frames, bytes, payload) = wire_bytes(&pcap);
+    let w = wire_bytes(&pcap);
     println!(
-        "wire: a nothing-new poll over TLS 1.3, full handshake: {frames} TCP frames, {bytes} bytes \
-         ({payload} of TCP payload)"
+        "wire: a nothing-new poll over TLS 1.3, full handshake: {} TCP frames, {} bytes \
+         ({} of TCP payload)",
+        w.frames, w.bytes, w.payload
     );
     assert!(log.contains("the server's P-256 key, pinned"), "{log}");
     assert!(log.contains("up to date: sequence 0"), "{log}");
@@ -332,41 +406,6 @@ fn rejects_a_server_the_ca_file_does_not_vouch_for() {
     assert_eq!(fleet.device("dev-1"), seen);
 }
 
-/// Per TCP connection of the capture (told apart by the guest's port), in order of its first
-/// frame: its frames, their bytes on the wire (Ethernet headers included), its TCP payload.
-fn per_connection(pcap: &Path) -> Vec<(usize, usize, usize)> {
-    let (_, _, frames) = capture(pcap);
-    let mut conns: Vec<(u16, (usize, usize, usize))> = Vec::new();
-    for f in &frames {
-        if f.len() < 34 || f[12..14] != [0x08, 0x00] || f[23] != 6 {
-            continue;
-        }
-        let ip = &f[14..];
-        let ihl = usize::from(ip[0] & 0x0F) * 4;
-        let total = usize::from(u16::from_be_bytes([ip[2], ip[3]])).min(ip.len());
-        let tcp = &ip[ihl..total];
-        let off = usize::from(tcp[12] >> 4) * 4;
-        let from_guest = ip[12..16] == [10, 0, 2, 15];
-        let port = if from_guest {
-            u16::from_be_bytes([tcp[0], tcp[1]])
-        } else {
-            u16::from_be_bytes([tcp[2], tcp[3]])
-        };
-        let i = match conns.iter().position(|(p, _)| *p == port) {
-            Some(i) => i,
-            None => {
-                conns.push((port, (0, 0, 0)));
-                conns.len() - 1
-            }
-        };
-        let c = &mut conns[i].1;
-        c.0 += 1;
-        c.1 += f.len();
-        c.2 += tcp.len() - off;
-    }
-    conns.into_iter().map(|(_, c)| c).collect()
-}
-
 /// Issue 33: a poll after the first resumes the first's session from the ticket kept in RAM:
 /// no certificate, fewer bytes. Both polls find nothing new.
 #[test]
@@ -419,41 +458,55 @@ fn a_second_poll_resumes_the_session_of_the_first() {
     assert_nothing_in_clear(&pcap, &token, &[]);
     let conns = per_connection(&pcap);
     assert_eq!(conns.len(), 2, "two polls, two connections: {conns:?}");
-    let (full, resumed) = (conns[0], conns[1]);
+    let (full, resumed) = (&conns[0], &conns[1]);
     println!(
         "wire: a nothing-new poll over TLS 1.3 with a CA, full handshake: {} TCP frames, {} bytes \
          ({} of TCP payload); resumed: {} TCP frames, {} bytes ({} of TCP payload)",
-        full.0, full.1, full.2, resumed.0, resumed.1, resumed.2
+        full.frames, full.bytes, full.payload, resumed.frames, resumed.bytes, resumed.payload
     );
-    assert!(resumed.2 < full.2, "{conns:?}");
-    // Issue 33's target is a resumed poll ≤ 1.5 KB on the wire; it takes 8–11 frames and
-    // 1,578–1,752 B now (docs/performance.md, "Firmware TLS: npub-tls"). What the firmware and
-    // server hold to, with room for QEMU's user network answering late (a FIN racing the reset,
-    // the NewSessionTicket and the answer in two segments): one ticket, not two (TLS payload);
-    // the Finished with the request, the ACKs on data (frames).
+    println!(
+        "wire: full: {}\nwire: resumed: {}",
+        full.trace, resumed.trace
+    );
+    assert!(resumed.payload < full.payload, "{conns:?}");
+    // Issue 33's target: a resumed poll ≤ 1.5 KB on the wire, every run. What the device and
+    // the server send is held to it; the user network's own bare ACKs (60 B each, one per guest
+    // segment at most) come on top and are counted apart.
     assert!(
-        resumed.2 <= RESUMED_PAYLOAD_MAX,
+        resumed.payload <= RESUMED_PAYLOAD_MAX,
         "{} B of TCP payload, over {RESUMED_PAYLOAD_MAX}: {conns:?}",
-        resumed.2
+        resumed.payload
+    );
+    let acks = resumed.network_acks;
+    assert!(acks <= 3, "{acks} bare ACKs of the user network: {conns:?}");
+    let (frames, bytes) = (
+        resumed.frames - acks,
+        resumed.bytes - acks * NETWORK_ACK_BYTES,
+    );
+    println!(
+        "wire: resumed without the user network's {acks} bare ACKs: {frames} frames, {bytes} B"
     );
     assert!(
-        resumed.0 <= RESUMED_FRAMES_MAX && resumed.1 <= RESUMED_WIRE_MAX,
-        "{} frames, {} B on the wire, over {RESUMED_FRAMES_MAX} / {RESUMED_WIRE_MAX}: {conns:?}",
-        resumed.0,
-        resumed.1
+        frames <= RESUMED_FRAMES_MAX && bytes <= RESUMED_WIRE_MAX,
+        "{frames} frames, {bytes} B on the wire (the user network's {acks} bare ACKs aside), over \
+         {RESUMED_FRAMES_MAX} / {RESUMED_WIRE_MAX}: {conns:?}"
     );
 }
 
-/// A resumed nothing-new poll's TCP payload: 1,128 B (ClientHello with the ticket 326, the
-/// server's hello flight 219, Finished and request 245, one NewSessionTicket and the 204 314,
-/// close_notify 24); with rustls's two tickets it was 1,285 B.
-const RESUMED_PAYLOAD_MAX: usize = 1_150;
-/// Its frames: SYN, SYN-ACK, ClientHello (with the handshake's ACK), the server's flight,
-/// Finished + request, the ticket and the answer (one or two segments), close_notify, reset:
-/// 8–9; up to three more when the server's FIN races the reset (the FIN, a second reset, the
-/// user network's answer to it). It was 12–16 before the firmware batched its writes and held
-/// its ACKs.
-const RESUMED_FRAMES_MAX: usize = 12;
-/// Its bytes on the wire, Ethernet + IP + TCP headers included: 1,578–1,752 B in 5 runs, the
-/// late frames above allowed (before: 1,957–2,185 B).
-const RESUMED_WIRE_MAX: usize = 1_850;
+/// A bare ACK from QEMU's user network: Ethernet 14 + IPv4 20 + TCP 20, padded to the 60-byte
+/// Ethernet minimum.
+const NETWORK_ACK_BYTES: usize = 60;
+
+/// A resumed nothing-new poll's TCP payload: the ClientHello with the ticket, the server's hello
+/// flight, the Finished with the request, the 204, close_notify (no NewSessionTicket: the
+/// firmware reuses its ticket and asks for none, RFC 9149). It was 1,128 B with a P-256 share and
+/// a ticket each poll, 1,285 B with rustls's two tickets.
+const RESUMED_PAYLOAD_MAX: usize = 1_000;
+/// Its frames, the user network's bare ACKs aside: SYN, SYN-ACK, ClientHello (with the
+/// handshake's ACK), the server's flight, Finished + request, the 204, close_notify, the
+/// server's FIN, the reset: 9. The firmware waits for the FIN before it resets, so no frame of
+/// the server's crosses the reset.
+const RESUMED_FRAMES_MAX: usize = 9;
+/// Issue 33's target, Ethernet + IP + TCP headers included (1,578–1,752 B before x25519, the
+/// reused ticket and the awaited FIN).
+const RESUMED_WIRE_MAX: usize = 1_500;

@@ -25,17 +25,16 @@
 use core::net::IpAddr;
 
 use embedded_io::{Read, Write};
-use p256::ecdh::EphemeralSecret;
 use p256::ecdsa::signature::Verifier as _;
 use p256::ecdsa::{Signature, VerifyingKey};
-use p256::elliptic_curve::sec1::ToEncodedPoint as _;
 use rand_core::CryptoRngCore;
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq as _;
 
 use crate::codec::Writer;
 use crate::error::{ConfigError, Error, Refusal, alert};
-use crate::hello::{self, Hello, POINT_LEN, SECP256R1, SERVER_HELLO, ServerHello};
+use crate::hello::{self, Hello, POINT_LEN, SECP256R1, SERVER_HELLO, ServerHello, X25519};
+use crate::kx::Ephemeral;
 use crate::messages::{self as msg, parse_new_session_ticket};
 use crate::record::{
     ALERT, APPLICATION_DATA, CHANGE_CIPHER_SPEC, HANDSHAKE, HEADER_LEN, MAX_CIPHERTEXT,
@@ -76,6 +75,9 @@ pub struct Handshake {
     pub retried: bool,
     /// The server asked for a client certificate (and got an empty one).
     pub certificate_requested: bool,
+    /// The key exchange's group: [`hello::X25519`], or [`hello::SECP256R1`] after a
+    /// HelloRetryRequest for it.
+    pub group: u16,
 }
 
 /// Bytes on the wire, both ways, since the client was made.
@@ -162,7 +164,18 @@ impl<'b> Client<'b> {
 
     /// The handshake over `io`, a fresh TCP connection to `config.host`: returns once the
     /// server is authenticated and the connection open. Offers the kept ticket if it is for
-    /// this host and anchor and still alive; the ticket is used once (the server sends new ones).
+    /// this host and anchor and still alive.
+    ///
+    /// **A ticket is offered again and again** until it expires, the server refuses it (a full
+    /// handshake) or gives a newer one, and the ClientHello asks for no ticket after a resumed
+    /// handshake (RFC 9149). RFC 8446 §C.4 advises against reuse because the ticket's identity,
+    /// sent in clear, lets an observer tell that two connections are the same client's. For
+    /// this device the observer learns that anyway: the same address polls the same server
+    /// every interval, and a resumed poll is its whole traffic. A fresh ticket each time costs
+    /// the NewSessionTicket (about 180 bytes, an eighth of a resumed poll) and, on the server,
+    /// a seal per poll; every poll still has its own ECDHE (psk_dhe_ke), so reuse costs no
+    /// forward secrecy. A device that roams between networks and must not be linked across
+    /// them would want single use; the server's ticket lifetime bounds the linking.
     pub fn handshake<T: Read + Write>(
         &mut self,
         io: &mut T,
@@ -183,9 +196,6 @@ impl<'b> Client<'b> {
             Some(t) if config.resume => t.offer(&binding, config.now).map(|age| (t.clone(), age)),
             _ => None,
         };
-        if offer.is_some() {
-            self.ticket = None;
-        }
         let mut alert_keys = None;
         let mut run = Run {
             io,
@@ -194,7 +204,12 @@ impl<'b> Client<'b> {
             filled: &mut self.filled,
             traffic: &mut self.traffic,
         };
-        match run.handshake(config, rng, offer.as_ref(), &mut alert_keys) {
+        let done = run.handshake(config, rng, offer.as_ref(), &mut alert_keys);
+        if offer.is_some() && !matches!(done, Ok((_, Handshake { resumed: true, .. }))) {
+            // Refused (or the handshake failed with it): not offered again.
+            self.ticket = None;
+        }
+        match done {
             Ok((mut open, done)) => {
                 open.binding = binding;
                 open.keep_tickets = config.resume;
@@ -491,10 +506,8 @@ impl<T: Read + Write> Run<'_, T> {
         offer: Option<&(Ticket, u32)>,
         alert_keys: &mut Option<Protection>,
     ) -> Result<(Open, Handshake), Error> {
-        let secret = EphemeralSecret::random(rng);
-        let point = secret.public_key().to_encoded_point(false);
-        let mut share = [0u8; POINT_LEN];
-        share.copy_from_slice(point.as_bytes());
+        let mut ephemeral = Ephemeral::new(X25519, rng);
+        let share = ephemeral.share();
         let mut random = [0u8; 32];
         rng.fill_bytes(&mut random);
         let server_name = match config.host.parse::<IpAddr>() {
@@ -506,7 +519,7 @@ impl<T: Read + Write> Run<'_, T> {
         let hello = Hello {
             random: &random,
             server_name,
-            key_share: &share,
+            key_share: (share.group(), share.bytes()),
             cookie: None,
             psk: offer.map(|(t, age)| (t.identity(), *age)),
         };
@@ -515,7 +528,7 @@ impl<T: Read + Write> Run<'_, T> {
 
         let mut cookie = [0u8; MAX_COOKIE];
         let mut retried = false;
-        let (server_share, resumed) = loop {
+        let (shared, resumed) = loop {
             let (ty, len) = self.record()?;
             *self.filled = 0;
             let record = &self.rbuf[HEADER_LEN..HEADER_LEN + len];
@@ -535,42 +548,52 @@ impl<T: Read + Write> Run<'_, T> {
                 return Err(Refusal::UnexpectedMessage.into());
             }
             match hello::parse_server_hello(body, offer.is_some())? {
-                ServerHello::Hello { key_share, psk } => {
-                    let key_share: [u8; POINT_LEN] = key_share
-                        .try_into()
-                        .ok()
-                        .filter(|k: &[u8; POINT_LEN]| k[0] == 4)
-                        .ok_or(Refusal::KeyShare)?;
+                ServerHello::Hello {
+                    group,
+                    key_share,
+                    psk,
+                } => {
+                    if group != ephemeral.group() {
+                        return Err(Refusal::KeyShare.into());
+                    }
+                    let shared = ephemeral.agree(key_share)?;
                     transcript.update(record);
-                    break (key_share, psk);
+                    break (shared, psk);
                 }
                 ServerHello::Retry { group, cookie: c } => {
                     if retried {
                         return Err(Refusal::SecondHelloRetry.into());
                     }
                     retried = true;
-                    match (group, c) {
-                        (Some(SECP256R1), _) => return Err(Refusal::HelloRetrySameGroup.into()),
-                        (Some(_), _) => return Err(Refusal::HelloRetryGroup.into()),
-                        (None, None) => return Err(Refusal::HelloRetryNoChange.into()),
-                        (None, Some(c)) => {
-                            let c_len = c.len();
-                            cookie
-                                .get_mut(..c_len)
-                                .ok_or(Refusal::CookieTooLong)?
-                                .copy_from_slice(c);
-                            // §4.4.1: the first ClientHello is replaced by its hash.
-                            let ch1 = transcript.finalize_reset();
-                            transcript.update([254, 0, 0, 32]);
-                            transcript.update(ch1);
-                            transcript.update(record);
-                            let again = Hello {
-                                cookie: Some(&cookie[..c_len]),
-                                ..hello
-                            };
-                            self.send_client_hello(&again, &early, &mut transcript)?;
+                    match group {
+                        Some(g) if g == ephemeral.group() => {
+                            return Err(Refusal::HelloRetrySameGroup.into());
                         }
+                        // The one other group offered: a new key pair in it.
+                        Some(SECP256R1) => ephemeral = Ephemeral::new(SECP256R1, rng),
+                        Some(_) => return Err(Refusal::HelloRetryGroup.into()),
+                        None if c.is_none() => return Err(Refusal::HelloRetryNoChange.into()),
+                        None => {}
                     }
+                    let c_len = c.map_or(0, <[u8]>::len);
+                    if let Some(c) = c {
+                        cookie
+                            .get_mut(..c_len)
+                            .ok_or(Refusal::CookieTooLong)?
+                            .copy_from_slice(c);
+                    }
+                    // §4.4.1: the first ClientHello is replaced by its hash.
+                    let ch1 = transcript.finalize_reset();
+                    transcript.update([254, 0, 0, 32]);
+                    transcript.update(ch1);
+                    transcript.update(record);
+                    let share = ephemeral.share();
+                    let again = Hello {
+                        key_share: (share.group(), share.bytes()),
+                        cookie: c.map(|_| &cookie[..c_len]),
+                        ..hello
+                    };
+                    self.send_client_hello(&again, &early, &mut transcript)?;
                 }
             }
         };
@@ -581,10 +604,7 @@ impl<T: Read + Write> Run<'_, T> {
         } else {
             schedule::early_secret(None)
         };
-        let server_point =
-            p256::PublicKey::from_sec1_bytes(&server_share).map_err(|_| Refusal::KeyShare)?;
-        let shared = secret.diffie_hellman(&server_point);
-        let hs = next_stage(&early, shared.raw_secret_bytes());
+        let hs = next_stage(&early, &shared);
         let th: [u8; 32] = transcript.clone().finalize().into();
         let c_hs = derive(&hs, b"c hs traffic", &th);
         let s_hs = derive(&hs, b"s hs traffic", &th);
@@ -702,6 +722,7 @@ impl<T: Read + Write> Run<'_, T> {
                 resumed,
                 retried,
                 certificate_requested,
+                group: ephemeral.group(),
             },
         ))
     }

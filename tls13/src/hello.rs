@@ -12,13 +12,14 @@
 //! | 1 + 1       | legacy_compression_methods: null                              |
 //! | 2 + n       | extensions, in this order:                                    |
 //! |             | server_name (0), a DNS name only (none for an IP address)     |
-//! |             | supported_groups (10): secp256r1                              |
+//! |             | supported_groups (10): x25519, secp256r1                      |
 //! |             | signature_algorithms (13): ecdsa_secp256r1_sha256             |
 //! |             | application_layer_protocol_negotiation (16): http/1.1         |
 //! |             | supported_versions (43): TLS 1.3                              |
 //! |             | psk_key_exchange_modes (45): psk_dhe_ke                       |
-//! |             | key_share (51): secp256r1, the uncompressed point             |
+//! |             | key_share (51): one share, x25519 (32 bytes); secp256r1 (the uncompressed point) after a HelloRetryRequest for it |
 //! |             | cookie (44), after a HelloRetryRequest that sent one          |
+//! |             | ticket_request (58, RFC 9149): one ticket after a full handshake, none after a resumed one |
 //! |             | pre_shared_key (41), last: one identity, its obfuscated age, one 32-byte binder |
 //!
 //! ServerHello (and HelloRetryRequest, the same structure with a fixed random):
@@ -30,7 +31,17 @@
 //! | 1 + n   | legacy_session_id_echo, must be empty (as sent)         |
 //! | 2       | cipher_suite, must be 0x1301                            |
 //! | 1       | legacy_compression_method, must be 0                    |
-//! | 2 + n   | extensions: supported_versions (must be 0x0304); key_share (a full share, or in a HelloRetryRequest a group); pre_shared_key (selected identity, must be 0); cookie (HelloRetryRequest only) |
+//! | 2 + n   | extensions: supported_versions (must be 0x0304); key_share (a full share of x25519 or secp256r1, or in a HelloRetryRequest a group); pre_shared_key (selected identity, must be 0); cookie (HelloRetryRequest only) |
+//!
+//! **Groups.** The first ClientHello offers an x25519 share only: 33 bytes less than a secp256r1
+//! point each way, and the server (rustls) prefers it. secp256r1 stays in supported_groups, so a
+//! server that insists on it says so with a HelloRetryRequest and gets a secp256r1 share in the
+//! second ClientHello (the certificate and its signature are ECDSA P-256 either way).
+//!
+//! **Tickets (RFC 9149).** ticket_request asks for one ticket after a full handshake and none
+//! after a resumed one: the client keeps offering the ticket it has until it expires (see
+//! [`crate::client`] for why), and a resumed poll does not carry a NewSessionTicket it would
+//! not use. A server that ignores the extension sends what it sends; the client takes the last.
 use crate::codec::{Reader, Writer};
 use crate::error::{ConfigError, Refusal};
 
@@ -39,6 +50,9 @@ pub const SERVER_HELLO: u8 = 2;
 
 pub const TLS_AES_128_GCM_SHA256: u16 = 0x1301;
 pub const SECP256R1: u16 = 0x0017;
+pub const X25519: u16 = 0x001D;
+/// An x25519 public key (RFC 7748).
+pub const X25519_LEN: usize = 32;
 pub const ECDSA_SECP256R1_SHA256: u16 = 0x0403;
 pub const TLS13: u16 = 0x0304;
 pub const ALPN_HTTP11: &[u8] = b"http/1.1";
@@ -57,6 +71,7 @@ pub mod ext {
     pub const COOKIE: u16 = 44;
     pub const PSK_KEY_EXCHANGE_MODES: u16 = 45;
     pub const KEY_SHARE: u16 = 51;
+    pub const TICKET_REQUEST: u16 = 58;
 }
 
 /// The random of a HelloRetryRequest: SHA-256 of "HelloRetryRequest" (§4.1.3).
@@ -70,7 +85,8 @@ pub struct Hello<'a> {
     pub random: &'a [u8; 32],
     /// The SNI name; `None` for an IP address.
     pub server_name: Option<&'a str>,
-    pub key_share: &'a [u8; POINT_LEN],
+    /// The group of the one key share and the share: an x25519 key or a secp256r1 point.
+    pub key_share: (u16, &'a [u8]),
     pub cookie: Option<&'a [u8]>,
     /// The ticket's identity and obfuscated age.
     pub psk: Option<(&'a [u8], u32)>,
@@ -101,11 +117,13 @@ pub fn write_client_hello(w: &mut Writer<'_>, h: &Hello<'_>) -> Result<Option<us
         w.end(e)?;
     }
     for (id, body) in [
-        (ext::SUPPORTED_GROUPS, &[0, 2, 0x00, 0x17][..]),
+        (ext::SUPPORTED_GROUPS, &[0, 4, 0x00, 0x1D, 0x00, 0x17][..]),
         (ext::SIGNATURE_ALGORITHMS, &[0, 2, 0x04, 0x03][..]),
         (ext::ALPN, b"\x00\x09\x08http/1.1"),
         (ext::SUPPORTED_VERSIONS, &[2, 0x03, 0x04][..]),
         (ext::PSK_KEY_EXCHANGE_MODES, &[1, 1][..]),
+        // new_session_count 1, resumption_count 0.
+        (ext::TICKET_REQUEST, &[1, 0][..]),
     ] {
         w.u16(id)?;
         w.u16(body.len() as u16)?;
@@ -114,9 +132,9 @@ pub fn write_client_hello(w: &mut Writer<'_>, h: &Hello<'_>) -> Result<Option<us
     w.u16(ext::KEY_SHARE)?;
     let e = w.begin(2)?;
     let shares = w.begin(2)?;
-    w.u16(SECP256R1)?;
+    w.u16(h.key_share.0)?;
     let k = w.begin(2)?;
-    w.bytes(h.key_share)?;
+    w.bytes(h.key_share.1)?;
     w.end(k)?;
     w.end(shares)?;
     w.end(e)?;
@@ -154,7 +172,10 @@ pub fn write_client_hello(w: &mut Writer<'_>, h: &Hello<'_>) -> Result<Option<us
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ServerHello<'a> {
     Hello {
-        /// The server's secp256r1 point.
+        /// The group of the server's share: [`X25519`] or [`SECP256R1`] (the caller checks it
+        /// is the one offered).
+        group: u16,
+        /// The server's x25519 key or secp256r1 point.
         key_share: &'a [u8],
         /// The server accepted the offered ticket.
         psk: bool,
@@ -199,10 +220,11 @@ pub fn parse_server_hello(body: &[u8], offered_psk: bool) -> Result<ServerHello<
             ext::SUPPORTED_VERSIONS => version = Some(data.u16()?),
             ext::KEY_SHARE if retry => group = Some(data.u16()?),
             ext::KEY_SHARE => {
-                if data.u16()? != SECP256R1 {
+                let g = data.u16()?;
+                if g != X25519 && g != SECP256R1 {
                     return Err(Refusal::KeyShare);
                 }
-                key_share = Some(data.vec16()?);
+                key_share = Some((g, data.vec16()?));
             }
             ext::COOKIE if retry => {
                 let c = data.vec16()?;
@@ -227,8 +249,12 @@ pub fn parse_server_hello(body: &[u8], offered_psk: bool) -> Result<ServerHello<
     if retry {
         return Ok(ServerHello::Retry { group, cookie });
     }
-    let key_share = key_share.ok_or(Refusal::MissingKeyShare)?;
-    Ok(ServerHello::Hello { key_share, psk })
+    let (group, key_share) = key_share.ok_or(Refusal::MissingKeyShare)?;
+    Ok(ServerHello::Hello {
+        group,
+        key_share,
+        psk,
+    })
 }
 
 /// The extensions seen in one message, to refuse a second of any.
@@ -281,12 +307,64 @@ mod tests {
     fn parses_a_full_server_hello() {
         let sh = server_hello([1; 32], &[(43, V13), (51, &share())]);
         match parse_server_hello(&sh, false).unwrap() {
-            ServerHello::Hello { key_share, psk } => {
+            ServerHello::Hello {
+                group,
+                key_share,
+                psk,
+            } => {
+                assert_eq!(group, SECP256R1);
                 assert_eq!(key_share.len(), 65);
                 assert!(!psk);
             }
             other => panic!("{other:?}"),
         }
+    }
+
+    #[test]
+    fn parses_an_x25519_server_hello() {
+        let mut s = std::vec![0x00, 0x1D, 0, 32];
+        s.extend_from_slice(&[9u8; 32]);
+        let sh = server_hello([1; 32], &[(43, V13), (51, &s)]);
+        assert_eq!(
+            parse_server_hello(&sh, false),
+            Ok(ServerHello::Hello {
+                group: X25519,
+                key_share: &[9u8; 32][..],
+                psk: false
+            })
+        );
+    }
+
+    #[test]
+    fn a_client_hello_offers_x25519_then_secp256r1_and_asks_for_one_ticket() {
+        let mut buf = [0u8; 600];
+        let mut w = Writer::new(&mut buf);
+        write_client_hello(
+            &mut w,
+            &Hello {
+                random: &[9; 32],
+                server_name: None,
+                key_share: (X25519, &[7; 32]),
+                cookie: None,
+                psk: None,
+            },
+        )
+        .unwrap();
+        let len = w.len();
+        let ch = &buf[..len];
+        let has = |bytes: &[u8]| ch.windows(bytes.len()).any(|w| w == bytes);
+        assert!(
+            has(&[0, 10, 0, 6, 0, 4, 0, 0x1D, 0, 0x17]),
+            "supported_groups"
+        );
+        assert!(
+            has(&[0, 58, 0, 2, 1, 0]),
+            "ticket_request: 1 new, 0 resumed"
+        );
+        assert!(
+            has(&[0, 51, 0, 38, 0, 36, 0, 0x1D, 0, 32, 7]),
+            "one x25519 share"
+        );
     }
 
     #[test]
@@ -315,7 +393,8 @@ mod tests {
     #[test]
     fn rejects_another_group() {
         let mut s = share();
-        s[1] = 0x1D;
+        // secp384r1: neither group this client offers.
+        s[1] = 0x18;
         let sh = server_hello([1; 32], &[(43, V13), (51, &s)]);
         assert_eq!(parse_server_hello(&sh, false), Err(Refusal::KeyShare));
     }
@@ -396,7 +475,7 @@ mod tests {
             &Hello {
                 random: &[9; 32],
                 server_name: Some("localhost"),
-                key_share: &[4; 65],
+                key_share: (X25519, &[9; 32]),
                 cookie: None,
                 psk: Some((b"ticket", 77)),
             },

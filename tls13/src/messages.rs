@@ -3,7 +3,7 @@
 //!
 //! | message (type)             | layout                                                                 |
 //! |----------------------------|------------------------------------------------------------------------|
-//! | EncryptedExtensions (8)    | 2 + n extensions: server_name (empty), ALPN (exactly `http/1.1`), supported_groups; any other is refused |
+//! | EncryptedExtensions (8)    | 2 + n extensions: server_name (empty), ALPN (exactly `http/1.1`), supported_groups, ticket_request (a count); any other is refused |
 //! | CertificateRequest (13)    | 1 + 0 request context (must be empty in the handshake), 2 + n extensions (not read) |
 //! | Certificate (11)           | 1 + 0 request context, 3 + n entries of (3 + n DER, 2 + n extensions); the first is the server's |
 //! | CertificateVerify (15)     | 2 scheme (must be 0x0403), 2 + n DER ECDSA signature                   |
@@ -47,6 +47,10 @@ pub fn parse_encrypted_extensions(body: &[u8]) -> Result<(), Refusal> {
             // The server's own preference, for next time: read past it.
             ext::SUPPORTED_GROUPS => {
                 data.vec16()?;
+            }
+            // RFC 9149: how many tickets the server will send; the client takes what comes.
+            ext::TICKET_REQUEST => {
+                data.u8()?;
             }
             _ => return Err(Refusal::UnofferedExtension),
         }

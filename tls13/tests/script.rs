@@ -127,9 +127,44 @@ fn a_hello_retry_request_with_a_cookie_is_answered_with_the_cookie() {
     assert_eq!(records[0].1[6..38], second[6..38], "the same random");
 }
 
+/// The key_share extension of a ClientHello record's body: (group, share).
+fn key_share(client_hello: &[u8]) -> (u16, Vec<u8>) {
+    let at = client_hello
+        .windows(2)
+        .rposition(|w| w == [0, 51])
+        .expect("a key_share");
+    let e = &client_hello[at + 4..];
+    let group = u16::from_be_bytes([e[2], e[3]]);
+    let len = usize::from(u16::from_be_bytes([e[4], e[5]]));
+    (group, e[6..6 + len].to_vec())
+}
+
+#[test]
+fn a_hello_retry_request_for_secp256r1_is_answered_with_a_p256_share() {
+    let script = server_hello(HRR_RANDOM, &[(43, V13), (51, &[0, 0x17])]);
+    let mut script = script;
+    script.extend(record(21, &[2, 40]));
+    let (e, io) = run(script);
+    assert_eq!(e, Error::Alert(40));
+    let records = io.records();
+    assert_eq!(records.len(), 2, "two ClientHellos");
+    let (g1, s1) = key_share(&records[0].1);
+    assert_eq!((g1, s1.len()), (0x1D, 32), "x25519 first");
+    let (g2, s2) = key_share(&records[1].1);
+    assert_eq!(
+        (g2, s2.len(), s2[0]),
+        (0x17, 65, 4),
+        "then a secp256r1 point"
+    );
+    assert!(
+        !records[1].1.windows(2).any(|w| w == [0, 44]),
+        "no cookie was sent, none is echoed"
+    );
+}
+
 #[test]
 fn rejects_a_hello_retry_request_for_the_group_offered() {
-    let script = server_hello(HRR_RANDOM, &[(43, V13), (51, &[0, 0x17])]);
+    let script = server_hello(HRR_RANDOM, &[(43, V13), (51, &[0, 0x1D])]);
     let (e, io) = run(script);
     assert_eq!(e, Error::Refused(Refusal::HelloRetrySameGroup));
     // The refusal is told to the server: a fatal illegal_parameter alert, in clear.
@@ -138,7 +173,7 @@ fn rejects_a_hello_retry_request_for_the_group_offered() {
 
 #[test]
 fn rejects_a_hello_retry_request_for_another_group() {
-    let script = server_hello(HRR_RANDOM, &[(43, V13), (51, &[0, 0x1D])]);
+    let script = server_hello(HRR_RANDOM, &[(43, V13), (51, &[0, 0x18])]);
     assert_eq!(run(script).0, Error::Refused(Refusal::HelloRetryGroup));
 }
 
@@ -190,8 +225,27 @@ fn rejects_another_message_in_place_of_the_server_hello() {
 
 #[test]
 fn rejects_an_invalid_key_share_point() {
+    // After a HelloRetryRequest for secp256r1: a point not on the curve.
+    let mut script = server_hello(HRR_RANDOM, &[(43, V13), (51, &[0, 0x17])]);
     let mut share = vec![0, 0x17, 0, 65, 4];
     share.extend_from_slice(&[0xFF; 64]);
+    script.extend(server_hello([1; 32], &[(43, V13), (51, &share)]));
+    assert_eq!(run(script).0, Error::Refused(Refusal::KeyShare));
+}
+
+#[test]
+fn rejects_an_x25519_share_of_low_order() {
+    let mut share = vec![0, 0x1D, 0, 32];
+    share.extend_from_slice(&[0; 32]);
+    let script = server_hello([1; 32], &[(43, V13), (51, &share)]);
+    assert_eq!(run(script).0, Error::Refused(Refusal::KeyShare));
+}
+
+#[test]
+fn rejects_a_server_share_in_a_group_not_offered() {
+    // A secp256r1 point when the ClientHello offered x25519 only.
+    let mut share = vec![0, 0x17, 0, 65, 4];
+    share.extend_from_slice(&[0x11; 64]);
     let script = server_hello([1; 32], &[(43, V13), (51, &share)]);
     assert_eq!(run(script).0, Error::Refused(Refusal::KeyShare));
 }

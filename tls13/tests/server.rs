@@ -1,19 +1,23 @@
 //! npub-tls against the real npub-server speaking TLS (rustls, tickets on) on 127.0.0.1:0, with
-//! certificates made in the test: a full handshake and a "nothing new" poll, a resumed one
-//! (no certificate, fewer bytes), the refusals of a wrong CA, another host name, an expired
-//! certificate and a tampered record, and an unknown ticket falling back to a full handshake.
+//! certificates made in the test: a full handshake and a "nothing new" poll over x25519, resumed
+//! ones (no certificate, no new ticket, fewer bytes), the refusals of a wrong CA, another host
+//! name, an expired certificate and a tampered record, an unknown ticket falling back to a full
+//! handshake, the server closing after the client's `close_notify`, and a rustls server that
+//! insists on secp256r1 answered after its HelloRetryRequest.
 #[path = "../../server/tests/tls/certs.rs"]
 mod certs;
 
 use std::io::{Read as _, Write as _};
-use std::net::{SocketAddr, TcpStream};
+use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::Path;
+use std::sync::Arc;
 use std::time::Duration;
 
 use certs::{Ca, Leaf, Validity};
 use embedded_io::{ErrorKind, ErrorType, Read, Write};
 use npub_server::{Config as ServerConfig, Server};
-use npub_tls::{Anchor, CertError, Client, Config, Error, Refusal, Ticket};
+use npub_tls::hello::{SECP256R1, X25519};
+use npub_tls::{Anchor, CertError, Client, Config, Error, Handshake, Refusal, Ticket};
 use rand_core::OsRng;
 use serde_json::{Value, json};
 
@@ -179,13 +183,24 @@ fn now() -> u64 {
 /// One "nothing new" poll on an open connection: the status line's code. The server closes
 /// after it (`Connection: close`), and the client reads to the end, taking tickets on the way.
 fn poll(client: &mut Client<'_>, tcp: &mut Tcp, host: &str, token: &str) -> u16 {
+    send_poll(client, tcp, host, token, "close");
+    let answer = read_to_end(client, tcp);
+    status(&answer)
+}
+
+/// Writes a poll's request with the `Connection` header given.
+fn send_poll(client: &mut Client<'_>, tcp: &mut Tcp, host: &str, token: &str, connection: &str) {
     let request = format!(
-        "GET /api/v1/device/manifest?seq=0 HTTP/1.1\r\nHost: {host}\r\nAuthorization: Bearer {token}\r\nConnection: close\r\n\r\n"
+        "GET /api/v1/device/manifest?seq=0 HTTP/1.1\r\nHost: {host}\r\nAuthorization: Bearer {token}\r\nConnection: {connection}\r\n\r\n"
     );
     let mut sent = 0;
     while sent < request.len() {
         sent += client.write(tcp, &request.as_bytes()[sent..]).unwrap();
     }
+}
+
+/// What the server sends until it closes.
+fn read_to_end(client: &mut Client<'_>, tcp: &mut Tcp) -> Vec<u8> {
     let mut answer = Vec::new();
     let mut buf = [0u8; 512];
     loop {
@@ -195,7 +210,12 @@ fn poll(client: &mut Client<'_>, tcp: &mut Tcp, host: &str, token: &str) -> u16 
             Err(e) => panic!("reading the answer: {e}"),
         }
     }
-    let text = String::from_utf8_lossy(&answer);
+    answer
+}
+
+/// An answer's status code.
+fn status(answer: &[u8]) -> u16 {
+    let text = String::from_utf8_lossy(answer);
     text.split(' ').nth(1).unwrap().parse().unwrap()
 }
 
@@ -206,20 +226,50 @@ fn fleet(dir: &Path) -> (Fleet, Ca) {
     (Fleet::start(dir, &leaf), ca)
 }
 
+/// The anchor of `ca_pem`, parsed into `der`.
+fn anchor<'d>(ca_pem: &str, der: &'d mut [u8; 2048]) -> Anchor<'d> {
+    Anchor::from_pem(ca_pem.as_bytes(), der).unwrap()
+}
+
+/// A device's configuration: `host`, checked against `anchor`, now, resuming.
+fn config<'a>(host: &'a str, anchor: &'a Anchor<'a>) -> Config<'a> {
+    Config {
+        host,
+        anchor,
+        now: now(),
+        resume: true,
+    }
+}
+
+/// A connection to `addr` and its handshake, which must succeed.
+fn connect(client: &mut Client<'_>, addr: SocketAddr, config: &Config<'_>) -> (Handshake, Tcp) {
+    let mut tcp = Tcp::connect(addr);
+    let done = client.handshake(&mut tcp, config, &mut OsRng).unwrap();
+    (done, tcp)
+}
+
+/// One nothing-new poll on a connection of its own, as the firmware makes it: connect,
+/// handshake, the poll (204), `close_notify`. How the handshake went and the bytes both ways.
+fn poll_once(
+    client: &mut Client<'_>,
+    fleet: &Fleet,
+    config: &Config<'_>,
+    token: &str,
+) -> (Handshake, u64) {
+    let (done, mut tcp) = connect(client, fleet.addr, config);
+    assert_eq!(poll(client, &mut tcp, config.host, token), 204);
+    client.close(&mut tcp);
+    (done, tcp.received + tcp.sent)
+}
+
 /// The handshake with `ca` as the anchor and `host` as the name; the error if refused.
-fn handshake_with(fleet: &Fleet, ca_pem: &str, host: &str) -> Result<npub_tls::Handshake, Error> {
+fn handshake_with(fleet: &Fleet, ca_pem: &str, host: &str) -> Result<Handshake, Error> {
     let mut der = [0u8; 2048];
-    let anchor = Anchor::from_pem(ca_pem.as_bytes(), &mut der).unwrap();
+    let anchor = anchor(ca_pem, &mut der);
     let mut bufs = Buffers::new();
     let mut client = bufs.client();
     let mut tcp = Tcp::connect(fleet.addr);
-    let config = Config {
-        host,
-        anchor: &anchor,
-        now: now(),
-        resume: true,
-    };
-    client.handshake(&mut tcp, &config, &mut OsRng)
+    client.handshake(&mut tcp, &config(host, &anchor), &mut OsRng)
 }
 
 #[test]
@@ -228,48 +278,41 @@ fn a_poll_resumes_the_session_of_the_poll_before_with_fewer_bytes_and_no_certifi
     let (fleet, ca) = fleet(dir.path());
     let token = fleet.device();
     let mut der = [0u8; 2048];
-    let anchor = Anchor::from_pem(ca.pem.as_bytes(), &mut der).unwrap();
+    let anchor = anchor(&ca.pem, &mut der);
     let mut bufs = Buffers::new();
     let mut client = bufs.client();
-    let config = Config {
-        host: "localhost",
-        anchor: &anchor,
-        now: now(),
-        resume: true,
-    };
+    let config = config("localhost", &anchor);
 
-    let mut tcp = Tcp::connect(fleet.addr);
-    let full = client.handshake(&mut tcp, &config, &mut OsRng).unwrap();
-    assert!(!full.resumed);
-    assert_eq!(poll(&mut client, &mut tcp, "localhost", &token), 204);
-    client.close(&mut tcp);
-    let full_bytes = tcp.received + tcp.sent;
-    assert!(client.ticket().is_some(), "the server sent a ticket");
+    let (full, full_bytes) = poll_once(&mut client, &fleet, &config, &token);
+    assert!(!full.resumed && !full.retried, "{full:?}");
+    assert_eq!(full.group, X25519, "rustls takes the x25519 share offered");
+    let ticket = client
+        .ticket()
+        .expect("the server sent a ticket")
+        .to_record();
 
-    let mut tcp = Tcp::connect(fleet.addr);
-    let resumed = client.handshake(&mut tcp, &config, &mut OsRng).unwrap();
     // Resumed: the state machine went from EncryptedExtensions to Finished, so the server
     // sent no Certificate (one would have been refused as an unexpected message).
+    let (resumed, resumed_bytes) = poll_once(&mut client, &fleet, &config, &token);
     assert!(resumed.resumed, "{resumed:?}");
-    assert_eq!(poll(&mut client, &mut tcp, "localhost", &token), 204);
-    client.close(&mut tcp);
-    let resumed_bytes = tcp.received + tcp.sent;
     eprintln!("nothing-new poll on the wire: full {full_bytes} B, resumed {resumed_bytes} B");
     assert!(
         resumed_bytes <= RESUMED_POLL_BUDGET,
         "{resumed_bytes} B for a resumed poll"
     );
     assert!(resumed_bytes < full_bytes);
+    // The ClientHello asked for no ticket after a resumed handshake (RFC 9149): the server sent
+    // none, and the client keeps the one it has.
+    assert_eq!(client.ticket().unwrap().to_record(), ticket);
 
-    // The session it resumed gave a ticket again: the next poll resumes too.
-    let mut tcp = Tcp::connect(fleet.addr);
-    assert!(
-        client
-            .handshake(&mut tcp, &config, &mut OsRng)
-            .unwrap()
-            .resumed
+    // The same ticket resumes the next poll too.
+    let (again, again_bytes) = poll_once(&mut client, &fleet, &config, &token);
+    assert!(again.resumed);
+    assert_eq!(
+        again_bytes, resumed_bytes,
+        "each resumed poll the same bytes"
     );
-    assert_eq!(poll(&mut client, &mut tcp, "127.0.0.1", &token), 204);
+    assert_eq!(client.ticket().unwrap().to_record(), ticket);
 }
 
 #[test]
@@ -278,31 +321,58 @@ fn an_unknown_ticket_falls_back_to_a_full_handshake() {
     let (fleet, ca) = fleet(dir.path());
     let token = fleet.device();
     let mut der = [0u8; 2048];
-    let anchor = Anchor::from_pem(ca.pem.as_bytes(), &mut der).unwrap();
+    let anchor = anchor(&ca.pem, &mut der);
     let mut bufs = Buffers::new();
     let mut client = bufs.client();
-    let config = Config {
-        host: "localhost",
-        anchor: &anchor,
-        now: now(),
-        resume: true,
-    };
-    let mut tcp = Tcp::connect(fleet.addr);
-    client.handshake(&mut tcp, &config, &mut OsRng).unwrap();
-    assert_eq!(poll(&mut client, &mut tcp, "localhost", &token), 204);
+    let config = config("localhost", &anchor);
+    poll_once(&mut client, &fleet, &config, &token);
     // The ticket as a firmware would store it, one byte of the server's opaque part changed.
     let mut record = client.ticket().unwrap().to_record();
     record[86 + 20] ^= 0x55;
     client.set_ticket(Some(Ticket::from_record(&record).unwrap()));
 
-    let mut tcp = Tcp::connect(fleet.addr);
-    let again = client.handshake(&mut tcp, &config, &mut OsRng).unwrap();
+    let (again, _) = poll_once(&mut client, &fleet, &config, &token);
     assert!(
         !again.resumed,
         "the server cannot open the ticket: a full handshake"
     );
-    assert_eq!(poll(&mut client, &mut tcp, "localhost", &token), 204);
-    assert!(client.ticket().is_some(), "and a new ticket");
+    let new = client.ticket().expect("and a new ticket").to_record();
+    assert_ne!(new, record, "the refused one is not kept");
+}
+
+#[test]
+fn the_server_closes_the_connection_after_the_clients_close_notify() {
+    // The firmware's close: the request keeps the connection alive; after the answer the
+    // client sends close_notify and waits for the server's FIN before it resets, so no frame
+    // of the server's crosses the reset.
+    let dir = tempfile::tempdir().unwrap();
+    let (fleet, ca) = fleet(dir.path());
+    let token = fleet.device();
+    let mut der = [0u8; 2048];
+    let anchor = anchor(&ca.pem, &mut der);
+    let mut bufs = Buffers::new();
+    let mut client = bufs.client();
+    let config = config("localhost", &anchor);
+    let (_, mut tcp) = connect(&mut client, fleet.addr, &config);
+    send_poll(&mut client, &mut tcp, "localhost", &token, "keep-alive");
+    let mut answer = Vec::new();
+    let mut buf = [0u8; 512];
+    while !answer.windows(4).any(|w| w == b"\r\n\r\n") {
+        let n = client.read(&mut tcp, &mut buf).unwrap();
+        assert!(n > 0, "the answer ends before the connection");
+        answer.extend_from_slice(&buf[..n]);
+    }
+    assert_eq!(status(&answer), 204);
+    client.close(&mut tcp);
+    tcp.stream
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .unwrap();
+    let mut rest = [0u8; 64];
+    assert_eq!(
+        tcp.stream.read(&mut rest).unwrap(),
+        0,
+        "the server closes, sending nothing more"
+    );
 }
 
 #[test]
@@ -343,21 +413,15 @@ fn rejects_a_tampered_record() {
     let dir = tempfile::tempdir().unwrap();
     let (fleet, ca) = fleet(dir.path());
     let mut der = [0u8; 2048];
-    let anchor = Anchor::from_pem(ca.pem.as_bytes(), &mut der).unwrap();
-    let config = Config {
-        host: "localhost",
-        anchor: &anchor,
-        now: now(),
-        resume: true,
-    };
+    let anchor = anchor(&ca.pem, &mut der);
     let mut tcp = Tcp::connect(fleet.addr);
-    // A ServerHello for secp256r1 without a PSK is 5 + 4 + 2 + 32 + 1 + 2 + 1 + 2 + 6 + 73 = 128
+    // A ServerHello for x25519 without a PSK is 5 + 4 + 2 + 32 + 1 + 2 + 1 + 2 + 6 + 40 = 95
     // bytes, rustls's ChangeCipherSpec 6; the encrypted EncryptedExtensions' header 5 more.
-    tcp.tamper_at = Some(128 + 6 + 5 + 3);
+    tcp.tamper_at = Some(95 + 6 + 5 + 3);
     let mut bufs = Buffers::new();
     let mut client = bufs.client();
     assert_eq!(
-        client.handshake(&mut tcp, &config, &mut OsRng),
+        client.handshake(&mut tcp, &config("localhost", &anchor), &mut OsRng),
         Err(Error::Refused(Refusal::BadRecordMac))
     );
     assert!(!client.is_open());
@@ -369,18 +433,11 @@ fn a_connection_that_must_not_resume_neither_offers_nor_replaces_the_ticket() {
     let (fleet, ca) = fleet(dir.path());
     let token = fleet.device();
     let mut der = [0u8; 2048];
-    let anchor = Anchor::from_pem(ca.pem.as_bytes(), &mut der).unwrap();
+    let anchor = anchor(&ca.pem, &mut der);
     let mut bufs = Buffers::new();
     let mut client = bufs.client();
-    let mut config = Config {
-        host: "localhost",
-        anchor: &anchor,
-        now: now(),
-        resume: true,
-    };
-    let mut tcp = Tcp::connect(fleet.addr);
-    client.handshake(&mut tcp, &config, &mut OsRng).unwrap();
-    assert_eq!(poll(&mut client, &mut tcp, "localhost", &token), 204);
+    let mut config = config("localhost", &anchor);
+    poll_once(&mut client, &fleet, &config, &token);
     let kept = client.ticket().unwrap().to_record();
     eprintln!(
         "the server's ticket: {} B of identity",
@@ -389,26 +446,14 @@ fn a_connection_that_must_not_resume_neither_offers_nor_replaces_the_ticket() {
 
     // A redirect's hop: a full handshake, and its own tickets are not kept.
     config.resume = false;
-    let mut tcp = Tcp::connect(fleet.addr);
-    assert!(
-        !client
-            .handshake(&mut tcp, &config, &mut OsRng)
-            .unwrap()
-            .resumed
-    );
-    assert_eq!(poll(&mut client, &mut tcp, "localhost", &token), 204);
+    assert!(!poll_once(&mut client, &fleet, &config, &token).0.resumed);
     assert_eq!(client.ticket().unwrap().to_record(), kept);
 
     // Another host's connection does not offer it, so does not use it up.
     config.resume = true;
     config.host = "127.0.0.1";
-    let mut tcp = Tcp::connect(fleet.addr);
-    assert!(
-        !client
-            .handshake(&mut tcp, &config, &mut OsRng)
-            .unwrap()
-            .resumed
-    );
+    let (done, mut tcp) = connect(&mut client, fleet.addr, &config);
+    assert!(!done.resumed);
     client.close(&mut tcp);
     assert_eq!(client.ticket().unwrap().to_record(), kept);
 }
@@ -455,29 +500,74 @@ fn a_server_that_asks_for_a_client_certificate_gets_an_empty_one_and_the_token_s
     });
     let token = fleet.device();
     let mut der = [0u8; 2048];
-    let anchor = Anchor::from_pem(ca.pem.as_bytes(), &mut der).unwrap();
+    let anchor = anchor(&ca.pem, &mut der);
     let mut bufs = Buffers::new();
     let mut client = bufs.client();
-    let config = Config {
-        host: "localhost",
-        anchor: &anchor,
-        now: now(),
-        resume: true,
-    };
-    let mut tcp = Tcp::connect(fleet.addr);
-    assert!(
-        !client
-            .handshake(&mut tcp, &config, &mut OsRng)
-            .unwrap()
-            .resumed
-    );
-    assert_eq!(poll(&mut client, &mut tcp, "localhost", &token), 204);
-    let mut tcp = Tcp::connect(fleet.addr);
-    assert!(
-        client
-            .handshake(&mut tcp, &config, &mut OsRng)
-            .unwrap()
-            .resumed
-    );
-    assert_eq!(poll(&mut client, &mut tcp, "localhost", &token), 204);
+    let config = config("localhost", &anchor);
+    let (full, _) = poll_once(&mut client, &fleet, &config, &token);
+    assert!(!full.resumed && full.certificate_requested);
+    assert!(poll_once(&mut client, &fleet, &config, &token).0.resumed);
+}
+
+/// A rustls server on 127.0.0.1:0 that offers only secp256r1 and answers every connection's
+/// request with a 204 and closes: a server that insists on the group the firmware can fall
+/// back to. Its address; it serves `connections` connections.
+fn p256_only_server(leaf: &Leaf, connections: usize) -> SocketAddr {
+    use rustls::pki_types::pem::PemObject as _;
+    let chain = vec![leaf.der.clone()];
+    let key = rustls::pki_types::PrivateKeyDer::from_pem_slice(leaf.key_pem.as_bytes()).unwrap();
+    let mut provider = rustls::crypto::ring::default_provider();
+    provider.kx_groups = vec![rustls::crypto::ring::kx_group::SECP256R1];
+    let mut server = rustls::ServerConfig::builder_with_provider(Arc::new(provider))
+        .with_protocol_versions(&[&rustls::version::TLS13])
+        .unwrap()
+        .with_no_client_auth()
+        .with_single_cert(chain, key)
+        .unwrap();
+    server.alpn_protocols = vec![b"http/1.1".to_vec()];
+    server.send_tls13_tickets = 1;
+    let server = Arc::new(server);
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    std::thread::spawn(move || {
+        for stream in listener.incoming().take(connections) {
+            let mut stream = stream.unwrap();
+            stream
+                .set_read_timeout(Some(Duration::from_secs(20)))
+                .unwrap();
+            let conn = rustls::ServerConnection::new(Arc::clone(&server)).unwrap();
+            let mut tls = rustls::StreamOwned::new(conn, &mut stream);
+            let mut head = Vec::new();
+            let mut buf = [0u8; 512];
+            while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+                match tls.read(&mut buf) {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => head.extend_from_slice(&buf[..n]),
+                }
+            }
+            let _ = tls.write_all(b"HTTP/1.1 204 No Content\r\nconnection: close\r\n\r\n");
+            tls.conn.send_close_notify();
+            let _ = tls.flush();
+        }
+    });
+    addr
+}
+
+#[test]
+fn a_server_that_insists_on_secp256r1_is_answered_after_its_hello_retry_request() {
+    let ca = Ca::new("npub-tls test CA");
+    let leaf = ca.server(&["localhost"], Validity::Now);
+    let addr = p256_only_server(&leaf, 2);
+    let mut der = [0u8; 2048];
+    let anchor = anchor(&ca.pem, &mut der);
+    let mut bufs = Buffers::new();
+    let mut client = bufs.client();
+    let config = config("localhost", &anchor);
+    for resumed in [false, true] {
+        let (done, mut tcp) = connect(&mut client, addr, &config);
+        assert!(done.retried, "{done:?}");
+        assert_eq!(done.group, SECP256R1);
+        assert_eq!(done.resumed, resumed, "{done:?}");
+        assert_eq!(poll(&mut client, &mut tcp, "localhost", "t"), 204);
+    }
 }

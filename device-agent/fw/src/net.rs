@@ -34,6 +34,10 @@ pub const ACK_DELAY_MS: u64 = 10;
 /// server's flight (~40 ms under QEMU's `-icount shift=0`), well under the 200 ms a peer waits
 /// at least before it resends (Linux's minimum RTO) and RFC 1122's 500 ms.
 pub const HANDSHAKE_ACK_DELAY_MS: u64 = 100;
+/// How long a TLS close waits for the server's FIN after its `close_notify` ([`Net::await_fin`]).
+/// npub-server closes at once (under a millisecond on the host, a few in QEMU's user network);
+/// a server that does not is reset after this.
+pub const FIN_WAIT_MS: u64 = 500;
 /// The first ephemeral port; each connection takes the next.
 const FIRST_PORT: u16 = 49_152;
 
@@ -171,6 +175,32 @@ impl<'s> Net<'s> {
     /// ACK then rides with the client's Finished instead of leaving alone).
     pub fn set_ack_delay_ms(&mut self, ms: u64) {
         self.socket().set_ack_delay(Some(Duration::from_millis(ms)));
+    }
+
+    /// Sends what is queued (a TLS `close_notify`, with the ACK of the last answer) and waits up
+    /// to `ms` for the server's FIN, dropping whatever else arrives; the caller then resets.
+    ///
+    /// Why wait: a server answers `close_notify` by closing. Reset at once, the device would
+    /// race that FIN: when it crossed the reset, the user network (or a NAT) sent it on, the
+    /// device answered it with a second reset, and the poll took up to three frames more. Once
+    /// the FIN is in, nothing of the server's is left to cross. The FIN is not acknowledged: the
+    /// reset that follows at once closes the connection on both sides, one frame where an ACK
+    /// then a FIN of the device's own would take two or more.
+    pub fn await_fin(&mut self, ms: u64) {
+        let until = self.clock.now_ms() + ms;
+        self.egress();
+        loop {
+            self.ingress();
+            let s = self.socket();
+            while s.can_recv() {
+                let _ = s.recv(|b| (b.len(), ()));
+            }
+            if !s.may_recv() || self.clock.now_ms() >= until {
+                return;
+            }
+            self.egress();
+            self.idle();
+        }
     }
 
     fn socket(&mut self) -> &mut tcp::Socket<'s> {

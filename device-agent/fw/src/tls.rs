@@ -1,5 +1,5 @@
 //! TLS 1.3 for an `https://` server: the firmware's [`Link`] over [`Net`], with npub-tls
-//! (TLS_AES_128_GCM_SHA256, secp256r1, ECDSA-P256-SHA256; `tls13/` in the main workspace) doing
+//! (TLS_AES_128_GCM_SHA256, x25519 or secp256r1 if the server asks, ECDSA-P256-SHA256; `tls13/` in the main workspace) doing
 //! the record layer and handshake, its verifier checking the server against the `--ca` anchor.
 //!
 //! | step of [`Link::connect_tls`]      | what is checked                                         |
@@ -23,7 +23,8 @@
 //! (`--tls-seed`, `run-qemu.sh` draws it from `/dev/urandom`), a demo only, said so on the console.
 //!
 //! **Session resumption.** The server's NewSessionTicket is kept in RAM (one `npub_tls::Ticket`, the
-//! latest) and offered at the next connection to the same host and anchor while it lives: the
+//! latest) and offered at every next connection to the same host and anchor while it lives (no
+//! new ticket is asked for after a resumed handshake: `npub_tls::client` says why): the
 //! server then sends no certificate, and the device checks none (psk_dhe_ke: a fresh ECDHE
 //! still keys the session). Not across reboots: the PSK lets whoever reads it pose as the server
 //! until the ticket expires, and this board's flash is a file anyone can read (the README says
@@ -228,11 +229,13 @@ impl TlsNet {
         self.tls.as_ref().is_some_and(|(c, _)| c.is_open())
     }
 
-    /// The connection closed (a TLS one with `close_notify`) and aborted.
+    /// The connection closed and aborted; a TLS one with `close_notify`, then the server's FIN
+    /// awaited ([`Net::await_fin`]) before the reset, so that no frame crosses it.
     fn shut(&mut self) {
         if let Some((client, _)) = self.tls.as_mut() {
             if client.is_open() {
                 tls_close(client, &mut self.io);
+                self.io.net.await_fin(crate::net::FIN_WAIT_MS);
             }
         }
         self.io.net.close();

@@ -11,6 +11,7 @@ use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::time::Instant;
 
+use super::hold::Hold;
 use super::timer;
 
 /// When a connection last moved a byte, and how many of its requests are being handled.
@@ -79,10 +80,18 @@ impl Activity {
     }
 }
 
-/// The connection's socket, noting every byte that moves.
+/// The connection's socket, noting every byte that moves; under TLS, holding the handshake's
+/// writes back ([`Hold`]).
 pub(crate) struct Watched {
     pub(crate) inner: tokio::net::TcpStream,
     pub(crate) activity: Arc<Activity>,
+    pub(crate) hold: Hold,
+}
+
+impl Drop for Watched {
+    fn drop(&mut self) {
+        self.hold.on_drop(&self.inner);
+    }
 }
 
 impl AsyncRead for Watched {
@@ -91,6 +100,8 @@ impl AsyncRead for Watched {
         cx: &mut Context<'_>,
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
+        let this = &mut *self;
+        std::task::ready!(this.hold.before_read(&mut this.inner, cx))?;
         let before = buf.filled().len();
         let polled = Pin::new(&mut self.inner).poll_read(cx, buf);
         if matches!(polled, Poll::Ready(Ok(()))) && buf.filled().len() > before {
@@ -106,6 +117,13 @@ impl AsyncWrite for Watched {
         cx: &mut Context<'_>,
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
+        let this = &mut *self;
+        if let Some(held) =
+            this.hold
+                .write(&mut this.inner, cx, &[io::IoSlice::new(buf)], buf.len())
+        {
+            return held;
+        }
         let polled = Pin::new(&mut self.inner).poll_write(cx, buf);
         if matches!(polled, Poll::Ready(Ok(n)) if n > 0) {
             self.activity.touch();
@@ -118,6 +136,11 @@ impl AsyncWrite for Watched {
         cx: &mut Context<'_>,
         bufs: &[io::IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
+        let this = &mut *self;
+        let len = bufs.iter().map(|b| b.len()).sum();
+        if let Some(held) = this.hold.write(&mut this.inner, cx, bufs, len) {
+            return held;
+        }
         let polled = Pin::new(&mut self.inner).poll_write_vectored(cx, bufs);
         if matches!(polled, Poll::Ready(Ok(n)) if n > 0) {
             self.activity.touch();
@@ -130,10 +153,15 @@ impl AsyncWrite for Watched {
     }
 
     fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        let this = &mut *self;
+        std::task::ready!(this.hold.flush(&mut this.inner, cx))?;
         Pin::new(&mut self.inner).poll_flush(cx)
     }
 
     fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        let this = &mut *self;
+        this.hold.handshake_done();
+        std::task::ready!(this.hold.flush(&mut this.inner, cx))?;
         Pin::new(&mut self.inner).poll_shutdown(cx)
     }
 }

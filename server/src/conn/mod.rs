@@ -23,6 +23,7 @@
 //! downloads itself; at the first request it does not answer, hyper and the router take the
 //! connection over for good ([`rewind`]).
 pub(crate) mod activity;
+pub(crate) mod hold;
 pub(crate) mod rewind;
 pub(crate) mod stream;
 pub mod table;
@@ -202,6 +203,13 @@ pub async fn serve(
         let io = Watched {
             inner: stream,
             activity: Arc::clone(&activity),
+            // Under TLS the handshake's writes wait for its first read, and the ticket rustls
+            // writes at its end for the first answer (`hold.rs`).
+            hold: if tls.is_some() {
+                hold::Hold::handshake()
+            } else {
+                hold::Hold::off()
+            },
         };
         let idle = limits.idle_timeout;
         let lane = Arc::clone(&lane);
@@ -388,6 +396,22 @@ async fn handshake(tls: &Tls, io: Watched, metrics: &Metrics, peer: SocketAddr) 
             return None;
         }
     };
+    let mut io = io;
+    if io.get_ref().1.protocol_version() == Some(rustls::ProtocolVersion::TLSv1_3) {
+        // What rustls wrote as the handshake ended (a ticket) leaves with the first answer.
+        io.get_mut().0.hold.handshake_done();
+    } else {
+        // TLS 1.2 ends with the server's Finished, which the client waits for.
+        use tokio::io::AsyncWriteExt as _;
+        io.get_mut().0.hold.release();
+        if !matches!(
+            tokio::time::timeout(tls.handshake_timeout(), io.flush()).await,
+            Ok(Ok(()))
+        ) {
+            metrics.observe_tls_handshake("failed");
+            return None;
+        }
+    }
     let session = io.get_ref().1;
     let resumed = session.handshake_kind() == Some(rustls::HandshakeKind::Resumed);
     metrics.observe_tls_handshake(if resumed { "resumed" } else { "full" });

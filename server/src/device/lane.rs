@@ -1067,6 +1067,7 @@ mod tests {
         let io = Watched {
             inner: accepted.unwrap().0,
             activity: Arc::new(crate::conn::activity::Activity::new()),
+            hold: crate::conn::hold::Hold::off(),
         };
         (io, client.unwrap())
     }

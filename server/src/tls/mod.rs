@@ -37,6 +37,12 @@ const SESSION_CACHE: usize = 4096;
 /// the next. The second ticket cost an AEAD seal, a random nonce and a record more per handshake
 /// for a ticket the device never used (`bench/https.sh` counts what each server sends).
 const TICKETS_PER_HANDSHAKE: usize = 1;
+/// The most tickets a client's RFC 9149 `ticket_request` gets. A client asking for fewer is
+/// answered with fewer: the firmware (npub-tls) asks for one after a full handshake and none
+/// after a resumed one, since it offers its ticket again until it expires; a resumed poll then
+/// carries no NewSessionTicket (about 180 bytes, an eighth of it). Clients that do not send the
+/// extension get [`TICKETS_PER_HANDSHAKE`].
+const TICKETS_REQUESTED_MAX: usize = 1;
 
 /// The TLS flags, as given.
 #[derive(Debug, Clone)]
@@ -158,6 +164,7 @@ fn build(
         };
         config.session_storage = Arc::clone(sessions);
         config.send_tls13_tickets = TICKETS_PER_HANDSHAKE;
+        config.max_tls13_tickets = TICKETS_REQUESTED_MAX;
         Ok(config)
     }
 }

@@ -928,10 +928,12 @@ fn unfinished_target_sql(by_group: bool, retry: bool) -> &'static str {
     }
 }
 
-/// Records that deployment `id` completed, the first time it has (see [`is_completed`]), and
-/// queues the `deployment.completed` webhook event in the caller's transaction. Called after a
-/// success report and after a resume; returns whether it completed now. Completion changes
-/// nothing a device is offered (the snapshot is not rebuilt for it).
+/// Records that deployment `id` completed, the first time it has (see [`is_completed`]): its
+/// `completed_at`, a `deployment.completed` audit entry by `server` and the webhook event, in the
+/// caller's transaction. Called at every event that can finish a deployment: a success report, a
+/// resume, and a change that takes devices out of its targets ([`complete_for_device_in`]).
+/// Returns whether it completed now. Completion changes nothing a device is offered (the
+/// snapshot is not rebuilt for it).
 pub(crate) async fn complete_in(conn: &mut Conn, id: i64) -> Result<bool, ApiError> {
     let row = load_row(conn, id).await?;
     let open = usize::try_from(row.open_batches).unwrap_or(0);
@@ -989,7 +991,47 @@ pub(crate) async fn complete_in(conn: &mut Conn, id: i64) -> Result<bool, ApiErr
         [progress.counts.installed, progress.counts.bound],
     )
     .await?;
+    audit::record_system(
+        conn,
+        "deployment.completed",
+        &format!("deployments/{id}"),
+        serde_json::json!({
+            "sequence": row.sequence,
+            "targets": progress.targets,
+            "installed": progress.counts.installed,
+            "bound": progress.counts.bound,
+        }),
+    )
+    .await?;
     Ok(true)
+}
+
+/// The deployments still to complete that target group `$1` or device `$2`.
+const OPEN_FOR_DEVICE_SQL: &str = "SELECT id FROM deployments \
+     WHERE state IN ('active', 'paused') AND completed_at IS NULL \
+     AND (target_group = $1 OR target_device = $2) ORDER BY id";
+
+/// After device `device` of group `group` left some deployments' targets (revoked, moved to
+/// another group, given another accelerator), completes those whose remaining targets have all
+/// succeeded, in the caller's transaction: the one that held them back may have been the device
+/// that left. Returns the deployments completed now.
+pub(crate) async fn complete_for_device_in(
+    conn: &mut Conn,
+    device: &str,
+    group: &str,
+) -> Result<Vec<i64>, ApiError> {
+    let open: Vec<(i64,)> = sqlx::query_as(OPEN_FOR_DEVICE_SQL)
+        .bind(group)
+        .bind(device)
+        .fetch_all(&mut *conn)
+        .await?;
+    let mut completed = Vec::new();
+    for (id,) in open {
+        if complete_in(conn, id).await? {
+            completed.push(id);
+        }
+    }
+    Ok(completed)
 }
 
 /// When deployment `id` was created (unix ms).

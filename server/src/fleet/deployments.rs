@@ -11,7 +11,10 @@
 //! A deployment's `state`: `active` (batches open as successes come in), `paused` (open batches
 //! are offered only to devices that had started on it, no new batch opens), `aborted` (no longer offered; final). Its `phase`
 //! adds `completed` for display: active or paused with every batch open and every target
-//! succeeded.
+//! succeeded. It is recorded once (`completed_at`, a `deployment.completed` audit entry and
+//! webhook event) by whichever change completes it: the last success report, a resume, or the
+//! last outstanding target leaving its targets ([`complete_for_device_in`]). Aborting, pausing
+//! or retrying a deployment changes no other deployment's targets, so completes none.
 use axum::Json as JsonResponse;
 use axum::extract::State;
 use axum::http::StatusCode;

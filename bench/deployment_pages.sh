@@ -7,7 +7,8 @@
 # 20 times and prints the first answer apart (after the reports nothing is kept yet on a server
 # that caches) and the median, p95 and max of the other 19 (the whole request over loopback,
 # client included: an upper bound of the server's time). Last, a digest of the answers with
-# their times left out, so that two binaries can be shown to answer alike (ANSWERS line).
+# their times left out, so that two binaries can be shown to answer alike (ANSWERS line; with
+# ANSWERS_OUT=file the answers themselves are appended there, to diff).
 #
 #   bench/deployment_pages.sh [DEVICES] [REPORTERS]                 (default 100000, 200)
 #
@@ -37,9 +38,10 @@ NPUB_ADMIN_TOKEN="$admin" NPUB_LOG=warn "$SERVER_BIN" --data-dir "$work/data" --
 pid=$!
 url=$(wait_listening "$pid" "$work/out" "$work/err")
 echo "# bench/deployment_pages.sh $devices $reporters, $SERVER_BIN, $(date -u +%FT%TZ), load $(cut -d' ' -f1-3 /proc/loadavg)"
-python3 - "$url" "$admin" "$devices" "$reporters" "$pack" <<'PY'
+python3 - "$url" "$admin" "$devices" "$reporters" "$pack" "${ANSWERS_OUT:-}" <<'PY'
 import hashlib, json, statistics, sys, time, urllib.request, uuid
 url, admin, n, reporters, pack = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), sys.argv[5]
+answers_out = sys.argv[6]
 
 def call(method, path, token, body=None, raw=None, ctype="application/json"):
     data = raw if raw is not None else (None if body is None else json.dumps(body).encode())
@@ -108,10 +110,10 @@ routes = [
 ]
 
 def scrub(v):
-    """An answer without its times (they differ from one run to the next)."""
+    """An answer without its times and signing key id (they differ from one run to the next)."""
     if isinstance(v, dict):
         return {k: scrub(x) for k, x in v.items()
-                if not (k.endswith("_at") or k.endswith("_at_ms") or k in ("at", "points"))}
+                if not (k.endswith("_at") or k.endswith("_at_ms") or k in ("at", "points", "key_id"))}
     if isinstance(v, list):
         return [scrub(x) for x in v]
     return v
@@ -124,7 +126,11 @@ for path in routes:
         status, body = call("GET", path, admin)
         times.append((time.perf_counter() - t) * 1000)
         assert status == 200, (path, status, body)
-    digest.update(json.dumps(scrub(json.loads(body)), sort_keys=True).encode())
+    answer = json.dumps(scrub(json.loads(body)), sort_keys=True, indent=1)
+    digest.update(answer.encode())
+    if answers_out:
+        with open(answers_out, "a") as f:
+            f.write(f"== {path}\n{answer}\n")
     first, rest = times[0], sorted(times[1:])
     label = path.replace(f"/api/v1/deployments/{dep}", "{id}")
     print(f"RESULT {label:58s} first {first:8.2f} ms  median {statistics.median(rest):8.2f} ms"

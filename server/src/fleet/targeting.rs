@@ -7,6 +7,10 @@
 //! | unrevoked, another accelerator            | skipped: `other_accelerator`                   |
 //! | a target whose batch is not open yet      | skipped: `batch_not_open` (listing only)       |
 //! | reported on it, but no longer a target    | skipped: `not_a_target` (moved or revoked; listing only) |
+//!
+//! A deployment's list ([`Listing`]) is built from its [`Ranked`] targets, which the fleet keeps
+//! per generation (`target_cache.rs`), and its reports read per request; it is walked entry by
+//! entry without allocating, and only the page asked for is rendered.
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -129,11 +133,6 @@ impl Plan {
             sizes,
             other_accelerator,
         }
-    }
-
-    /// The 0-based batch of the target at `rank`.
-    pub fn batch_of(&self, rank: usize) -> usize {
-        self.sizes.iter().position(|&end| rank < end).unwrap_or(0)
     }
 
     /// The ids of each batch (its own devices, not cumulative).

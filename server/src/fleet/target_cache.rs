@@ -12,7 +12,7 @@
 //! | Bound                | Value                                              | Why                               |
 //! |----------------------|----------------------------------------------------|-----------------------------------|
 //! | deployments kept     | [`KEPT`] (the summary looks at 2 × 10)             | the dashboard's list and the pages open beside it |
-//! | targets kept in all  | [`KEPT_TARGETS`] (~130 bytes each: id, name, index slot) | ~130 MB at most, whatever the fleet |
+//! | targets kept in all  | [`KEPT_TARGETS`] (an estimated ~130 bytes each: id, name, index slot; not measured) | ~130 MB at most, whatever the fleet |
 //! | which goes first     | a stale generation, then the least recently used   | what is asked again stays         |
 //! | stale entry          | never answered (the generation must match)         | a result is never older than its transaction |
 //!

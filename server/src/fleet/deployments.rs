@@ -11,7 +11,10 @@
 //! A deployment's `state`: `active` (batches open as successes come in), `paused` (open batches
 //! are offered only to devices that had started on it, no new batch opens), `aborted` (no longer offered; final). Its `phase`
 //! adds `completed` for display: active or paused with every batch open and every target
-//! succeeded.
+//! succeeded. It is recorded once (`completed_at`, a `deployment.completed` audit entry and
+//! webhook event) by whichever change completes it: the last success report, a resume, or the
+//! last outstanding target leaving its targets ([`complete_for_device_in`]). Aborting, pausing
+//! or retrying a deployment changes no other deployment's targets, so completes none.
 use axum::Json as JsonResponse;
 use axum::extract::State;
 use axum::http::StatusCode;
@@ -26,9 +29,9 @@ use std::collections::HashSet;
 use std::sync::Arc;
 
 use super::rollout::{self, Decision, DeviceState, OnFailure, Progress, Rollout};
-use super::states::{self, DeploymentState, TargetState};
+use super::states::{self, DeploymentState};
 use super::target_cache::{Ranked, TargetCache};
-use super::targeting::{self, DeploymentDevice, Plan, Reported};
+use super::targeting::{self, DeploymentDevice, Hold, Listing, Plan, Reported};
 use crate::auth::Operator;
 use crate::db::Conn;
 use crate::device::targets::{target_rows, targets};
@@ -767,48 +770,66 @@ async fn render(conn: &mut Conn, row: DeploymentRow) -> Result<Deployment, ApiEr
     render_states(conn, row, &states, incompatible).await
 }
 
-/// The ranked targets of `row`, computed as [`target_states`] does, without their reports.
+/// The ranked targets of `row`, computed as [`target_states`] does, without their reports, with
+/// their names and the devices skipped for another accelerator.
 async fn rank_targets(conn: &mut Conn, row: &DeploymentRow) -> Result<Ranked, ApiError> {
-    let devices = target_rows(
+    let mut candidates = targeting::candidates(
         conn,
         row.target_group.as_deref(),
         row.target_device.as_deref(),
     )
     .await?;
-    let members = members(conn, row.id).await?;
-    let (ranked, incompatible) = targets(
-        &devices,
-        row.target_group.as_deref(),
-        row.target_device.as_deref(),
-        members.as_ref(),
-        row.accel,
-    );
-    Ok(Ranked::new(
-        ranked.into_iter().map(Arc::from).collect(),
-        incompatible,
-    ))
+    if let Some(m) = members(conn, row.id).await? {
+        candidates.retain(|c| m.contains(&c.id));
+    }
+    let mut targets = Vec::new();
+    let mut other_accelerator = Vec::new();
+    for c in candidates {
+        if c.accel == row.accel {
+            targets.push((Arc::<str>::from(c.id), Arc::<str>::from(c.name)));
+        } else {
+            other_accelerator.push(c);
+        }
+    }
+    targets.sort_by_cached_key(|(id, _)| rollout::rank_key(id));
+    Ok(Ranked::new(targets, other_accelerator))
 }
 
-/// Deployment `id` as [`load`] renders it, its ranked targets taken from `cache` when kept at
-/// `generation` (the fleet generation read in this transaction, before anything else), else
-/// ranked and kept there; `keep`: the deployments the caller lists (the cache keeps no others).
-/// Its reports are read every time (they do not bump the generation).
+/// The fleet generation: read first in a read transaction, it files what the transaction then
+/// reads in the [`TargetCache`].
+pub(crate) async fn generation(conn: &mut Conn) -> Result<i64, ApiError> {
+    let (generation,): (i64,) = sqlx::query_as("SELECT value FROM fleet_generation WHERE id = 1")
+        .fetch_one(&mut *conn)
+        .await?;
+    Ok(generation)
+}
+
+/// `row`'s ranked targets from `cache` when kept at `generation` (the fleet generation read in
+/// this transaction, before anything else), else ranked now and kept there.
+async fn ranked_at(
+    conn: &mut Conn,
+    row: &DeploymentRow,
+    cache: &TargetCache,
+    generation: i64,
+) -> Result<Arc<Ranked>, ApiError> {
+    if let Some(r) = cache.get(row.id, generation) {
+        return Ok(r);
+    }
+    let r = Arc::new(rank_targets(conn, row).await?);
+    cache.put(row.id, generation, Arc::clone(&r));
+    Ok(r)
+}
+
+/// Deployment `id` as [`load`] renders it, its ranked targets taken from `cache` (see
+/// [`ranked_at`]). Its reports are read every time (they do not bump the generation).
 pub(crate) async fn load_cached(
     conn: &mut Conn,
     id: i64,
     cache: &TargetCache,
     generation: i64,
-    keep: &[i64],
 ) -> Result<Deployment, ApiError> {
     let row = load_row(conn, id).await?;
-    let ranked = match cache.get(id, generation) {
-        Some(r) => r,
-        None => {
-            let r = Arc::new(rank_targets(conn, &row).await?);
-            cache.put(id, generation, Arc::clone(&r), keep);
-            r
-        }
-    };
+    let ranked = ranked_at(conn, &row, cache, generation).await?;
     let reports: Vec<(String, String)> =
         sqlx::query_as("SELECT device_id, state FROM device_deployments WHERE deployment_id = $1")
             .bind(row.id)
@@ -820,7 +841,7 @@ pub(crate) async fn load_cached(
             states[i] = DeviceState::from_db(&state);
         }
     }
-    render_states(conn, row, &states, ranked.incompatible).await
+    render_states(conn, row, &states, ranked.incompatible()).await
 }
 
 async fn render_states(
@@ -928,10 +949,12 @@ fn unfinished_target_sql(by_group: bool, retry: bool) -> &'static str {
     }
 }
 
-/// Records that deployment `id` completed, the first time it has (see [`is_completed`]), and
-/// queues the `deployment.completed` webhook event in the caller's transaction. Called after a
-/// success report and after a resume; returns whether it completed now. Completion changes
-/// nothing a device is offered (the snapshot is not rebuilt for it).
+/// Records that deployment `id` completed, the first time it has (see [`is_completed`]): its
+/// `completed_at`, a `deployment.completed` audit entry by `server` and the webhook event, in the
+/// caller's transaction. Called at every event that can finish a deployment: a success report, a
+/// resume, and a change that takes devices out of its targets ([`complete_for_device_in`]).
+/// Returns whether it completed now. Completion changes nothing a device is offered (the
+/// snapshot is not rebuilt for it).
 pub(crate) async fn complete_in(conn: &mut Conn, id: i64) -> Result<bool, ApiError> {
     let row = load_row(conn, id).await?;
     let open = usize::try_from(row.open_batches).unwrap_or(0);
@@ -989,7 +1012,47 @@ pub(crate) async fn complete_in(conn: &mut Conn, id: i64) -> Result<bool, ApiErr
         [progress.counts.installed, progress.counts.bound],
     )
     .await?;
+    audit::record_system(
+        conn,
+        "deployment.completed",
+        &format!("deployments/{id}"),
+        serde_json::json!({
+            "sequence": row.sequence,
+            "targets": progress.targets,
+            "installed": progress.counts.installed,
+            "bound": progress.counts.bound,
+        }),
+    )
+    .await?;
     Ok(true)
+}
+
+/// The deployments still to complete that target group `$1` or device `$2`.
+const OPEN_FOR_DEVICE_SQL: &str = "SELECT id FROM deployments \
+     WHERE state IN ('active', 'paused') AND completed_at IS NULL \
+     AND (target_group = $1 OR target_device = $2) ORDER BY id";
+
+/// After device `device` of group `group` left some deployments' targets (revoked, moved to
+/// another group, given another accelerator), completes those whose remaining targets have all
+/// succeeded, in the caller's transaction: the one that held them back may have been the device
+/// that left. Returns the deployments completed now.
+pub(crate) async fn complete_for_device_in(
+    conn: &mut Conn,
+    device: &str,
+    group: &str,
+) -> Result<Vec<i64>, ApiError> {
+    let open: Vec<(i64,)> = sqlx::query_as(OPEN_FOR_DEVICE_SQL)
+        .bind(group)
+        .bind(device)
+        .fetch_all(&mut *conn)
+        .await?;
+    let mut completed = Vec::new();
+    for (id,) in open {
+        if complete_in(conn, id).await? {
+            completed.push(id);
+        }
+    }
+    Ok(completed)
 }
 
 /// When deployment `id` was created (unix ms).
@@ -1048,9 +1111,11 @@ async fn get_deployment(
     _op: Operator,
     Path(id): Path<i64>,
 ) -> Result<JsonResponse<Deployment>, ApiError> {
-    Ok(JsonResponse(
-        load(&mut *state.db.acquire().await?, id).await?,
-    ))
+    let mut conn = crate::db::begin_read(&state.db).await?;
+    let generation = generation(&mut conn).await?;
+    let d = load_cached(&mut conn, id, &state.rollout_targets, generation).await?;
+    conn.rollback().await?;
+    Ok(JsonResponse(d))
 }
 
 /// The devices of a deployment, one by one: each target with its batch, whether it is offered,
@@ -1086,18 +1151,10 @@ async fn deployment_devices(
              bound, failed, rolled_back, skipped, cancelled)"
         )));
     }
-    let mut conn = state.db.acquire().await?;
+    let mut conn = crate::db::begin_read(&state.db).await?;
+    let generation = generation(&mut conn).await?;
     let row = load_row(&mut conn, id).await?;
-    let mut candidates = targeting::candidates(
-        &mut conn,
-        row.target_group.as_deref(),
-        row.target_device.as_deref(),
-    )
-    .await?;
-    if let Some(m) = members(&mut conn, id).await? {
-        candidates.retain(|c| m.contains(&c.id));
-    }
-    let plan = Plan::new(&candidates, row.accel, &row.rollout().batches);
+    let ranked = ranked_at(&mut conn, &row, &state.rollout_targets, generation).await?;
     let reported: Vec<(String, String, String, Option<String>, i64)> = sqlx::query_as(
         "SELECT dd.device_id, d.name, dd.state, dd.reason, dd.updated_at FROM device_deployments dd \
          JOIN devices d ON d.id = dd.device_id WHERE dd.deployment_id = $1",
@@ -1105,10 +1162,8 @@ async fn deployment_devices(
     .bind(id)
     .fetch_all(&mut *conn)
     .await?;
-    let mut names: std::collections::HashMap<String, String> = candidates
-        .iter()
-        .map(|c| (c.id.clone(), c.name.clone()))
-        .collect();
+    conn.rollback().await?;
+    let mut names = std::collections::HashMap::new();
     let mut reports = std::collections::HashMap::new();
     for (device, name, st, reason, updated_at) in reported {
         names.insert(device.clone(), name);
@@ -1121,48 +1176,39 @@ async fn deployment_devices(
             },
         );
     }
-    let open = usize::try_from(row.open_batches).unwrap_or(0);
-    let mut list = targeting::list(&plan, &names, reports, open, row.accel);
-    if row.state == DeploymentState::Aborted {
-        // Nobody is offered an aborted deployment, whatever batch it reached, and a device
-        // that had reported nothing never will.
-        for d in &mut list {
-            d.offered = false;
-            let untouched = d.state == TargetState::Pending
-                || (d.state == TargetState::Skipped
-                    && d.skipped == Some(targeting::Skip::BatchNotOpen));
-            if untouched {
-                d.state = TargetState::Cancelled;
-            }
-        }
-    }
-    if row.state == DeploymentState::Paused {
+    let hold = match row.state {
+        DeploymentState::Active => Hold::None,
         // A paused deployment holds: only a device that had started on it is still offered it.
-        for d in &mut list {
-            if d.offered && d.state == TargetState::Pending {
-                d.offered = false;
-                d.reason = Some("held: the deployment is paused (resume offers it again)".into());
-            }
-        }
-    }
-    if let Some(want) = &q.state {
-        list.retain(|d| {
-            if want == "skipped" {
-                d.skipped.is_some()
-            } else {
-                d.state.as_str() == want
-            }
-        });
-    }
+        DeploymentState::Paused => Hold::Paused,
+        // Nobody is offered an aborted deployment, whatever batch it reached, and a device that
+        // had reported nothing never will.
+        DeploymentState::Aborted => Hold::Aborted,
+    };
+    let listing = Listing::new(
+        &ranked,
+        &row.rollout().batches,
+        &reports,
+        &names,
+        usize::try_from(row.open_batches).unwrap_or(0),
+        row.accel,
+        hold,
+    );
     // The rollout's order (batch by batch, by SHA-256 of the device id): a cursor is the
     // position after the page's last device. A device that joins or leaves the group between two
     // pages moves the devices after it by one.
     let start = usize::try_from(after.unwrap_or(0)).unwrap_or(usize::MAX);
-    let rows: Vec<(usize, DeploymentDevice)> = list
-        .into_iter()
+    let want = q.state.as_deref();
+    let rows: Vec<(usize, DeploymentDevice)> = listing
+        .entries()
+        .filter(|e| match want {
+            None => true,
+            Some("skipped") => e.skipped.is_some(),
+            Some(w) => e.state.as_str() == w,
+        })
         .enumerate()
         .skip(start)
         .take(limit as usize + 1)
+        .map(|(i, e)| (i, listing.render(e)))
         .collect();
     let page = Page::from_rows(rows, limit, |(i, _)| (i + 1).to_string());
     Ok(JsonResponse(Page {

@@ -122,6 +122,11 @@ pub(super) async fn patch_device(
         drop(tx);
         return Ok(JsonResponse(after));
     }
+    if changes.contains_key("group") || changes.contains_key("accelerator") {
+        // It left the targets of its old group's deployments (or of those for its old
+        // accelerator): perhaps the last one some deployment waited for.
+        super::deployments::complete_for_device_in(&mut tx, &id, &before.group).await?;
+    }
     tx.commit(
         Record::Audit {
             op: &op,

@@ -414,12 +414,12 @@ async fn revoke_device(
 
 async fn revoke(state: &AppState, op: &Operator, id: &str) -> Result<StatusCode, ApiError> {
     let mut tx = FleetChange::begin(state).await?;
-    let row: Option<(Option<i64>,)> =
-        sqlx::query_as("SELECT revoked_at FROM devices WHERE id = $1")
+    let row: Option<(Option<i64>, String)> =
+        sqlx::query_as("SELECT revoked_at, grp FROM devices WHERE id = $1")
             .bind(id)
             .fetch_optional(&mut *tx)
             .await?;
-    let (revoked_at,) = row.ok_or_else(|| ApiError::NotFound(format!("device {id:?}")))?;
+    let (revoked_at, group) = row.ok_or_else(|| ApiError::NotFound(format!("device {id:?}")))?;
     if revoked_at.is_some() {
         return Ok(StatusCode::NO_CONTENT);
     }
@@ -428,6 +428,8 @@ async fn revoke(state: &AppState, op: &Operator, id: &str) -> Result<StatusCode,
         .bind(id)
         .execute(&mut *tx)
         .await?;
+    // It was perhaps the last target some deployment waited for.
+    super::deployments::complete_for_device_in(&mut tx, id, &group).await?;
     tx.commit(
         Record::Audit {
             op,

@@ -156,7 +156,12 @@ impl Rollout {
 
 /// Orders target ids by SHA-256 of the id (batch order).
 pub fn rank<T: AsRef<str>>(ids: &mut [T]) {
-    ids.sort_by_cached_key(|id| Sha256::digest(id.as_ref().as_bytes()));
+    ids.sort_by_cached_key(|id| rank_key(id.as_ref()));
+}
+
+/// What [`rank`] orders a device by: the SHA-256 of its id.
+pub fn rank_key(id: &str) -> [u8; 32] {
+    Sha256::digest(id.as_bytes()).into()
 }
 
 /// Devices in batches `0..=k` of `n` targets, for each `k`: `ceil(batches[k] × n / 100)`, but

@@ -9,6 +9,7 @@
 //! | offline                     | not seen (or, never seen, not provisioned) for `offline_minutes`, as the fleet list's `not_seen_minutes` | `devices_by_revoked_seen` |
 //! | top failure reasons         | `GROUP BY last_reason` of the unrevoked whose last report failed | `devices_by_revoked_state` (covering) |
 //! | active rollouts             | the newest `active` or `paused` deployments, with their progress; each one's ranked targets kept per fleet generation (`target_cache.rs`), its reports read per request | `deployments_by_state`; reports: `device_deployments`' primary key |
+//! | a timeline's deployment     | as an active rollout's: ranked targets from `target_cache.rs`, reports read per request | as above |
 //! | a timeline's installs and failures | each target's latest report, counted per time bucket     | `device_deployments_by_time` (covering) |
 //! | a timeline's batches and holds | the deployment's audit entries                               | `audit_by_object`             |
 //!
@@ -160,7 +161,7 @@ pub struct BatchOpened {
     pub opened_at_ms: Option<i64>,
 }
 
-/// A hold, a resume, an abort or a retry, as the chart marks it.
+/// A hold, a resume, an abort or the completion, as the chart marks it.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct TimelineEvent {
     /// RFC 3339.
@@ -168,7 +169,7 @@ pub struct TimelineEvent {
     /// Unix milliseconds.
     pub at_ms: i64,
     /// The audit action (`deployment.pause`, `deployment.auto_pause`, `deployment.resume`,
-    /// `deployment.abort`, `deployment.auto_abort`).
+    /// `deployment.abort`, `deployment.auto_abort`, `deployment.completed`).
     pub action: String,
     /// Who (`server` for the rollout's own decisions).
     pub actor: String,
@@ -350,11 +351,9 @@ async fn fleet_summary(
 
     // Each rollout's ranked targets come from the cache while the fleet generation stands
     // (`fleet/target_cache.rs`); its reports are read now.
-    let keep: Vec<i64> = rollout_ids.iter().map(|(id,)| *id).collect();
     let mut rollouts = Vec::new();
     for (id,) in rollout_ids {
-        let d = deployments::load_cached(&mut conn, id, &state.rollout_targets, generation, &keep)
-            .await?;
+        let d = deployments::load_cached(&mut conn, id, &state.rollout_targets, generation).await?;
         if d.phase != "completed" {
             rollouts.push(d);
         }
@@ -458,7 +457,10 @@ async fn timeline(
     Path(id): Path<i64>,
 ) -> Result<JsonResponse<Timeline>, ApiError> {
     let mut conn = crate::db::begin_read(&state.db).await?;
-    let deployment = deployments::load(&mut conn, id).await?;
+    // The ranked targets from the cache while the fleet generation stands, as the summary's.
+    let generation = deployments::generation(&mut conn).await?;
+    let deployment =
+        deployments::load_cached(&mut conn, id, &state.rollout_targets, generation).await?;
     let created = deployments::created_ms(&mut conn, id).await?;
     let now = now_ms();
     let (last,): (Option<i64>,) = sqlx::query_as(SPAN_SQL)

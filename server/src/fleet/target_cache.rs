@@ -1,83 +1,125 @@
-//! The ranked targets of the deployments the dashboard lists, kept per fleet generation.
+//! Deployments' ranked targets, kept per fleet generation.
 //!
 //! Who a deployment targets (its group's unrevoked devices with the pack's accelerator, a
-//! retry's members) and in which order (`rollout::rank`, a SHA-256 per device) change only with a
-//! change that bumps the fleet generation (`device/generation.rs`: a device added, moved or
-//! revoked, a deployment created); device reports do not change them. So
-//! `GET /api/v1/fleet/summary`, asked again and again while the dashboard is open, reads a
-//! rollout's group and ranks it once per generation, and per request reads only its reports.
+//! retry's members), in which order (`rollout::rank`, a SHA-256 per device), under which names,
+//! and which devices of its group it skips for their accelerator change only with a change that
+//! bumps the fleet generation (`device/generation.rs`: a device added, edited, moved or revoked, a
+//! deployment created); device reports do not change them. So the requests asked again and
+//! again while an operator watches a rollout (`GET /api/v1/fleet/summary`,
+//! `GET /api/v1/deployments/{id}`, its `…/timeline` and its `…/devices` pages) read a
+//! deployment's group and rank it once per generation, and per request read only its reports.
 //!
-//! | Bound                | Value                                   | Why                             |
-//! |----------------------|-----------------------------------------|---------------------------------|
-//! | deployments kept     | [`KEPT`] (the summary's 2 × 10 looked at) | the summary's list, no more    |
-//! | memory per entry     | one `Arc<str>` and one index slot per target | ~60 bytes × targets        |
-//! | stale entry          | replaced at first use with a newer generation | never answered               |
+//! | Bound                | Value                                              | Why                               |
+//! |----------------------|----------------------------------------------------|-----------------------------------|
+//! | deployments kept     | [`KEPT`] (the summary looks at 2 × 10)             | the dashboard's list and the pages open beside it |
+//! | targets kept in all  | [`KEPT_TARGETS`] (an estimated ~130 bytes each: id, name, index slot; not measured) | ~130 MB at most, whatever the fleet |
+//! | which goes first     | a stale generation, then the least recently used   | what is asked again stays         |
+//! | stale entry          | never answered (the generation must match)         | a result is never older than its transaction |
 //!
 //! The generation is read in the same read transaction as the rows an entry is built from, and
 //! before them: an entry is never older than the generation it is filed under.
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
+pub use super::targeting::Ranked;
+
 /// Deployments kept: the summary looks at twice as many as it lists (completed ones are skipped).
 pub const KEPT: usize = 20;
+/// Targets kept over every entry: ten rollouts of 100,000 devices.
+pub const KEPT_TARGETS: usize = 1_000_000;
 
-/// One deployment's ranked targets at one generation.
-#[derive(Debug)]
-pub struct Ranked {
-    /// The target ids, ranked (batch order).
-    pub ids: Vec<Arc<str>>,
-    /// Each id's position in `ids`.
-    pub index: HashMap<Arc<str>, usize>,
-    /// Devices of its group skipped for another accelerator.
-    pub incompatible: u64,
+struct Entry {
+    generation: i64,
+    ranked: Arc<Ranked>,
+    /// The cache's clock at its last use: the smallest goes first.
+    used: u64,
 }
 
-impl Ranked {
-    /// The entry of ranked `ids`.
-    pub fn new(ids: Vec<Arc<str>>, incompatible: u64) -> Self {
-        let index = ids
-            .iter()
-            .enumerate()
-            .map(|(i, id)| (Arc::clone(id), i))
-            .collect();
-        Self {
-            ids,
-            index,
-            incompatible,
-        }
-    }
+#[derive(Default)]
+struct Entries {
+    map: HashMap<i64, Entry>,
+    clock: u64,
 }
 
 /// The cache: deployment id → (generation, its ranked targets).
-#[derive(Debug, Default)]
+#[derive(Default)]
 pub struct TargetCache {
-    entries: Mutex<HashMap<i64, (i64, Arc<Ranked>)>>,
+    entries: Mutex<Entries>,
+}
+
+impl std::fmt::Debug for TargetCache {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TargetCache")
+            .field("kept", &self.len())
+            .finish()
+    }
 }
 
 impl TargetCache {
     /// Deployment `id`'s ranked targets at `generation`, if kept.
     pub fn get(&self, id: i64, generation: i64) -> Option<Arc<Ranked>> {
-        let entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
-        entries
-            .get(&id)
-            .filter(|(g, _)| *g == generation)
-            .map(|(_, r)| Arc::clone(r))
+        let mut entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
+        entries.clock += 1;
+        let now = entries.clock;
+        let entry = entries
+            .map
+            .get_mut(&id)
+            .filter(|e| e.generation == generation)?;
+        entry.used = now;
+        Some(Arc::clone(&entry.ranked))
     }
 
-    /// Keeps `ranked` for deployment `id` at `generation`; `keep`: the deployments still worth
-    /// keeping (the others are dropped first), at most [`KEPT`] in all.
-    pub fn put(&self, id: i64, generation: i64, ranked: Arc<Ranked>, keep: &[i64]) {
-        let mut entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
-        entries.retain(|k, (g, _)| keep.contains(k) && *g <= generation);
-        if entries.len() >= KEPT && !entries.contains_key(&id) {
+    /// Keeps `ranked` for deployment `id` at `generation`. Entries of an older generation go
+    /// first (they will never answer again), then the least recently used until both bounds hold.
+    /// An entry larger than [`KEPT_TARGETS`] alone is not kept.
+    pub fn put(&self, id: i64, generation: i64, ranked: Arc<Ranked>) {
+        if ranked.weight() > KEPT_TARGETS {
             return;
         }
-        entries.insert(id, (generation, ranked));
+        let mut entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
+        if entries
+            .map
+            .get(&id)
+            .is_some_and(|e| e.generation > generation)
+        {
+            return;
+        }
+        entries.map.remove(&id);
+        entries.map.retain(|_, e| e.generation >= generation);
+        loop {
+            let weight: usize = entries.map.values().map(|e| e.ranked.weight()).sum();
+            if entries.map.len() < KEPT && weight + ranked.weight() <= KEPT_TARGETS {
+                break;
+            }
+            let Some(oldest) = entries
+                .map
+                .iter()
+                .min_by_key(|(_, e)| e.used)
+                .map(|(k, _)| *k)
+            else {
+                break;
+            };
+            entries.map.remove(&oldest);
+        }
+        entries.clock += 1;
+        let used = entries.clock;
+        entries.map.insert(
+            id,
+            Entry {
+                generation,
+                ranked,
+                used,
+            },
+        );
     }
 
     /// Deployments kept now (for tests).
     pub fn len(&self) -> usize {
-        self.entries.lock().unwrap_or_else(|e| e.into_inner()).len()
+        self.entries
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .map
+            .len()
     }
 
     /// Whether nothing is kept.
@@ -91,13 +133,16 @@ mod tests {
     use super::*;
 
     fn ranked(ids: &[&str]) -> Arc<Ranked> {
-        Arc::new(Ranked::new(ids.iter().map(|&i| Arc::from(i)).collect(), 0))
+        Arc::new(Ranked::new(
+            ids.iter().map(|&i| (Arc::from(i), Arc::from(i))).collect(),
+            Vec::new(),
+        ))
     }
 
     #[test]
     fn an_entry_answers_only_at_its_generation() {
         let c = TargetCache::default();
-        c.put(1, 7, ranked(&["b", "a"]), &[1]);
+        c.put(1, 7, ranked(&["b", "a"]));
         let got = c.get(1, 7).expect("kept");
         assert_eq!(got.index[&Arc::<str>::from("a")], 1);
         assert!(c.get(1, 8).is_none());
@@ -105,15 +150,53 @@ mod tests {
     }
 
     #[test]
-    fn entries_not_listed_any_more_are_dropped_and_the_count_is_bounded() {
+    fn a_newer_generation_drops_the_older_entries() {
         let c = TargetCache::default();
-        c.put(1, 1, ranked(&["a"]), &[1]);
-        c.put(2, 1, ranked(&["a"]), &[2]);
-        assert!(c.get(1, 1).is_none(), "1 is no longer listed");
-        let all: Vec<i64> = (0..100).collect();
-        for id in 0..100 {
-            c.put(id, 1, ranked(&["a"]), &all);
+        c.put(1, 1, ranked(&["a"]));
+        c.put(2, 2, ranked(&["a"]));
+        assert_eq!(
+            c.len(),
+            1,
+            "1 was kept at generation 1 and can never answer again"
+        );
+        // A reader still in generation 1's transaction does not replace the newer entry.
+        c.put(2, 1, ranked(&["b"]));
+        assert!(c.get(2, 2).is_some());
+    }
+
+    #[test]
+    fn the_least_recently_used_goes_first_and_the_count_is_bounded() {
+        let c = TargetCache::default();
+        for id in 0..KEPT as i64 {
+            c.put(id, 1, ranked(&["a"]));
         }
+        assert!(c.get(0, 1).is_some(), "0 is used again");
+        c.put(100, 1, ranked(&["a"]));
         assert_eq!(c.len(), KEPT);
+        assert!(c.get(0, 1).is_some(), "0 was used last but one");
+        assert!(c.get(1, 1).is_none(), "1 was the least recently used");
+    }
+
+    #[test]
+    fn the_targets_kept_in_all_are_bounded() {
+        let c = TargetCache::default();
+        let big = |n: usize| {
+            Arc::new(Ranked::new(
+                (0..n)
+                    .map(|i| (Arc::from(i.to_string()), Arc::from("n")))
+                    .collect(),
+                Vec::new(),
+            ))
+        };
+        c.put(1, 1, big(KEPT_TARGETS / 2));
+        c.put(2, 1, big(KEPT_TARGETS / 2));
+        c.put(3, 1, big(1));
+        assert!(c.get(1, 1).is_none(), "1 made room");
+        assert!(c.get(2, 1).is_some() && c.get(3, 1).is_some());
+        c.put(4, 1, big(KEPT_TARGETS + 1));
+        assert!(
+            c.get(4, 1).is_none(),
+            "larger than the whole budget: not kept"
+        );
     }
 }

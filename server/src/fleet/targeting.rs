@@ -7,7 +7,12 @@
 //! | unrevoked, another accelerator            | skipped: `other_accelerator`                   |
 //! | a target whose batch is not open yet      | skipped: `batch_not_open` (listing only)       |
 //! | reported on it, but no longer a target    | skipped: `not_a_target` (moved or revoked; listing only) |
+//!
+//! A deployment's list ([`Listing`]) is built from its [`Ranked`] targets, which the fleet keeps
+//! per generation (`target_cache.rs`), and its reports read per request; it is walked entry by
+//! entry without allocating, and only the page asked for is rendered.
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use npub_core::Accel;
 use serde::{Deserialize, Serialize};
@@ -58,6 +63,47 @@ pub async fn candidates(
     .await
 }
 
+/// One deployment's ranked targets at one generation.
+#[derive(Debug)]
+pub struct Ranked {
+    /// The target ids, ranked (batch order).
+    pub ids: Vec<Arc<str>>,
+    /// Each target's name, in the order of `ids`.
+    pub names: Vec<Arc<str>>,
+    /// Each id's position in `ids`.
+    pub index: HashMap<Arc<str>, usize>,
+    /// Devices of its target skipped for another accelerator, by id.
+    pub other_accelerator: Vec<Candidate>,
+}
+
+impl Ranked {
+    /// The entry of ranked `(id, name)` targets and the devices skipped for their accelerator.
+    pub fn new(targets: Vec<(Arc<str>, Arc<str>)>, other_accelerator: Vec<Candidate>) -> Self {
+        let (ids, names): (Vec<_>, Vec<_>) = targets.into_iter().unzip();
+        let index = ids
+            .iter()
+            .enumerate()
+            .map(|(i, id)| (Arc::clone(id), i))
+            .collect();
+        Self {
+            ids,
+            names,
+            index,
+            other_accelerator,
+        }
+    }
+
+    /// Devices of its target skipped for another accelerator.
+    pub fn incompatible(&self) -> u64 {
+        self.other_accelerator.len() as u64
+    }
+
+    /// What this entry counts against the cache's bound (`target_cache::KEPT_TARGETS`).
+    pub fn weight(&self) -> usize {
+        self.ids.len() + self.other_accelerator.len()
+    }
+}
+
 /// A deployment's reach: targets by batch, and the devices skipped for their accelerator.
 #[derive(Debug, Clone)]
 pub struct Plan {
@@ -87,11 +133,6 @@ impl Plan {
             sizes,
             other_accelerator,
         }
-    }
-
-    /// The 0-based batch of the target at `rank`.
-    pub fn batch_of(&self, rank: usize) -> usize {
-        self.sizes.iter().position(|&end| rank < end).unwrap_or(0)
     }
 
     /// The ids of each batch (its own devices, not cumulative).
@@ -176,76 +217,190 @@ pub struct Reported {
     pub updated_at: i64,
 }
 
-/// Every device of a deployment: targets in rank order, then skipped devices by id.
-pub fn list(
-    plan: &Plan,
-    names: &HashMap<String, String>,
-    mut reports: HashMap<String, Reported>,
+/// What a deployment's state does to its devices as listed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Hold {
+    /// Active: as the batches say.
+    None,
+    /// Paused: only a device that had started on it is still offered it.
+    Paused,
+    /// Aborted: nobody is offered it, and a device that had reported nothing never will be.
+    Aborted,
+}
+
+/// One device of a deployment before it is rendered: enough to filter and page on, without an
+/// allocation (a deployment's list is walked whole for a filter, one page of it is rendered).
+pub struct Entry<'a> {
+    id: &'a str,
+    name: &'a str,
+    /// Its accel word.
+    accel: i64,
+    batch: Option<usize>,
+    offered: bool,
+    /// What the listing shows as its state.
+    pub state: TargetState,
+    /// Why it does not get the deployment (yet).
+    pub skipped: Option<Skip>,
+    report: Option<&'a Reported>,
+    held: bool,
+}
+
+/// A deployment's devices as its targets page lists them: targets in rank order, then the
+/// devices skipped for their accelerator by id, then the devices that reported on it but are no
+/// longer targets, by id.
+pub struct Listing<'a> {
+    ranked: &'a Ranked,
+    sizes: Vec<usize>,
+    reports: &'a HashMap<String, Reported>,
+    names: &'a HashMap<String, String>,
+    gone: Vec<&'a str>,
     open_batches: usize,
     pack_accel: i64,
-) -> Vec<DeploymentDevice> {
-    let pack = Accel::from_word(pack_accel as u32).name();
-    let mut out = Vec::with_capacity(plan.ranked.len() + plan.other_accelerator.len());
-    for (rank, id) in plan.ranked.iter().enumerate() {
-        let batch = plan.batch_of(rank);
-        let offered = batch < open_batches;
-        let report = reports.remove(id);
-        let (state, reason, updated_at, skipped) = match report {
-            Some(r) => (r.state.into(), r.reason, Some(r.updated_at), None),
-            None if offered => (TargetState::Pending, None, None, None),
-            None => (
-                TargetState::Skipped,
-                Some(format!(
-                    "in batch {} of {}, not open yet",
-                    batch + 1,
-                    plan.sizes.len()
-                )),
-                None,
-                Some(Skip::BatchNotOpen),
-            ),
-        };
-        out.push(DeploymentDevice {
-            device_id: id.clone(),
-            name: names.get(id).cloned().unwrap_or_else(|| id.clone()),
-            accelerator: pack.to_owned(),
-            batch: Some(batch),
-            offered,
-            state,
-            skipped,
-            reason,
-            updated_at: updated_at.map(crate::time::rfc3339),
-        });
+    hold: Hold,
+}
+
+impl<'a> Listing<'a> {
+    /// The listing of `ranked` targets with `batches`, their `reports` (with the reporting
+    /// devices' `names`), `open_batches` open, a pack of accel word `pack_accel`, held as `hold`.
+    pub fn new(
+        ranked: &'a Ranked,
+        batches: &[u8],
+        reports: &'a HashMap<String, Reported>,
+        names: &'a HashMap<String, String>,
+        open_batches: usize,
+        pack_accel: i64,
+        hold: Hold,
+    ) -> Self {
+        let mut gone: Vec<&str> = reports
+            .keys()
+            .map(String::as_str)
+            .filter(|id| !ranked.index.contains_key(*id))
+            .collect();
+        gone.sort_unstable();
+        Self {
+            ranked,
+            sizes: rollout::cumulative_sizes(batches, ranked.ids.len()),
+            reports,
+            names,
+            gone,
+            open_batches,
+            pack_accel,
+            hold,
+        }
     }
-    for c in &plan.other_accelerator {
-        let theirs = Accel::from_word(c.accel as u32).name();
-        out.push(DeploymentDevice {
-            device_id: c.id.clone(),
-            name: c.name.clone(),
-            accelerator: theirs.to_owned(),
+
+    /// Every device, in the listing's order.
+    pub fn entries(&self) -> impl Iterator<Item = Entry<'_>> + '_ {
+        let targets = self.ranked.ids.iter().enumerate().map(|(rank, id)| {
+            let batch = self.sizes.iter().position(|&end| rank < end).unwrap_or(0);
+            let offered = batch < self.open_batches;
+            let report = self.reports.get(&**id);
+            let (state, skipped) = match report {
+                Some(r) => (r.state.into(), None),
+                None if offered => (TargetState::Pending, None),
+                None => (TargetState::Skipped, Some(Skip::BatchNotOpen)),
+            };
+            Entry {
+                id,
+                name: &self.ranked.names[rank],
+                accel: self.pack_accel,
+                batch: Some(batch),
+                offered,
+                state,
+                skipped,
+                report,
+                held: false,
+            }
+        });
+        let others = self.ranked.other_accelerator.iter().map(|c| Entry {
+            id: &c.id,
+            name: &c.name,
+            accel: c.accel,
             batch: None,
             offered: false,
             state: TargetState::Skipped,
             skipped: Some(Skip::OtherAccelerator),
-            reason: Some(format!("it is {theirs}; the pack is compiled for {pack}")),
-            updated_at: None,
+            report: None,
+            held: false,
         });
-    }
-    let mut gone: Vec<(String, Reported)> = reports.into_iter().collect();
-    gone.sort_by(|a, b| a.0.cmp(&b.0));
-    for (id, r) in gone {
-        out.push(DeploymentDevice {
-            name: names.get(&id).cloned().unwrap_or_else(|| id.clone()),
-            device_id: id,
-            accelerator: pack.to_owned(),
-            batch: None,
-            offered: false,
-            state: r.state.into(),
-            skipped: Some(Skip::NotATarget),
-            reason: r
-                .reason
-                .or_else(|| Some("no longer a target (moved to another group, or revoked)".into())),
-            updated_at: Some(crate::time::rfc3339(r.updated_at)),
+        let gone = self.gone.iter().map(|&id| {
+            let report = &self.reports[id];
+            Entry {
+                id,
+                name: self.names.get(id).map_or(id, String::as_str),
+                accel: self.pack_accel,
+                batch: None,
+                offered: false,
+                state: report.state.into(),
+                skipped: Some(Skip::NotATarget),
+                report: Some(report),
+                held: false,
+            }
         });
+        let hold = self.hold;
+        targets
+            .chain(others)
+            .chain(gone)
+            .map(move |e| e.held_by(hold))
     }
-    out
+
+    /// `entry` as the listing shows it.
+    pub fn render(&self, e: Entry<'_>) -> DeploymentDevice {
+        let pack = Accel::from_word(self.pack_accel as u32).name();
+        let theirs = Accel::from_word(e.accel as u32).name();
+        let reason = if e.held {
+            Some("held: the deployment is paused (resume offers it again)".into())
+        } else {
+            match (e.skipped, e.report) {
+                (Some(Skip::NotATarget), Some(r)) => r.reason.clone().or_else(|| {
+                    Some("no longer a target (moved to another group, or revoked)".into())
+                }),
+                (_, Some(r)) => r.reason.clone(),
+                (Some(Skip::BatchNotOpen), None) => Some(format!(
+                    "in batch {} of {}, not open yet",
+                    e.batch.unwrap_or(0) + 1,
+                    self.sizes.len()
+                )),
+                (Some(Skip::OtherAccelerator), None) => {
+                    Some(format!("it is {theirs}; the pack is compiled for {pack}"))
+                }
+                _ => None,
+            }
+        };
+        DeploymentDevice {
+            device_id: e.id.to_owned(),
+            name: e.name.to_owned(),
+            accelerator: theirs.to_owned(),
+            batch: e.batch,
+            offered: e.offered,
+            state: e.state,
+            skipped: e.skipped,
+            reason,
+            updated_at: e.report.map(|r| crate::time::rfc3339(r.updated_at)),
+        }
+    }
+}
+
+impl Entry<'_> {
+    fn held_by(mut self, hold: Hold) -> Self {
+        match hold {
+            Hold::None => {}
+            Hold::Aborted => {
+                self.offered = false;
+                let untouched = self.state == TargetState::Pending
+                    || (self.state == TargetState::Skipped
+                        && self.skipped == Some(Skip::BatchNotOpen));
+                if untouched {
+                    self.state = TargetState::Cancelled;
+                }
+            }
+            Hold::Paused => {
+                if self.offered && self.state == TargetState::Pending {
+                    self.offered = false;
+                    self.held = true;
+                }
+            }
+        }
+        self
+    }
 }

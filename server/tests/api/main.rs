@@ -14,6 +14,7 @@ mod auth;
 mod auth_failures;
 mod banner;
 mod binary;
+mod completion;
 mod connections;
 mod contention;
 mod device_events;

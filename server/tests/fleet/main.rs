@@ -6,6 +6,7 @@ mod common;
 mod support;
 
 mod access;
+mod cached_targets;
 mod control;
 mod dashboard;
 mod delivery;

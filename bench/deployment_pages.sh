@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # A deployment's own pages with a large rollout: what `GET /api/v1/deployments/{id}`, its
-# `…/timeline` and its `…/devices` pages cost the server while an operator watches it. Provisions
+# `…/timeline`, its `…/devices` pages and the list `GET /api/v1/deployments` cost the server while an operator watches it. Provisions
 # N devices in ONE group (the worst case: a rollout to the whole fleet) through the API on the
 # embedded default (SQLite), uploads a pack, deploys it to the group in batches [5, 25, 100],
 # has R offered devices report `installed` and R/4 report `failed`, then asks each route below
@@ -107,6 +107,7 @@ routes = [
     f"/api/v1/deployments/{dep}/devices?limit=100&cursor={mid}",
     f"/api/v1/deployments/{dep}/devices?limit=100&state=failed",
     f"/api/v1/deployments/{dep}/devices?limit=100&state=skipped&cursor={mid}",
+    "/api/v1/deployments",
 ]
 
 def scrub(v):

@@ -829,6 +829,17 @@ pub(crate) async fn load_cached(
     generation: i64,
 ) -> Result<Deployment, ApiError> {
     let row = load_row(conn, id).await?;
+    render_cached(conn, row, cache, generation).await
+}
+
+/// `row` rendered as [`render`] does, its ranked targets taken from `cache` (see
+/// [`ranked_at`]); its reports are read every time.
+async fn render_cached(
+    conn: &mut Conn,
+    row: DeploymentRow,
+    cache: &TargetCache,
+    generation: i64,
+) -> Result<Deployment, ApiError> {
     let ranked = ranked_at(conn, &row, cache, generation).await?;
     let reports: Vec<(String, String)> =
         sqlx::query_as("SELECT device_id, state FROM device_deployments WHERE deployment_id = $1")
@@ -1080,7 +1091,10 @@ async fn list_deployments(
     _op: Operator,
     Query(q): Query<DeploymentQuery>,
 ) -> Result<JsonResponse<Vec<Deployment>>, ApiError> {
-    let mut conn = state.db.acquire().await?;
+    // One read transaction: the generation and every deployment's reports seen at one moment,
+    // each deployment's ranked targets from the cache its own page fills.
+    let mut conn = crate::db::begin_read(&state.db).await?;
+    let generation = generation(&mut conn).await?;
     let rows: Vec<DeploymentRow> = sqlx::query_as(concat!(
         select_deployment!(),
         " WHERE ($1 IS NULL OR d.target_group = $1) \
@@ -1092,8 +1106,9 @@ async fn list_deployments(
     .await?;
     let mut out = Vec::with_capacity(rows.len());
     for row in rows {
-        out.push(render(&mut conn, row).await?);
+        out.push(render_cached(&mut conn, row, &state.rollout_targets, generation).await?);
     }
+    conn.rollback().await?;
     Ok(JsonResponse(out))
 }
 

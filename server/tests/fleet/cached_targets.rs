@@ -1,5 +1,6 @@
-//! A deployment's page (`GET /api/v1/deployments/{id}`), its timeline and its devices' pages
-//! take its ranked targets from the cache kept per fleet generation (`fleet/target_cache.rs`)
+//! A deployment's page (`GET /api/v1/deployments/{id}`), its timeline, its devices' pages and the
+//! list of deployments (`GET /api/v1/deployments`)
+//! take the ranked targets from the cache kept per fleet generation (`fleet/target_cache.rs`)
 //! and answer exactly what they answer with nothing kept: each answer is compared with the one
 //! a freshly started server (empty cache, same data) gives, through reports, a rename (a new
 //! generation), a pause and an abort.
@@ -46,7 +47,8 @@ async fn answers(s: &TestServer, id: i64) -> Value {
         }
         pages.insert(filter.to_owned(), Value::Array(items));
     }
-    json!({"deployment": deployment, "timeline": timeline, "devices": pages})
+    let listed = get(s, "/api/v1/deployments").await;
+    json!({"deployment": deployment, "timeline": timeline, "devices": pages, "listed": listed})
 }
 
 /// Asserts that `s` answers twice alike (the second from the cache), and as a server started

@@ -812,12 +812,9 @@ async fn ranked_at(
     cache: &TargetCache,
     generation: i64,
 ) -> Result<Arc<Ranked>, ApiError> {
-    if let Some(r) = cache.get(row.id, generation) {
-        return Ok(r);
-    }
-    let r = Arc::new(rank_targets(conn, row).await?);
-    cache.put(row.id, generation, Arc::clone(&r));
-    Ok(r)
+    cache
+        .get_or_rank(row.id, generation, || rank_targets(conn, row))
+        .await
 }
 
 /// Deployment `id` as [`load`] renders it, its ranked targets taken from `cache` (see

@@ -96,3 +96,28 @@ nginx_start() {
     nginx_pids=$(echo "$nginx_pid" $(pgrep -P "$nginx_pid") | tr ' ' ',')
     nginx_url="$scheme://127.0.0.1:$port"
 }
+
+# start_server: builds target/release/npub-server unless SERVER_BIN names a binary, starts it on
+# the embedded default (SQLite, a fresh data directory) on 127.0.0.1:0 with a random operator
+# token, and sets SERVER_BIN, work (a scratch directory), pid, admin (the token) and url. An EXIT
+# trap stops the server and removes the directory.
+start_server() {
+    if [ -z "${SERVER_BIN:-}" ]; then
+        cargo build --release -q -p npub-server
+        SERVER_BIN="${CARGO_TARGET_DIR:-target}/release/npub-server"
+    fi
+    work=$(mktemp -d)
+    pid=""
+    trap stop_server EXIT
+    admin="npub_op_bench-$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')"
+    NPUB_ADMIN_TOKEN="$admin" NPUB_LOG=warn "$SERVER_BIN" --data-dir "$work/data" \
+        --listen 127.0.0.1:0 > "$work/out" 2> "$work/err" &
+    pid=$!
+    url=$(wait_listening "$pid" "$work/out" "$work/err")
+}
+
+# stop_server: what start_server's EXIT trap runs.
+stop_server() {
+    [ -n "$pid" ] && kill "$pid" 2>/dev/null && wait "$pid" 2>/dev/null
+    rm -rf "$work"
+}

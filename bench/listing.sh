@@ -14,26 +14,12 @@ cd "$(dirname "$0")/.."
 . bench/lib.sh
 devices=${1:-100000}
 repeats=${2:-20}
-target=${CARGO_TARGET_DIR:-target}
-if [ -z "${SERVER_BIN:-}" ]; then
-    cargo build --release -q -p npub-server
-    SERVER_BIN="$target/release/npub-server"
-fi
-work=$(mktemp -d)
-pid=""
-cleanup() {
-    [ -n "$pid" ] && kill "$pid" 2>/dev/null && wait "$pid" 2>/dev/null
-    rm -rf "$work"
-}
-trap cleanup EXIT
-admin="npub_op_bench-$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')"
-NPUB_ADMIN_TOKEN="$admin" NPUB_LOG=warn "$SERVER_BIN" --data-dir "$work/data" --listen 127.0.0.1:0 \
-    > "$work/out" 2> "$work/err" &
-pid=$!
-url=$(wait_listening "$pid" "$work/out" "$work/err")
+start_server
 echo "# bench/listing.sh $devices $repeats at $(git rev-parse --short HEAD), $(date -u +%FT%TZ), load $(cut -d' ' -f1-3 /proc/loadavg)"
 python3 - "$url" "$admin" "$devices" "$repeats" <<'PY'
 import json, statistics, sys, time, urllib.request
+sys.path.insert(0, "bench")
+import benchlib
 url, token, n, repeats = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
 H = {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
 def call(method, path, body=None):
@@ -42,12 +28,8 @@ def call(method, path, body=None):
     with urllib.request.urlopen(req) as r:
         return r.status, r.read()
 accels = ["ethos-u55-256", "ethos-u55-128", "ethos-u55-64"]
-t0 = time.perf_counter()
-for start in range(0, n, 1000):
-    batch = [{"id": f"dev-{i:06d}", "name": f"Unit {i}", "group": f"g{i % 10}",
-              "accelerator": accels[i % 3]} for i in range(start, min(n, start + 1000))]
-    call("POST", "/api/v1/devices", {"devices": batch})
-print(f"provisioned {n} devices in {time.perf_counter() - t0:.1f} s")
+benchlib.provision(url, token, n, lambda i: {
+    "id": f"dev-{i:06d}", "name": f"Unit {i}", "group": f"g{i % 10}", "accelerator": accels[i % 3]})
 _, first = call("GET", "/api/v1/devices?limit=100")
 deep = json.loads(first)["next_cursor"]
 # A cursor deep into the list: the page after device n/2.

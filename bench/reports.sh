@@ -16,58 +16,21 @@ cd "$(dirname "$0")/.."
 . bench/lib.sh
 devices=${1:-100000}
 reporters=${2:-200}
-target=${CARGO_TARGET_DIR:-target}
-if [ -z "${SERVER_BIN:-}" ]; then
-    cargo build --release -q -p npub-server
-    SERVER_BIN="$target/release/npub-server"
-fi
 pack=../shared/fixtures/vela/vela_out/u55_256/tflite/small_net_vela.tflite
-work=$(mktemp -d)
-pid=""
-cleanup() {
-    [ -n "$pid" ] && kill "$pid" 2>/dev/null && wait "$pid" 2>/dev/null
-    rm -rf "$work"
-}
-trap cleanup EXIT
-admin="npub_op_bench-$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')"
-NPUB_ADMIN_TOKEN="$admin" NPUB_LOG=warn "$SERVER_BIN" --data-dir "$work/data" --listen 127.0.0.1:0 \
-    > "$work/out" 2> "$work/err" &
-pid=$!
-url=$(wait_listening "$pid" "$work/out" "$work/err")
+start_server
 echo "# bench/reports.sh $devices $reporters, $SERVER_BIN, $(date -u +%FT%TZ), load $(cut -d' ' -f1-3 /proc/loadavg)"
 python3 - "$url" "$admin" "$devices" "$reporters" "$pack" <<'PY'
-import json, statistics, sys, time, urllib.request, uuid
+import json, statistics, sys, time
+sys.path.insert(0, "bench")
+import benchlib
 url, admin, n, reporters, pack = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), sys.argv[5]
 
 def call(method, path, token, body=None, raw=None, ctype="application/json"):
-    data = raw if raw is not None else (None if body is None else json.dumps(body).encode())
-    req = urllib.request.Request(url + path, method=method, data=data,
-                                 headers={"Authorization": f"Bearer {token}", "Content-Type": ctype})
-    try:
-        with urllib.request.urlopen(req) as r:
-            return r.status, r.read()
-    except urllib.error.HTTPError as e:
-        return e.code, e.read()
+    return benchlib.call(url, method, path, token, body, raw, ctype)
 
-tokens = {}
-t0 = time.perf_counter()
-for start in range(0, n, 1000):
-    batch = [{"id": f"dev-{i:06d}", "group": f"g{i % 10}", "accelerator": "ethos-u55-256"}
-             for i in range(start, min(n, start + 1000))]
-    status, body = call("POST", "/api/v1/devices", admin, {"devices": batch})
-    assert status == 201, (status, body)
-    for d in json.loads(body):
-        tokens[d["id"]] = d["token"]
-print(f"provisioned {n} devices in {time.perf_counter() - t0:.1f} s")
-assert call("POST", "/api/v1/models", admin, {"name": "kws"})[0] == 201
-boundary = uuid.uuid4().hex
-with open(pack, "rb") as f:
-    payload = f.read()
-form = (f"--{boundary}\r\nContent-Disposition: form-data; name=\"pack\"; filename=\"p.tflite\"\r\n"
-        f"Content-Type: application/octet-stream\r\n\r\n").encode() + payload + f"\r\n--{boundary}--\r\n".encode()
-status, body = call("POST", "/api/v1/models/kws/versions/1.0.0", admin, raw=form,
-                    ctype=f"multipart/form-data; boundary={boundary}")
-assert status == 201, (status, body)
+tokens = benchlib.provision(url, admin, n, lambda i: {
+    "id": f"dev-{i:06d}", "group": f"g{i % 10}", "accelerator": "ethos-u55-256"})
+benchlib.upload(url, admin, pack)
 
 def rollout(group, policy):
     body = {"model": "kws", "version": "1.0.0", "group": group}

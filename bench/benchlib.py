@@ -1,0 +1,48 @@
+"""Shared by the bench scripts' Python parts (run from the repository's root: `sys.path` gets
+`bench`): one HTTP call, provisioning devices in batches, uploading a pack."""
+import json
+import time
+import urllib.error
+import urllib.request
+import uuid
+
+
+def call(url, method, path, token, body=None, raw=None, ctype="application/json"):
+    """(status, body bytes) of one request; an HTTP error status is returned, not raised."""
+    data = raw if raw is not None else (None if body is None else json.dumps(body).encode())
+    req = urllib.request.Request(url + path, method=method, data=data,
+                                 headers={"Authorization": f"Bearer {token}", "Content-Type": ctype})
+    try:
+        with urllib.request.urlopen(req) as r:
+            return r.status, r.read()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read()
+
+
+def provision(url, admin, n, device):
+    """Provisions devices `device(0) … device(n - 1)` (each a JSON object with at least `id`), a
+    thousand a request; prints how long it took and returns {id: token}."""
+    tokens = {}
+    t0 = time.perf_counter()
+    for start in range(0, n, 1000):
+        batch = [device(i) for i in range(start, min(n, start + 1000))]
+        status, body = call(url, "POST", "/api/v1/devices", admin, {"devices": batch})
+        assert status == 201, (status, body)
+        for d in json.loads(body):
+            tokens[d["id"]] = d["token"]
+    print(f"provisioned {n} devices in {time.perf_counter() - t0:.1f} s")
+    return tokens
+
+
+def upload(url, admin, pack, model="kws", version="1.0.0"):
+    """Creates `model` and uploads the Vela output `pack` as its `version`."""
+    assert call(url, "POST", "/api/v1/models", admin, {"name": model})[0] == 201
+    boundary = uuid.uuid4().hex
+    with open(pack, "rb") as f:
+        payload = f.read()
+    form = (f"--{boundary}\r\nContent-Disposition: form-data; name=\"pack\"; filename=\"p.tflite\"\r\n"
+            f"Content-Type: application/octet-stream\r\n\r\n").encode() + payload \
+        + f"\r\n--{boundary}--\r\n".encode()
+    status, body = call(url, "POST", f"/api/v1/models/{model}/versions/{version}", admin, raw=form,
+                        ctype=f"multipart/form-data; boundary={boundary}")
+    assert status == 201, (status, body)

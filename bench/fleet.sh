@@ -36,16 +36,7 @@ nginx=$(command -v nginx || echo /usr/sbin/nginx)
 [ -x "$nginx" ] || { echo "bench/fleet.sh: nginx not found (apt-get install nginx-light)" >&2; exit 1; }
 
 # Half the cores serve (server or nginx, never both at once), the rest load.
-cpus=$(nproc)
-if [ "$cpus" -ge 2 ]; then
-    half=$((cpus / 2))
-    serve_cpus="0-$((half - 1))"
-    load_cpus="$half-$((cpus - 1))"
-    workers=$half
-else
-    serve_cpus=0 load_cpus=0 workers=1
-    echo "bench/fleet.sh: one core: the load generator shares it with the server" >&2
-fi
+split_cores bench/fleet.sh
 
 cargo build --release -q -p npub-server -p npub-loadgen
 server_bin="$target/release/npub-server"

@@ -45,16 +45,7 @@ nginx=$(command -v nginx || echo /usr/sbin/nginx)
 [ -x "$nginx" ] || { echo "bench/https.sh: nginx not found (apt-get install nginx-light)" >&2; exit 1; }
 command -v openssl > /dev/null || { echo "bench/https.sh: openssl not found" >&2; exit 1; }
 
-cpus=$(nproc)
-if [ "$cpus" -ge 2 ]; then
-    half=$((cpus / 2))
-    serve_cpus="0-$((half - 1))"
-    load_cpus="$half-$((cpus - 1))"
-    workers=$half
-else
-    serve_cpus=0 load_cpus=0 workers=1
-    echo "bench/https.sh: one core: the load generator shares it with the server" >&2
-fi
+split_cores bench/https.sh
 
 # Built one at a time: together, cargo unifies their dependencies' features and rebuilds both.
 if [ -z "${NO_BUILD:-}" ]; then

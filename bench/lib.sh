@@ -121,3 +121,19 @@ stop_server() {
     [ -n "$pid" ] && kill "$pid" 2>/dev/null && wait "$pid" 2>/dev/null
     rm -rf "$work"
 }
+
+# split_cores SCRIPT: sets cpus; serve_cpus and load_cpus, the first and the second half of the
+# machine (for `taskset -c`: the servers measured, the load generator); workers, the servers'
+# worker count (half the cores). On one core everything shares it, and SCRIPT says so.
+split_cores() {
+    cpus=$(nproc)
+    if [ "$cpus" -ge 2 ]; then
+        half=$((cpus / 2))
+        serve_cpus="0-$((half - 1))"
+        load_cpus="$half-$((cpus - 1))"
+        workers=$half
+    else
+        serve_cpus=0 load_cpus=0 workers=1
+        echo "$1: one core: the load generator shares it with the server" >&2
+    fi
+}

@@ -68,6 +68,10 @@ impl Hold {
     pub(crate) fn handshake_done(&mut self) {
         if self.state == State::Holding {
             self.state = State::OneMore;
+            // What is kept now is the ticket, a few hundred bytes; the room the server's flight
+            // took goes back, or a client that never asks anything would keep it until the idle
+            // timeout.
+            self.bytes.shrink_to_fit();
         }
     }
 
@@ -259,6 +263,27 @@ mod tests {
         let large = vec![7u8; JOIN_MAX + 1];
         assert_eq!(write(&mut hold, &mut socket, &large).await, None);
         assert_eq!(readable(&mut peer).await, b"ticket");
+    }
+
+    #[tokio::test]
+    async fn keeps_no_room_for_the_flight_once_the_handshake_is_done() {
+        let (mut socket, mut peer) = pair().await;
+        let mut hold = Hold::handshake();
+        write(&mut hold, &mut socket, &[5u8; 4000]).await;
+        poll_fn(|cx| hold.before_read(&mut socket, cx))
+            .await
+            .unwrap();
+        let mut got = 0;
+        while got < 4000 {
+            got += readable(&mut peer).await.len();
+        }
+        write(&mut hold, &mut socket, &[6u8; 200]).await;
+        hold.handshake_done();
+        assert!(
+            hold.bytes.capacity() < 1024,
+            "a ticket's room, not the flight's: {}",
+            hold.bytes.capacity()
+        );
     }
 
     #[tokio::test]

@@ -290,7 +290,8 @@ async fn assemble(
                         release: offer.release_bundle.clone().map(ReleaseEntry::of),
                         selftest: offer.golden_input.as_deref().and_then(|input| {
                             let sha = offer.golden_sha256.as_deref()?;
-                            crate::catalog::proof::selftest_record(input, sha).map(SelfTestEntry::of)
+                            crate::catalog::proof::selftest_record(input, sha)
+                                .map(SelfTestEntry::of)
                         }),
                     });
                     shared.insert(key, Arc::clone(&a));

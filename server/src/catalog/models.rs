@@ -8,13 +8,12 @@ use utoipa::ToSchema;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use super::proof;
 use crate::auth::Operator;
 use crate::db::Conn;
 use crate::fleet::change::{Effect, FleetChange, Record};
 use crate::http::error::{ApiError, ErrorBody};
 use crate::http::extract::{Json, Path};
-use crate::keys::release::{KnownRelease, VersionFacts};
+use crate::keys::release::KnownRelease;
 use crate::names;
 use crate::ops::audit;
 use crate::state::AppState;
@@ -373,9 +372,15 @@ async fn unreleased_deployed(
     let known = KnownRelease::load(conn).await?;
     let mut out = Vec::new();
     for (version, sha, accel, io, bundle, golden, golden_sha) in rows {
-        let selftest = proof::selftest_digest(golden.as_deref(), golden_sha.as_deref());
-        let facts = VersionFacts::of_row(name, &version, &sha, accel, io.as_deref(), selftest)
-            .ok_or_else(|| ApiError::internal("versions: a digest is not 64 hex digits"))?;
+        let facts = super::release::stored_facts(
+            name,
+            &version,
+            &sha,
+            accel,
+            io.as_deref(),
+            golden.as_deref(),
+            golden_sha.as_deref(),
+        )?;
         if known
             .meets(bundle.as_deref().unwrap_or_default(), &facts.facts())
             .is_err()

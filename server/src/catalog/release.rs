@@ -145,10 +145,33 @@ async fn target(conn: &mut Conn, model: &str, version: &str) -> Result<Target, A
     .await?;
     let (id, sha, accel, io, stored, golden, golden_sha) =
         row.ok_or_else(|| ApiError::NotFound(format!("model {model:?} version {version:?}")))?;
-    let selftest = super::proof::selftest_digest(golden.as_deref(), golden_sha.as_deref());
-    let facts = VersionFacts::of_row(model, version, &sha, accel, io.as_deref(), selftest)
-        .ok_or_else(|| ApiError::internal("versions: a digest is not 64 hex digits"))?;
+    let facts = stored_facts(
+        model,
+        version,
+        &sha,
+        accel,
+        io.as_deref(),
+        golden.as_deref(),
+        golden_sha.as_deref(),
+    )?;
     Ok(Target { id, facts, stored })
+}
+
+/// The facts a release of a stored version must name, from its `versions` columns (sha256,
+/// accel, io_digest, golden_input, golden_sha256); the 500 when a stored digest is not 64 hex
+/// digits.
+pub(crate) fn stored_facts(
+    model: &str,
+    version: &str,
+    sha256: &str,
+    accel: i64,
+    io_digest: Option<&str>,
+    golden_input: Option<&[u8]>,
+    golden_sha256: Option<&str>,
+) -> Result<VersionFacts, ApiError> {
+    let selftest = super::proof::selftest_digest(golden_input, golden_sha256);
+    VersionFacts::of_row(model, version, sha256, accel, io_digest, selftest)
+        .ok_or_else(|| ApiError::internal("versions: a digest is not 64 hex digits"))
 }
 
 /// Checks `uploaded` against `facts` and the release keys the server knows (the table above);

@@ -323,8 +323,7 @@ async fn upload_inner(
                 i64::from(accepted.accel.word()),
                 accepted.io.as_ref().map(|(_, d)| d.as_str()),
                 proven.golden.as_ref().and_then(|g| {
-                    proof::selftest_record(&g.input, &to_hex(&g.output_sha256))
-                        .map(|r| npub_core::manifest::sha256(&r))
+                    proof::selftest_digest(Some(&g.input), Some(&to_hex(&g.output_sha256)))
                 }),
             )
             .ok_or_else(|| ApiError::internal("an IO digest is not 64 hex digits"))?;

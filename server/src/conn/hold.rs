@@ -11,8 +11,7 @@
 //! | `Draining`  | what is kept is sent first                | the same         | the same                      |
 //! | `Off`       | straight to the socket                    | the socket's     | the socket's                  |
 //!
-//! What is kept is at most a handshake's flights and one answer (bounded by [`JOIN_MAX`] past
-//! them); a connection dropped with bytes kept (a failed handshake's alert) sends them with one
+//! What is kept is at most a handshake's flights ([`HOLD_MAX`]) and one answer ([`JOIN_MAX`]); a connection dropped with bytes kept (a failed handshake's alert) sends them with one
 //! non-blocking `send`, best effort, as a socket closing with them queued would.
 use std::io;
 use std::task::{Context, Poll, ready};
@@ -23,6 +22,12 @@ use tokio::net::TcpStream;
 /// The largest write joined to what is kept: a poll's answer (a few hundred bytes) is, a pack's
 /// records (tens of KiB) are not copied.
 pub(crate) const JOIN_MAX: usize = 4096;
+
+/// The most a handshake keeps: a server flight with a certificate chain is a few KiB. Past it
+/// the hold sends what it kept and lets the write through, so what one connection keeps is
+/// bounded whatever rustls writes (TLS 1.2, a HelloRetryRequest, alerts) and however long the
+/// peer does not read.
+pub(crate) const HOLD_MAX: usize = 32 * 1024;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum State {
@@ -63,6 +68,10 @@ impl Hold {
     pub(crate) fn handshake_done(&mut self) {
         if self.state == State::Holding {
             self.state = State::OneMore;
+            // What is kept now is the ticket, a few hundred bytes; the room the server's flight
+            // took goes back, or a client that never asks anything would keep it until the idle
+            // timeout.
+            self.bytes.shrink_to_fit();
         }
     }
 
@@ -120,10 +129,21 @@ impl Hold {
     ) -> Option<Poll<io::Result<usize>>> {
         match self.state {
             State::Off => None,
-            State::Holding => {
+            State::Holding if self.bytes.len().saturating_add(len) <= HOLD_MAX => {
                 bufs.iter().for_each(|b| self.bytes.extend_from_slice(b));
                 Some(Poll::Ready(Ok(len)))
             }
+            // More than a handshake's flights: what is kept goes first, then this write, straight
+            // (still holding after it), so a peer that never reads keeps no more than this.
+            State::Holding => match self.drain(socket, cx) {
+                Poll::Ready(Ok(())) => {
+                    self.bytes.clear();
+                    self.sent = 0;
+                    None
+                }
+                Poll::Ready(Err(e)) => Some(Poll::Ready(Err(e))),
+                Poll::Pending => Some(Poll::Pending),
+            },
             State::OneMore if len <= JOIN_MAX => {
                 bufs.iter().for_each(|b| self.bytes.extend_from_slice(b));
                 self.state = State::Draining;
@@ -243,6 +263,50 @@ mod tests {
         let large = vec![7u8; JOIN_MAX + 1];
         assert_eq!(write(&mut hold, &mut socket, &large).await, None);
         assert_eq!(readable(&mut peer).await, b"ticket");
+    }
+
+    #[tokio::test]
+    async fn keeps_no_room_for_the_flight_once_the_handshake_is_done() {
+        let (mut socket, mut peer) = pair().await;
+        let mut hold = Hold::handshake();
+        write(&mut hold, &mut socket, &[5u8; 4000]).await;
+        poll_fn(|cx| hold.before_read(&mut socket, cx))
+            .await
+            .unwrap();
+        let mut got = 0;
+        while got < 4000 {
+            got += readable(&mut peer).await.len();
+        }
+        write(&mut hold, &mut socket, &[6u8; 200]).await;
+        hold.handshake_done();
+        assert!(
+            hold.bytes.capacity() < 1024,
+            "a ticket's room, not the flight's: {}",
+            hold.bytes.capacity()
+        );
+    }
+
+    #[tokio::test]
+    async fn never_keeps_more_than_hold_max_during_a_handshake() {
+        let (mut socket, mut peer) = pair().await;
+        let mut hold = Hold::handshake();
+        let flight = vec![1u8; HOLD_MAX];
+        assert_eq!(write(&mut hold, &mut socket, &flight).await, Some(HOLD_MAX));
+        assert_eq!(
+            write(&mut hold, &mut socket, b"x").await,
+            None,
+            "past HOLD_MAX the write goes straight"
+        );
+        assert!(hold.bytes.is_empty(), "nothing kept after it");
+        let mut got = Vec::new();
+        while got.len() < HOLD_MAX {
+            let more = readable(&mut peer).await;
+            assert!(!more.is_empty(), "the kept flight was sent");
+            got.extend(more);
+        }
+        assert_eq!(got, flight);
+        // Still holding: the next flight is kept again.
+        assert_eq!(write(&mut hold, &mut socket, b"next").await, Some(4));
     }
 
     #[tokio::test]

@@ -14,7 +14,7 @@ use npub_core::manifest::ROTATION_BYTES;
 use crate::db::Db;
 use crate::device::snapshot::{
     Added, Assignment, DeviceEntry, Enrolled, KeyringRecords, LoadError, OfferRow, Offers,
-    PackEntry, ReleaseEntry, Snapshot,
+    PackEntry, ReleaseEntry, SelfTestEntry, Snapshot,
 };
 use crate::device::targets::targets;
 use crate::device::token_index::{self, TokenIndex};
@@ -290,7 +290,8 @@ async fn assemble(
                         release: offer.release_bundle.clone().map(ReleaseEntry::of),
                         selftest: offer.golden_input.as_deref().and_then(|input| {
                             let sha = offer.golden_sha256.as_deref()?;
-                            crate::catalog::proof::selftest_record(input, sha).map(Bytes::from)
+                            crate::catalog::proof::selftest_record(input, sha)
+                                .map(SelfTestEntry::of)
                         }),
                     });
                     shared.insert(key, Arc::clone(&a));

@@ -1171,6 +1171,23 @@ mod tests {
         (conn, connected.unwrap())
     }
 
+    /// [`send_pack_tls`] of `body` after the head `HEAD\r\n\r\n` over a fresh TLS pair, the
+    /// connection then shut down: what the client read.
+    async fn sent_over_tls(body: Body<'_>, chunk: &mut Vec<u8>, metrics: &Metrics) -> Vec<u8> {
+        let (mut conn, mut client) = tls_pair().await;
+        let reading = tokio::spawn(async move {
+            let mut got = Vec::new();
+            let _ = client.read_to_end(&mut got).await;
+            got
+        });
+        send_pack_tls(&mut conn, b"HEAD\r\n\r\n", body, chunk, metrics)
+            .await
+            .unwrap();
+        conn.io.shutdown().await.unwrap();
+        drop(conn);
+        reading.await.unwrap()
+    }
+
     #[tokio::test]
     async fn sends_a_pack_from_its_file_over_tls_in_bounded_records_with_the_head_first() {
         let dir = tempfile::tempdir().unwrap();
@@ -1179,7 +1196,6 @@ mod tests {
         std::fs::write(&path, &bytes).unwrap();
         let file = Arc::new(File::open(&path).unwrap());
         let metrics = Metrics::default();
-        let (mut conn, mut client) = tls_pair().await;
         let body = Body {
             file: &file,
             bytes: None,
@@ -1187,18 +1203,8 @@ mod tests {
             count: 50_000,
         };
         let mut chunk = Vec::new();
-        let reading = tokio::spawn(async move {
-            let mut got = Vec::new();
-            let _ = client.read_to_end(&mut got).await;
-            got
-        });
-        send_pack_tls(&mut conn, b"HEAD\r\n\r\n", body, &mut chunk, &metrics)
-            .await
-            .unwrap();
+        let got = sent_over_tls(body, &mut chunk, &metrics).await;
         assert_eq!(chunk.len(), TLS_CHUNK, "one buffer, of one record's size");
-        conn.io.shutdown().await.unwrap();
-        drop(conn);
-        let got = reading.await.unwrap();
         assert_eq!(&got[..8], b"HEAD\r\n\r\n");
         assert!(got[8..] == bytes[1_000..51_000], "the body, byte for byte");
         assert!(
@@ -1216,7 +1222,6 @@ mod tests {
         std::fs::write(dir.path().join("short"), b"x").unwrap();
         let file = Arc::new(File::open(dir.path().join("short")).unwrap());
         let metrics = Metrics::default();
-        let (mut conn, mut client) = tls_pair().await;
         let body = Body {
             file: &file,
             bytes: Some(&bytes),
@@ -1224,18 +1229,8 @@ mod tests {
             count: 150_000,
         };
         let mut chunk = Vec::new();
-        let reading = tokio::spawn(async move {
-            let mut got = Vec::new();
-            let _ = client.read_to_end(&mut got).await;
-            got
-        });
-        send_pack_tls(&mut conn, b"HEAD\r\n\r\n", body, &mut chunk, &metrics)
-            .await
-            .unwrap();
+        let got = sent_over_tls(body, &mut chunk, &metrics).await;
         assert!(chunk.is_empty(), "no buffer of the connection's own");
-        conn.io.shutdown().await.unwrap();
-        drop(conn);
-        let got = reading.await.unwrap();
         assert_eq!(&got[..8], b"HEAD\r\n\r\n");
         assert!(got[8..] == bytes[3..150_003], "the body, byte for byte");
         assert!(

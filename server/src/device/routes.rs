@@ -561,16 +561,12 @@ async fn pack_selftest(
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
     assigned(&device, &sha256)?;
-    let record = device
+    let entry = device
         .snapshot
         .assignment(&device.entry.id)
         .and_then(|a| a.selftest.clone())
         .ok_or(ApiError::Absent("no self-test for this pack"))?;
-    let etag = HeaderValue::from_str(&format!(
-        "\"s-{}\"",
-        crate::store::to_hex(&npub_core::manifest::sha256(&record))
-    ))
-    .map_err(ApiError::internal)?;
+    let (record, etag) = (entry.record, entry.etag);
     // The pack's own rules (`Range`, `If-Range`, `If-None-Match`, 416): a device fetches the
     // record in ranges over its kept connection, as it fetches the pack.
     let len = record.len() as u64;

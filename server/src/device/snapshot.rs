@@ -60,7 +60,7 @@ pub struct Assignment {
     pub release: Option<ReleaseEntry>,
     /// The deployed version's self-test record ("NPS1"), when it has a golden vector: its
     /// manifests are then version 2 and sign this record's SHA-256.
-    pub selftest: Option<Bytes>,
+    pub selftest: Option<SelfTestEntry>,
 }
 
 /// A deployed version's release signatures, as `GET /api/v1/device/packs/{sha256}/release`
@@ -76,17 +76,37 @@ pub struct ReleaseEntry {
 impl ReleaseEntry {
     /// The entry of `bundle`.
     pub fn of(bundle: Vec<u8>) -> Self {
-        let digest = Sha256::digest(&bundle);
-        let mut hex = String::with_capacity(64);
-        for b in digest {
-            hex.push_str(&format!("{b:02x}"));
-        }
         Self {
+            etag: digest_etag('r', &bundle),
             bundle: Bytes::from(bundle),
-            etag: HeaderValue::from_str(&format!("\"r-{hex}\""))
-                .expect("hex digits are a header value"),
         }
     }
+}
+
+/// A deployed version's self-test record, as `GET /api/v1/device/packs/{sha256}/selftest` sends
+/// it; its `ETag` is found once, when the snapshot is built, not at every request.
+#[derive(Debug, Clone)]
+pub struct SelfTestEntry {
+    /// The NPS1 record, byte for byte.
+    pub record: Bytes,
+    /// `"s-<SHA-256 of the record, hex>"`.
+    pub etag: HeaderValue,
+}
+
+impl SelfTestEntry {
+    /// The entry of `record`.
+    pub fn of(record: Vec<u8>) -> Self {
+        Self {
+            etag: digest_etag('s', &record),
+            record: Bytes::from(record),
+        }
+    }
+}
+
+/// `"<kind>-<SHA-256 of bytes, hex>"`: the `ETag` of a stored blob a device fetches.
+fn digest_etag(kind: char, bytes: &[u8]) -> HeaderValue {
+    let hex = crate::store::to_hex(&Sha256::digest(bytes));
+    HeaderValue::from_str(&format!("\"{kind}-{hex}\"")).expect("hex digits are a header value")
 }
 
 /// An assigned pack: in memory, or (a remote store) its length only.

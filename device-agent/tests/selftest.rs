@@ -325,3 +325,58 @@ fn a_pack_confirmed_without_its_golden_run_is_reported_skipped() {
     assert_eq!(last.state, ReportState::Installed);
     assert!(!last.selftest_skipped, "{last:?}");
 }
+
+/// A trial boot after a reset reads the slot's descriptor again for the record it names: a
+/// descriptor that rotted since the install (one byte of it flipped) cannot say whether the
+/// pack has a record, so the golden input is refused with the descriptor's own error and the
+/// trial fails instead of confirming a version-2 pack without its signed self-test.
+#[test]
+fn rejects_a_trial_whose_descriptor_no_longer_reads_back() {
+    let (mut s, _, _, _) = setup();
+    let mut mem = ArenaMem::new();
+    let slot = {
+        let mut agent = s.agent();
+        let mut job = agent
+            .begin_install(&s.verified, &mut s.server, &mut s.npu, &mut mem.arena())
+            .unwrap();
+        loop {
+            match agent
+                .continue_install(
+                    &mut job,
+                    &mut s.server,
+                    &mut s.npu,
+                    &mut mem.arena(),
+                    u32::MAX,
+                )
+                .unwrap()
+            {
+                Progress::Pending(bound) => break bound.slot(),
+                Progress::Downloading { .. } => {}
+            }
+        }
+        // Power cut before the self-test's answer: the pack is on trial at the next boot.
+    };
+    let at = s.layout.descriptor::<Flash>(slot) as usize + 20;
+    let mut image = std::fs::read(&s.file).unwrap();
+    image[at] ^= 1;
+    std::fs::write(&s.file, image).unwrap();
+
+    let mut agent = s.agent();
+    let runs = s.npu.runs;
+    let bound = match agent.boot_start(&mut s.npu, &mut mem.arena()) {
+        device_agent::BootStart::Trial(bound) => bound,
+        device_agent::BootStart::Done(d) => panic!("no trial: {d:?}"),
+    };
+    assert_eq!(bound.slot(), slot);
+    let e = agent.trial_golden_input(slot).unwrap_err();
+    assert_eq!(e, Error::DescriptorReadBack { slot });
+    assert!(
+        e.to_string()
+            .ends_with("the descriptor did not read back as programmed"),
+        "{e}"
+    );
+    let _ = agent.settle_trial(&bound, Ok(None), &mut s.npu, &mut mem.arena());
+    assert_eq!(s.npu.runs, runs, "no golden run");
+    assert_eq!(agent.state().active(), None, "the trial was not confirmed");
+    assert_eq!(agent.state().on_trial(), None, "the trial was given up");
+}

@@ -136,7 +136,7 @@ impl<F: NorFlash + Mapped, C: MonotonicCounter> Agent<F, C> {
     pub fn boot<N: Npu>(&mut self, npu: &mut N, arena: &mut Arena<'_>) -> Result<Booted, Error> {
         match self.boot_start(npu, arena) {
             BootStart::Trial(bound) => {
-                let selftest = self.trial_selftest(bound.slot());
+                let selftest = self.trial_selftest(bound.slot()).ok().flatten();
                 let golden = self.golden_input(bound.slot(), selftest.as_ref());
                 let outcome = npu.self_test(bound.registers(), golden);
                 self.settle_trial(&bound, outcome, npu, arena)
@@ -194,7 +194,8 @@ impl<F: NorFlash + Mapped, C: MonotonicCounter> Agent<F, C> {
     ///
     /// `outcome` is [`Npu::self_test`]'s: with the outputs' SHA-256 of the golden input
     /// ([`Agent::trial_golden_input`]), a digest other than the record's is a failure
-    /// ([`Error::SelfTestDigest`]).
+    /// ([`Error::SelfTestDigest`]); so is a slot descriptor that no longer reads back
+    /// ([`Error::DescriptorReadBack`]: whether the pack has a record to judge it by is unknown).
     pub fn settle_trial<N: Npu>(
         &mut self,
         bound: &BoundSlot,
@@ -205,13 +206,13 @@ impl<F: NorFlash + Mapped, C: MonotonicCounter> Agent<F, C> {
         let slot = bound.slot();
         let outcome = match outcome {
             Err(code) => Err(Error::SelfTestFailed { code }),
-            Ok(got) => {
-                let selftest = self.trial_selftest(slot);
-                match self.digest_failure(slot, selftest.as_ref(), got) {
+            Ok(got) => match self.trial_selftest(slot) {
+                Err(e) => Err(e),
+                Ok(selftest) => match self.digest_failure(slot, selftest.as_ref(), got) {
                     Some(e) => Err(e),
                     None => Ok(()),
-                }
-            }
+                },
+            },
         };
         match outcome {
             Ok(()) => {
@@ -232,21 +233,24 @@ impl<F: NorFlash + Mapped, C: MonotonicCounter> Agent<F, C> {
     }
 
     /// The self-test record the descriptor of `slot` names (its pack's, stored after it), if
-    /// any.
-    fn trial_selftest(&mut self, slot: Slot) -> Option<descriptor::SelfTestRef> {
+    /// any. A descriptor that no longer reads back (a flash error, or torn or rewritten since
+    /// the install wrote it: its frame or MAC fails) is an error, not "no record": otherwise a
+    /// version-2 pack whose descriptor rotted would be confirmed without its signed self-test.
+    fn trial_selftest(&mut self, slot: Slot) -> Result<Option<descriptor::SelfTestRef>, Error> {
         let key = self.device.trust.device_key();
-        descriptor::read(&mut self.flash, &self.layout, slot, key)
-            .ok()
-            .flatten()
-            .and_then(|d| d.selftest)
+        match descriptor::read(&mut self.flash, &self.layout, slot, key)? {
+            Some(d) => Ok(d.selftest),
+            None => Err(Error::DescriptorReadBack { slot }),
+        }
     }
 
     /// The golden input of the pack on trial in `slot` (from [`BootStart::Trial`]): what a
     /// firmware whose self-test is not one call runs before [`Agent::settle_trial`]; `Ok(None)`
     /// when the pack has no self-test record, [`Error::SelfTestMissing`] when its record no
-    /// longer hashes to the signed digest as flash holds it now.
+    /// longer hashes to the signed digest as flash holds it now, [`Error::DescriptorReadBack`]
+    /// when the slot's descriptor (which names the record) no longer reads back.
     pub fn trial_golden_input(&mut self, slot: Slot) -> Result<Option<&[u8]>, Error> {
-        let selftest = self.trial_selftest(slot);
+        let selftest = self.trial_selftest(slot)?;
         self.golden(slot, selftest.as_ref())
     }
 

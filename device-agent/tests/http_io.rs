@@ -294,29 +294,29 @@ fn signed() -> Signed {
     .unwrap();
     let facts = PackFacts::of(&pack).unwrap();
     let key = KeyPair::from_seed([0x42; 32]);
-    let manifest = sign_manifest(
-        &ManifestFields {
-            sequence: 1,
-            model_name: "small_net",
-            model_version: "1.0.0",
-            accel: Accel::EthosU55_256,
-            hw_class: net::HW_CLASS,
-            pack_len: facts.len,
-            pack_checksum: facts.checksum,
-            pack_sha256: facts.sha256,
-            io_digest: [0; 32],
-            issued_at: 1_700_000_000,
-            expires_at: 0,
-        },
-        &key,
-    )
-    .unwrap()
-    .to_vec();
+    let manifest = sign_manifest(&fields(&facts), &key).unwrap().to_vec();
     Signed {
         pack,
         manifest,
         key: key.public_key(),
         record: None,
+    }
+}
+
+/// What both manifests of `small_net` sign (version 1 and version 2).
+fn fields(facts: &PackFacts) -> ManifestFields<'static> {
+    ManifestFields {
+        sequence: 1,
+        model_name: "small_net",
+        model_version: "1.0.0",
+        accel: Accel::EthosU55_256,
+        hw_class: net::HW_CLASS,
+        pack_len: facts.len,
+        pack_checksum: facts.checksum,
+        pack_sha256: facts.sha256,
+        io_digest: [0; 32],
+        issued_at: 1_700_000_000,
+        expires_at: 0,
     }
 }
 
@@ -328,19 +328,7 @@ fn signed_v2() -> Signed {
     let record = npub_core::release::encode_selftest(&input, &[0x77; 32]).unwrap();
     let facts = PackFacts::of(&s.pack).unwrap();
     let manifest = npub_core::manifest::sign_manifest_v2(
-        &ManifestFields {
-            sequence: 1,
-            model_name: "small_net",
-            model_version: "1.0.0",
-            accel: Accel::EthosU55_256,
-            hw_class: net::HW_CLASS,
-            pack_len: facts.len,
-            pack_checksum: facts.checksum,
-            pack_sha256: facts.sha256,
-            io_digest: [0; 32],
-            issued_at: 1_700_000_000,
-            expires_at: 0,
-        },
+        &fields(&facts),
         &npub_core::manifest::sha256(&record),
         &KeyPair::from_seed([0x42; 32]),
     )

@@ -431,20 +431,10 @@ fn output_sha256(record: &[u8]) -> [u8; 32] {
 
 /// A version-2 manifest for `pack` naming `record`, as the device verifies it.
 fn verified_v2(pack: &[u8], sequence: u64, slot_bytes: u32, record: &[u8]) -> VerifiedManifest {
-    use npub_core::manifest::{ManifestFields, PackFacts, Policy, sign_manifest_v2};
-    let facts = PackFacts::of(pack).unwrap();
+    use npub_core::manifest::{ManifestFields, Policy, sign_manifest_v2};
     let fields = ManifestFields {
-        sequence,
-        model_name: "two_io",
         model_version: "2.0.0",
-        accel: npub_core::Accel::EthosU55_256,
-        hw_class: HW_CLASS,
-        pack_len: facts.len,
-        pack_checksum: facts.checksum,
-        pack_sha256: facts.sha256,
-        io_digest: [0; 32],
-        issued_at: 1_700_000_000,
-        expires_at: 0,
+        ..manifest_fields(pack, sequence, "two_io", [0; 32])
     };
     let m = sign_manifest_v2(&fields, &sha256(record), &signing_key()).unwrap();
     let policy = Policy {

@@ -12,7 +12,7 @@ use device_agent::{Agent, Error, Npu, Progress, ReportState};
 use npub_core::Accel;
 use npub_core::Blob;
 use npub_core::io_bindings::IoBinding;
-use npub_core::manifest::{self, ManifestFields, PackFacts, Policy, sign_manifest_v2};
+use npub_core::manifest::{self, Policy, sign_manifest_v2};
 
 const SLOT: u32 = 64 * 1024;
 const SEQ: u64 = 5;
@@ -34,20 +34,7 @@ fn fc() -> (Vec<u8>, Vec<IoBinding>, Vec<u8>) {
 }
 
 fn manifest_v2(pack: &[u8], record: &[u8]) -> Vec<u8> {
-    let facts = PackFacts::of(pack).unwrap();
-    let fields = ManifestFields {
-        sequence: SEQ,
-        model_name: "fc",
-        model_version: "1.0.0",
-        accel: Accel::EthosU55_256,
-        hw_class: HW_CLASS,
-        pack_len: facts.len,
-        pack_checksum: facts.checksum,
-        pack_sha256: facts.sha256,
-        io_digest: [0; 32],
-        issued_at: 1_700_000_000,
-        expires_at: 0,
-    };
+    let fields = manifest_fields(pack, SEQ, "fc", [0; 32]);
     sign_manifest_v2(&fields, &manifest::sha256(record), &signing_key())
         .unwrap()
         .to_vec()
@@ -89,6 +76,14 @@ struct Setup {
     npu: ModelNpu,
 }
 
+impl Setup {
+    /// The agent on the flash file as it is now (a power-on of the same device).
+    fn agent(&self) -> Agent<Flash> {
+        let flash = Flash::with_file(&self.file, self.layout.end() as usize).unwrap();
+        Agent::open(flash, self.layout, device()).unwrap()
+    }
+}
+
 fn setup() -> (Setup, Vec<u8>, Vec<IoBinding>, Vec<u8>) {
     let (pack, io, record) = fc();
     let dir = tempfile::tempdir().unwrap();
@@ -126,8 +121,7 @@ fn setup() -> (Setup, Vec<u8>, Vec<IoBinding>, Vec<u8>) {
 #[test]
 fn a_pack_whose_golden_outputs_match_is_confirmed() {
     let (mut s, pack, _, record) = setup();
-    let flash = Flash::with_file(&s.file, s.layout.end() as usize).unwrap();
-    let mut agent = Agent::open(flash, s.layout, device()).unwrap();
+    let mut agent = s.agent();
     let mut mem = ArenaMem::new();
     let installed = agent
         .install(&s.verified, &mut s.server, &mut s.npu, &mut mem.arena())
@@ -150,8 +144,7 @@ fn a_pack_whose_golden_outputs_match_is_confirmed() {
 fn a_weight_byte_flipped_in_flash_after_the_signature_check_reverts_with_the_digests() {
     let (mut s, pack, io, record) = setup();
     let byte = caught_weight_byte(&pack, &io, &record);
-    let flash = Flash::with_file(&s.file, s.layout.end() as usize).unwrap();
-    let mut agent = Agent::open(flash, s.layout, device()).unwrap();
+    let mut agent = s.agent();
     let mut mem = ArenaMem::new();
     let mut job = agent
         .begin_install(&s.verified, &mut s.server, &mut s.npu, &mut mem.arena())
@@ -222,8 +215,7 @@ fn rejects_a_self_test_record_other_than_the_signed_one() {
     let (mut s, pack, _, mut record) = setup();
     record[48] ^= 1;
     s.server.selftests.insert(sha256(&pack), record);
-    let flash = Flash::with_file(&s.file, s.layout.end() as usize).unwrap();
-    let mut agent = Agent::open(flash, s.layout, device()).unwrap();
+    let mut agent = s.agent();
     let mut mem = ArenaMem::new();
     let e = agent
         .install(&s.verified, &mut s.server, &mut s.npu, &mut mem.arena())
@@ -244,8 +236,7 @@ fn rejects_a_self_test_record_other_than_the_signed_one() {
 fn rejects_a_signed_self_test_record_the_server_does_not_have() {
     let (mut s, pack, _, record) = setup();
     s.server.selftests.remove(&sha256(&pack));
-    let flash = Flash::with_file(&s.file, s.layout.end() as usize).unwrap();
-    let mut agent = Agent::open(flash, s.layout, device()).unwrap();
+    let mut agent = s.agent();
     let mut mem = ArenaMem::new();
     let e = agent
         .install(&s.verified, &mut s.server, &mut s.npu, &mut mem.arena())
@@ -276,8 +267,7 @@ fn rejects_a_self_test_record_shorter_than_its_header_states() {
     s.server
         .selftests
         .insert(sha256(&pack), record[..cut].to_vec());
-    let flash = Flash::with_file(&s.file, s.layout.end() as usize).unwrap();
-    let mut agent = Agent::open(flash, s.layout, device()).unwrap();
+    let mut agent = s.agent();
     let mut mem = ArenaMem::new();
     let e = agent
         .install(&s.verified, &mut s.server, &mut s.npu, &mut mem.arena())
@@ -313,8 +303,7 @@ fn rejects_a_self_test_record_shorter_than_its_header_states() {
 #[test]
 fn a_pack_confirmed_without_its_golden_run_is_reported_skipped() {
     let (mut s, _, _, _) = setup();
-    let flash = Flash::with_file(&s.file, s.layout.end() as usize).unwrap();
-    let mut agent = Agent::open(flash, s.layout, device()).unwrap();
+    let mut agent = s.agent();
     let mut mem = ArenaMem::new();
     let mut no_npu = device_agent::RecordingNpu::default();
     agent
@@ -328,12 +317,66 @@ fn a_pack_confirmed_without_its_golden_run_is_reported_skipped() {
 
     // The functional model runs it: a pass, not a skip.
     let (mut s, _, _, _) = setup();
-    let flash = Flash::with_file(&s.file, s.layout.end() as usize).unwrap();
-    let mut agent = Agent::open(flash, s.layout, device()).unwrap();
+    let mut agent = s.agent();
     agent
         .install(&s.verified, &mut s.server, &mut s.npu, &mut mem.arena())
         .unwrap();
     let last = s.server.reports.last().unwrap();
     assert_eq!(last.state, ReportState::Installed);
     assert!(!last.selftest_skipped, "{last:?}");
+}
+
+/// A trial boot after a reset reads the slot's descriptor again for the record it names: a
+/// descriptor that rotted since the install (one byte of it flipped) cannot say whether the
+/// pack has a record, so the golden input is refused with the descriptor's own error and the
+/// trial fails instead of confirming a version-2 pack without its signed self-test.
+#[test]
+fn rejects_a_trial_whose_descriptor_no_longer_reads_back() {
+    let (mut s, _, _, _) = setup();
+    let mut mem = ArenaMem::new();
+    let slot = {
+        let mut agent = s.agent();
+        let mut job = agent
+            .begin_install(&s.verified, &mut s.server, &mut s.npu, &mut mem.arena())
+            .unwrap();
+        loop {
+            match agent
+                .continue_install(
+                    &mut job,
+                    &mut s.server,
+                    &mut s.npu,
+                    &mut mem.arena(),
+                    u32::MAX,
+                )
+                .unwrap()
+            {
+                Progress::Pending(bound) => break bound.slot(),
+                Progress::Downloading { .. } => {}
+            }
+        }
+        // Power cut before the self-test's answer: the pack is on trial at the next boot.
+    };
+    let at = s.layout.descriptor::<Flash>(slot) as usize + 20;
+    let mut image = std::fs::read(&s.file).unwrap();
+    image[at] ^= 1;
+    std::fs::write(&s.file, image).unwrap();
+
+    let mut agent = s.agent();
+    let runs = s.npu.runs;
+    let bound = match agent.boot_start(&mut s.npu, &mut mem.arena()) {
+        device_agent::BootStart::Trial(bound) => bound,
+        device_agent::BootStart::Done(d) => panic!("no trial: {d:?}"),
+    };
+    assert_eq!(bound.slot(), slot);
+    let e = agent.trial_golden_input(slot).unwrap_err();
+    assert_eq!(e, Error::DescriptorReadBack { slot });
+    assert!(
+        e.to_string()
+            .ends_with("the descriptor did not read back as programmed"),
+        "{e}"
+    );
+    let _ = agent.settle_trial(&bound, Ok(None), &mut s.npu, &mut mem.arena());
+    assert_eq!(s.npu.runs, runs, "no golden run");
+    assert_eq!(agent.state().active(), None, "the trial was not confirmed");
+    assert_eq!(agent.state().on_trial(), None, "the trial was given up");
 }

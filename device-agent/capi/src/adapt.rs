@@ -545,6 +545,9 @@ impl Clock for CClock {
     }
 }
 
+/// `fetch_pack` and `fetch_selftest`: `(ctx, sha256, offset, buf, len)`.
+type ChunkFn = unsafe extern "C" fn(*mut core::ffi::c_void, *const u8, u32, *mut u8, usize) -> i32;
+
 /// Whole-request callbacks as the agent's transport.
 pub struct CRequests {
     pub ops: npub_requests,
@@ -564,6 +567,43 @@ impl CRequests {
             }
         }
     }
+
+    /// One ranged read of a pack or self-test record: `f(ctx, sha256, offset, buf, len)`.
+    fn call_chunk(&self, f: ChunkFn, sha256: &[u8; 32], offset: u32, buf: &mut [u8]) -> i32 {
+        // SAFETY: `sha256` is 32 live bytes, `buf` live for its length.
+        unsafe {
+            f(
+                self.ops.ctx,
+                sha256.as_ptr(),
+                offset,
+                buf.as_mut_ptr(),
+                buf.len(),
+            )
+        }
+    }
+
+    /// A ranged read's return code as the bytes it wrote: a count past `len` is a broken
+    /// contract (`overrun`, and a [`Fault::Length`]), a negative one an error.
+    fn chunk_len(
+        &mut self,
+        op: &'static str,
+        overrun: &'static str,
+        rc: i32,
+        len: usize,
+    ) -> Result<usize, TransportError> {
+        match rc {
+            rc if rc >= 0 && rc as usize <= len => Ok(rc as usize),
+            rc if rc > 0 => {
+                self.fault = Some(Fault::Length {
+                    op,
+                    returned: rc.into(),
+                    len,
+                });
+                Err(TransportError::Protocol(overrun))
+            }
+            rc => Err(self.error(op, rc)),
+        }
+    }
 }
 
 impl Transport for CRequests {
@@ -577,30 +617,16 @@ impl Transport for CRequests {
         let Some(f) = self.ops.fetch_selftest else {
             return Ok(None);
         };
-        // SAFETY: `sha256` is 32 live bytes, `buf` live for its length.
-        let rc = unsafe {
-            f(
-                self.ops.ctx,
-                sha256.as_ptr(),
-                offset,
-                buf.as_mut_ptr(),
-                buf.len(),
-            )
-        };
-        match rc {
+        match self.call_chunk(f, sha256, offset, buf) {
             -404 => Ok(None),
-            rc if rc >= 0 && rc as usize <= buf.len() => Ok(Some(rc as usize)),
-            rc if rc > 0 => {
-                self.fault = Some(Fault::Length {
-                    op: "requests.fetch_selftest",
-                    returned: rc.into(),
-                    len: buf.len(),
-                });
-                Err(TransportError::Protocol(
+            rc => self
+                .chunk_len(
+                    "requests.fetch_selftest",
                     "fetch_selftest claims more bytes than its buffer",
-                ))
-            }
-            rc => Err(self.error("requests.fetch_selftest", rc)),
+                    rc,
+                    buf.len(),
+                )
+                .map(Some),
         }
     }
 
@@ -697,30 +723,13 @@ impl Transport for CRequests {
         buf: &mut [u8],
     ) -> Result<usize, TransportError> {
         let f = self.ops.fetch_pack.ok_or(TransportError::Unreachable)?;
-        // SAFETY: `sha256` is 32 live bytes, `buf` live for its length.
-        let rc = unsafe {
-            f(
-                self.ops.ctx,
-                sha256.as_ptr(),
-                offset,
-                buf.as_mut_ptr(),
-                buf.len(),
-            )
-        };
-        match rc {
-            rc if rc >= 0 && rc as usize <= buf.len() => Ok(rc as usize),
-            rc if rc > 0 => {
-                self.fault = Some(Fault::Length {
-                    op: "requests.fetch_pack",
-                    returned: rc.into(),
-                    len: buf.len(),
-                });
-                Err(TransportError::Protocol(
-                    "fetch_pack claims more bytes than its buffer",
-                ))
-            }
-            rc => Err(self.error("requests.fetch_pack", rc)),
-        }
+        let rc = self.call_chunk(f, sha256, offset, buf);
+        self.chunk_len(
+            "requests.fetch_pack",
+            "fetch_pack claims more bytes than its buffer",
+            rc,
+            buf.len(),
+        )
     }
 
     fn report(&mut self, report: &Report) -> Result<(), TransportError> {

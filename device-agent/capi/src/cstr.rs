@@ -1,6 +1,8 @@
 //! Text for C: formatting into the caller's buffer as a NUL-terminated string, cut to fit on a
 //! character boundary. A leaf: the messages and the transport's report reasons both use it.
+use core::ffi::c_char;
 use core::fmt::{self, Write};
+use core::ptr::NonNull;
 
 /// Writes into a byte buffer, keeping the last byte for a NUL; counts what did not fit.
 pub struct Truncating<'a> {
@@ -21,6 +23,19 @@ impl Write for Truncating<'_> {
         self.buf[self.len..self.len + take].copy_from_slice(&s.as_bytes()[..take]);
         self.len += take;
         Ok(())
+    }
+}
+
+/// The caller's text buffer: `len` bytes at `buf`, or none when `buf` is NULL (the caller
+/// asks only for a code).
+///
+/// # Safety
+/// `buf` is NULL or `len` bytes writable, and nothing else reads or writes them, for `'a`.
+pub unsafe fn c_buf<'a>(buf: *mut c_char, len: usize) -> &'a mut [u8] {
+    match NonNull::new(buf.cast::<u8>()) {
+        // SAFETY: `len` writable bytes, as the caller promises.
+        Some(p) => unsafe { core::slice::from_raw_parts_mut(p.as_ptr(), len) },
+        None => &mut [],
     }
 }
 

@@ -1286,11 +1286,8 @@ pub unsafe extern "C" fn npub_agent_last_error(
     buf: *mut c_char,
     len: usize,
 ) -> i32 {
-    let out: &mut [u8] = match NonNull::new(buf.cast::<u8>()) {
-        // SAFETY: `len` writable bytes, as documented.
-        Some(p) => unsafe { core::slice::from_raw_parts_mut(p.as_ptr(), len) },
-        None => &mut [],
-    };
+    // SAFETY: `buf` is NULL or `len` writable bytes, as documented.
+    let out = unsafe { crate::cstr::c_buf(buf, len) };
     // SAFETY: as documented.
     let rc = unsafe {
         with_agent(agent, true, |body| match body.last {
@@ -1380,11 +1377,8 @@ pub unsafe extern "C" fn npub_agent_boot_skipped(
     buf: *mut c_char,
     len: usize,
 ) -> i32 {
-    let out: &mut [u8] = match NonNull::new(buf.cast::<u8>()) {
-        // SAFETY: `len` writable bytes, as documented.
-        Some(p) => unsafe { core::slice::from_raw_parts_mut(p.as_ptr(), len) },
-        None => &mut [],
-    };
+    // SAFETY: `buf` is NULL or `len` writable bytes, as documented.
+    let out = unsafe { crate::cstr::c_buf(buf, len) };
     write_c(out, format_args!(""));
     let (mut at, mut seq) = (-1i32, 0u64);
     // SAFETY: as documented.

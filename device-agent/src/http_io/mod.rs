@@ -904,15 +904,7 @@ impl<'a, L: Link, C: Clock> HttpIo<'a, L, C> {
                         last: range.last,
                     });
                 }
-                let span = range.last - range.first + 1;
-                let n = self.body_length(Call::SelfTest, &head)?;
-                if n != span {
-                    return Err(HttpError::BodyLength {
-                        call: Call::SelfTest,
-                        content_length: n,
-                        range: span,
-                    });
-                }
+                let n = self.range_body_length(Call::SelfTest, &head, range)?;
                 (offset, u64::from(offset) + n)
             }
             200 => (0, self.body_length(Call::SelfTest, &head)?),
@@ -985,6 +977,26 @@ impl<'a, L: Link, C: Clock> HttpIo<'a, L, C> {
                 status: head.status,
             }),
         }
+    }
+
+    /// A 206's body length, which must be the bytes its `Content-Range` names (`first` ≤
+    /// `last`, as parsed).
+    fn range_body_length(
+        &self,
+        call: Call,
+        head: &Head,
+        range: ContentRange,
+    ) -> Result<u64, HttpError> {
+        let span = range.last - range.first + 1;
+        let n = self.body_length(call, head)?;
+        if n != span {
+            return Err(HttpError::BodyLength {
+                call,
+                content_length: n,
+                range: span,
+            });
+        }
+        Ok(n)
     }
 
     fn deadline(&mut self, ms: u32) -> u64 {
@@ -1091,15 +1103,7 @@ impl<'a, L: Link, C: Clock> HttpIo<'a, L, C> {
                 });
             }
         }
-        let span = range.last - range.first + 1;
-        let n = self.body_length(Call::Pack, &head)?;
-        if n != span {
-            return Err(HttpError::BodyLength {
-                call: Call::Pack,
-                content_length: n,
-                range: span,
-            });
-        }
+        let n = self.range_body_length(Call::Pack, &head, range)?;
         self.begin_body(Call::Pack, &head, n);
         // `range.last` < `total`, a u32.
         self.window = Some(Window {

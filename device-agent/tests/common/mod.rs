@@ -224,10 +224,22 @@ fn sign_with(
     io_digest: [u8; 32],
     key: &KeyPair,
 ) -> [u8; MANIFEST_BYTES] {
+    let fields = manifest_fields(pack, sequence, "conv1", io_digest);
+    sign_manifest(&fields, key).unwrap()
+}
+
+/// The fields every test manifest signs for `pack`: the test board's accelerator and class,
+/// issued 2023-11-14, never expiring.
+pub fn manifest_fields<'a>(
+    pack: &[u8],
+    sequence: u64,
+    model_name: &'a str,
+    io_digest: [u8; 32],
+) -> ManifestFields<'a> {
     let facts = PackFacts::of(pack).unwrap();
-    let fields = ManifestFields {
+    ManifestFields {
         sequence,
-        model_name: "conv1",
+        model_name,
         model_version: "1.0.0",
         accel: Accel::EthosU55_256,
         hw_class: HW_CLASS,
@@ -237,8 +249,7 @@ fn sign_with(
         io_digest,
         issued_at: 1_700_000_000,
         expires_at: 0,
-    };
-    sign_manifest(&fields, key).unwrap()
+    }
 }
 
 pub fn sha256(bytes: &[u8]) -> [u8; 32] {

@@ -601,7 +601,7 @@ async fn offered(
     device: &DeviceEntry,
 ) -> Result<bool, ApiError> {
     let open = usize::try_from(d.open_batches).unwrap_or(0);
-    let members = crate::fleet::deployments::members(conn, d.id).await?;
+    let members = crate::fleet::ranking::members(conn, d.id).await?;
     if open >= batches.len() && batches.last() == Some(&100) {
         let member = match (d.target_group.as_deref(), d.target_device.as_deref()) {
             (Some(group), _) => device.group == group,
@@ -790,7 +790,7 @@ async fn status(
     // A report that opens a batch, completes or aborts the rollout changes what devices are
     // offered; any other changes no snapshot.
     let effect = if may_decide(&found, &batches, report.state)
-        && deployments::evaluate_in(&mut tx, deployment_id).await?
+        && deployments::evaluate_in(&mut tx, deployment_id, &state.rollout_targets).await?
     {
         Effect::Fleet
     } else {
@@ -798,7 +798,7 @@ async fn status(
     };
     // The last success completes the deployment: recorded once, with its webhook event.
     if report.state.is_success() {
-        deployments::complete_in(&mut tx, deployment_id).await?;
+        deployments::complete_in(&mut tx, deployment_id, &state.rollout_targets).await?;
     }
     let committed = tx.commit(Record::DeviceReport, effect).await?;
     offers.written();

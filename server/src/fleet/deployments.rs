@@ -5,7 +5,7 @@
 //! sequence, whose targets are narrowed to the devices listed in `deployment_members` (the ones
 //! that failed the retried deployment): every rule that finds a deployment's targets (the poll
 //! snapshot, a report's "was it offered", progress, the per-device list) narrows it the same way
-//! ([`members`]). With `on_failure: pause` a deployment pauses itself at its failure threshold
+//! (`ranking::members`). With `on_failure: pause` a deployment pauses itself at its failure threshold
 //! instead of aborting (`rollout.rs`).
 //!
 //! A deployment's `state`: `active` (batches open as successes come in), `paused` (open batches
@@ -13,7 +13,7 @@
 //! adds `completed` for display: active or paused with every batch open and every target
 //! succeeded. It is recorded once (`completed_at`, a `deployment.completed` audit entry and
 //! webhook event) by whichever change completes it: the last success report, a resume, or the
-//! last outstanding target leaving its targets ([`complete_for_device_in`]). Aborting, pausing
+//! last outstanding target leaving its targets ([`target_left_in`]). Aborting, pausing
 //! or retrying a deployment changes no other deployment's targets, so completes none.
 use axum::Json as JsonResponse;
 use axum::extract::State;
@@ -26,15 +26,14 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use std::collections::HashSet;
-use std::sync::Arc;
 
+use super::ranking;
 use super::rollout::{self, Decision, DeviceState, OnFailure, Progress, Rollout};
 use super::states::{self, DeploymentState};
-use super::target_cache::{Ranked, TargetCache};
+use super::target_cache::TargetCache;
 use super::targeting::{self, DeploymentDevice, Hold, Listing, Plan, Reported};
 use crate::auth::Operator;
 use crate::db::Conn;
-use crate::device::targets::{target_rows, targets};
 use crate::fleet::change::{Effect, FleetChange, Record};
 use crate::http::error::{ApiError, ErrorBody};
 use crate::http::extract::{Json, Path, Query};
@@ -640,7 +639,7 @@ pub(crate) async fn create(
     .await?
     .finish()
     .await;
-    load(&mut *state.db.acquire().await?, id).await
+    load(&mut *state.db.acquire().await?, id, &state.rollout_targets).await
 }
 
 fn decode32(hex: &str) -> Option<[u8; 32]> {
@@ -694,6 +693,16 @@ macro_rules! select_deployment {
 }
 
 impl DeploymentRow {
+    /// Which deployment this is and whom it reaches, as ranking asks.
+    fn of(&self) -> ranking::Of<'_> {
+        ranking::Of {
+            id: self.id,
+            group: self.target_group.as_deref(),
+            device: self.target_device.as_deref(),
+            accel: self.accel,
+        }
+    }
+
     fn rollout(&self) -> Rollout {
         Rollout {
             batches: serde_json::from_str(&self.batches).unwrap_or_default(),
@@ -704,57 +713,16 @@ impl DeploymentRow {
     }
 }
 
-/// The devices a retry deployment targets (`None`: not a retry, its whole group or device).
-pub(crate) async fn members(conn: &mut Conn, id: i64) -> Result<Option<HashSet<String>>, ApiError> {
-    let rows: Vec<(Option<i64>, Option<String>)> = sqlx::query_as(
-        "SELECT d.retry_of, m.device_id FROM deployments d \
-         LEFT JOIN deployment_members m ON m.deployment_id = d.id WHERE d.id = $1",
-    )
-    .bind(id)
-    .fetch_all(&mut *conn)
-    .await?;
-    if rows.first().is_none_or(|(retry_of, _)| retry_of.is_none()) {
-        return Ok(None);
-    }
-    Ok(Some(rows.into_iter().filter_map(|(_, d)| d).collect()))
-}
-
-/// The ranked target states of a deployment, and how many devices were incompatible.
+/// The ranked target states of a deployment as `conn` sees them now (in a write transaction:
+/// with its own changes), and how many devices were incompatible (`ranking::ranked_now`).
 async fn target_states(
     conn: &mut Conn,
     row: &DeploymentRow,
+    cache: &TargetCache,
 ) -> Result<(Vec<DeviceState>, u64), ApiError> {
-    let devices = target_rows(
-        conn,
-        row.target_group.as_deref(),
-        row.target_device.as_deref(),
-    )
-    .await?;
-    let members = members(conn, row.id).await?;
-    let (ranked, incompatible) = targets(
-        &devices,
-        row.target_group.as_deref(),
-        row.target_device.as_deref(),
-        members.as_ref(),
-        row.accel,
-    );
-    let reports: Vec<(String, String)> =
-        sqlx::query_as("SELECT device_id, state FROM device_deployments WHERE deployment_id = $1")
-            .bind(row.id)
-            .fetch_all(&mut *conn)
-            .await?;
-    let reports: std::collections::HashMap<String, String> = reports.into_iter().collect();
-    Ok((
-        ranked
-            .iter()
-            .map(|id| {
-                reports
-                    .get(*id)
-                    .map_or(DeviceState::Pending, |s| DeviceState::from_db(s))
-            })
-            .collect(),
-        incompatible,
-    ))
+    let ranked = ranking::ranked_now(conn, row.of(), cache).await?;
+    let states = ranking::states(conn, row.id, &ranked).await?;
+    Ok((states, ranked.incompatible()))
 }
 
 async fn load_row(conn: &mut Conn, id: i64) -> Result<DeploymentRow, ApiError> {
@@ -765,34 +733,13 @@ async fn load_row(conn: &mut Conn, id: i64) -> Result<DeploymentRow, ApiError> {
         .ok_or_else(|| ApiError::NotFound(format!("deployment {id}")))
 }
 
-async fn render(conn: &mut Conn, row: DeploymentRow) -> Result<Deployment, ApiError> {
-    let (states, incompatible) = target_states(conn, &row).await?;
+async fn render(
+    conn: &mut Conn,
+    row: DeploymentRow,
+    cache: &TargetCache,
+) -> Result<Deployment, ApiError> {
+    let (states, incompatible) = target_states(conn, &row, cache).await?;
     render_states(conn, row, &states, incompatible).await
-}
-
-/// The ranked targets of `row`, computed as [`target_states`] does, without their reports, with
-/// their names and the devices skipped for another accelerator.
-async fn rank_targets(conn: &mut Conn, row: &DeploymentRow) -> Result<Ranked, ApiError> {
-    let mut candidates = targeting::candidates(
-        conn,
-        row.target_group.as_deref(),
-        row.target_device.as_deref(),
-    )
-    .await?;
-    if let Some(m) = members(conn, row.id).await? {
-        candidates.retain(|c| m.contains(&c.id));
-    }
-    let mut targets = Vec::new();
-    let mut other_accelerator = Vec::new();
-    for c in candidates {
-        if c.accel == row.accel {
-            targets.push((Arc::<str>::from(c.id), Arc::<str>::from(c.name)));
-        } else {
-            other_accelerator.push(c);
-        }
-    }
-    targets.sort_by_cached_key(|(id, _)| rollout::rank_key(id));
-    Ok(Ranked::new(targets, other_accelerator))
 }
 
 /// The fleet generation: read first in a read transaction, it files what the transaction then
@@ -804,21 +751,9 @@ pub(crate) async fn generation(conn: &mut Conn) -> Result<i64, ApiError> {
     Ok(generation)
 }
 
-/// `row`'s ranked targets from `cache` when kept at `generation` (the fleet generation read in
-/// this transaction, before anything else), else ranked now and kept there.
-async fn ranked_at(
-    conn: &mut Conn,
-    row: &DeploymentRow,
-    cache: &TargetCache,
-    generation: i64,
-) -> Result<Arc<Ranked>, ApiError> {
-    cache
-        .get_or_rank(row.id, generation, || rank_targets(conn, row))
-        .await
-}
-
-/// Deployment `id` as [`load`] renders it, its ranked targets taken from `cache` (see
-/// [`ranked_at`]). Its reports are read every time (they do not bump the generation).
+/// Deployment `id` as [`load`] renders it, its ranked targets taken from `cache` at
+/// `generation` (`ranking::ranked_at`). Its reports are read every time (they do not bump the
+/// generation).
 pub(crate) async fn load_cached(
     conn: &mut Conn,
     id: i64,
@@ -829,26 +764,16 @@ pub(crate) async fn load_cached(
     render_cached(conn, row, cache, generation).await
 }
 
-/// `row` rendered as [`render`] does, its ranked targets taken from `cache` (see
-/// [`ranked_at`]); its reports are read every time.
+/// `row` rendered as [`render`] does, its ranked targets taken from `cache` at `generation`
+/// (`ranking::ranked_at`); its reports are read every time.
 async fn render_cached(
     conn: &mut Conn,
     row: DeploymentRow,
     cache: &TargetCache,
     generation: i64,
 ) -> Result<Deployment, ApiError> {
-    let ranked = ranked_at(conn, &row, cache, generation).await?;
-    let reports: Vec<(String, String)> =
-        sqlx::query_as("SELECT device_id, state FROM device_deployments WHERE deployment_id = $1")
-            .bind(row.id)
-            .fetch_all(&mut *conn)
-            .await?;
-    let mut states = vec![DeviceState::Pending; ranked.ids.len()];
-    for (device, state) in reports {
-        if let Some(&i) = ranked.index.get(device.as_str()) {
-            states[i] = DeviceState::from_db(&state);
-        }
-    }
+    let ranked = ranking::ranked_at(conn, row.of(), cache, generation).await?;
+    let states = ranking::states(conn, row.id, &ranked).await?;
     render_states(conn, row, &states, ranked.incompatible()).await
 }
 
@@ -923,7 +848,7 @@ fn is_completed(row: &DeploymentRow, open: usize, progress: &Progress) -> bool {
 }
 
 /// One target of deployment `$1` that has not reported `installed` or `bound`, if any: the
-/// cheap half of [`complete_in`]. Its devices are exactly [`targets`]' (unrevoked, the
+/// cheap half of [`complete_in`]. Its devices are exactly a ranking's (`ranked.rs`) (unrevoked, the
 /// pack's accelerator `$3`, the group or device `$2`), read through `devices_by_group_id` (or
 /// the primary key) and stopping at the first unfinished one, so that a success report early in
 /// a rollout pays for a few rows, not for the group.
@@ -960,10 +885,14 @@ fn unfinished_target_sql(by_group: bool, retry: bool) -> &'static str {
 /// Records that deployment `id` completed, the first time it has (see [`is_completed`]): its
 /// `completed_at`, a `deployment.completed` audit entry by `server` and the webhook event, in the
 /// caller's transaction. Called at every event that can finish a deployment: a success report, a
-/// resume, and a change that takes devices out of its targets ([`complete_for_device_in`]).
+/// resume, and a change that takes devices out of its targets ([`target_left_in`]).
 /// Returns whether it completed now. Completion changes nothing a device is offered (the
 /// snapshot is not rebuilt for it).
-pub(crate) async fn complete_in(conn: &mut Conn, id: i64) -> Result<bool, ApiError> {
+pub(crate) async fn complete_in(
+    conn: &mut Conn,
+    id: i64,
+    cache: &TargetCache,
+) -> Result<bool, ApiError> {
     let row = load_row(conn, id).await?;
     let open = usize::try_from(row.open_batches).unwrap_or(0);
     if row.completed_at.is_some()
@@ -990,7 +919,7 @@ pub(crate) async fn complete_in(conn: &mut Conn, id: i64) -> Result<bool, ApiErr
         return Ok(false);
     }
     // Every target succeeded: confirm with the very computation the JSON's `phase` uses.
-    let (states, incompatible) = target_states(conn, &row).await?;
+    let (states, incompatible) = target_states(conn, &row, cache).await?;
     let progress = rollout::progress(&row.rollout().batches, open, &states, incompatible);
     if !is_completed(&row, open, &progress) {
         return Ok(false);
@@ -1044,10 +973,11 @@ const OPEN_FOR_DEVICE_SQL: &str = "SELECT id FROM deployments \
 /// another group, given another accelerator), completes those whose remaining targets have all
 /// succeeded, in the caller's transaction: the one that held them back may have been the device
 /// that left. Returns the deployments completed now.
-pub(crate) async fn complete_for_device_in(
+pub(crate) async fn target_left_in(
     conn: &mut Conn,
     device: &str,
     group: &str,
+    cache: &TargetCache,
 ) -> Result<Vec<i64>, ApiError> {
     let open: Vec<(i64,)> = sqlx::query_as(OPEN_FOR_DEVICE_SQL)
         .bind(group)
@@ -1056,7 +986,7 @@ pub(crate) async fn complete_for_device_in(
         .await?;
     let mut completed = Vec::new();
     for (id,) in open {
-        if complete_in(conn, id).await? {
+        if complete_in(conn, id, cache).await? {
             completed.push(id);
         }
     }
@@ -1069,9 +999,13 @@ pub(crate) async fn created_ms(conn: &mut Conn, id: i64) -> Result<i64, ApiError
 }
 
 /// One deployment with its progress.
-pub(crate) async fn load(conn: &mut Conn, id: i64) -> Result<Deployment, ApiError> {
+pub(crate) async fn load(
+    conn: &mut Conn,
+    id: i64,
+    cache: &TargetCache,
+) -> Result<Deployment, ApiError> {
     let row = load_row(conn, id).await?;
-    render(conn, row).await
+    render(conn, row, cache).await
 }
 
 /// Deployments, newest first, with their progress.
@@ -1166,7 +1100,8 @@ async fn deployment_devices(
     let mut conn = crate::db::begin_read(&state.db).await?;
     let generation = generation(&mut conn).await?;
     let row = load_row(&mut conn, id).await?;
-    let ranked = ranked_at(&mut conn, &row, &state.rollout_targets, generation).await?;
+    let ranked =
+        ranking::ranked_at(&mut conn, row.of(), &state.rollout_targets, generation).await?;
     let reported: Vec<(String, String, String, Option<String>, i64)> = sqlx::query_as(
         "SELECT dd.device_id, d.name, dd.state, dd.reason, dd.updated_at FROM device_deployments dd \
          JOIN devices d ON d.id = dd.device_id WHERE dd.deployment_id = $1",
@@ -1359,20 +1294,7 @@ async fn retry_failed(
     let (row, failed) = {
         let mut conn = state.db.acquire().await?;
         let row = load_row(&mut conn, id).await?;
-        let members = members(&mut conn, id).await?;
-        let devices = target_rows(
-            &mut conn,
-            row.target_group.as_deref(),
-            row.target_device.as_deref(),
-        )
-        .await?;
-        let (ranked, _) = targets(
-            &devices,
-            row.target_group.as_deref(),
-            row.target_device.as_deref(),
-            members.as_ref(),
-            row.accel,
-        );
+        let ranked = ranking::ranked_now(&mut conn, row.of(), &state.rollout_targets).await?;
         let reported: Vec<(String,)> = sqlx::query_as(
             "SELECT device_id FROM device_deployments WHERE deployment_id = $1 \
              AND state IN ('failed', 'rolled_back')",
@@ -1380,11 +1302,10 @@ async fn retry_failed(
         .bind(id)
         .fetch_all(&mut *conn)
         .await?;
-        let ranked: HashSet<&str> = ranked.into_iter().collect();
         let failed: HashSet<String> = reported
             .into_iter()
             .map(|(d,)| d)
-            .filter(|d| ranked.contains(d.as_str()))
+            .filter(|d| ranked.position(d).is_some())
             .collect();
         (row, failed)
     };
@@ -1455,7 +1376,7 @@ async fn transition(
     if to == DeploymentState::Active {
         // The operator resumes over the failures counted now: with `on_failure: pause` only a
         // failure after this pauses it again.
-        let (states, _) = target_states(&mut tx, &row).await?;
+        let (states, _) = target_states(&mut tx, &row, &state.rollout_targets).await?;
         let open = usize::try_from(row.open_batches).unwrap_or(0);
         let failures =
             rollout::progress(&row.rollout().batches, open, &states, 0).failures_offered();
@@ -1464,8 +1385,8 @@ async fn transition(
             .bind(id)
             .execute(&mut *tx)
             .await?;
-        evaluate_in(&mut tx, id).await?;
-        complete_in(&mut tx, id).await?;
+        evaluate_in(&mut tx, id, &state.rollout_targets).await?;
+        complete_in(&mut tx, id, &state.rollout_targets).await?;
     }
     // Webhooks: a deployment state change by an operator (pause, resume, abort) is recorded
     // here.
@@ -1482,18 +1403,22 @@ async fn transition(
     .finish()
     .await;
     Ok(JsonResponse(
-        load(&mut *state.db.acquire().await?, id).await?,
+        load(&mut *state.db.acquire().await?, id, &state.rollout_targets).await?,
     ))
 }
 
 /// Applies the rollout rules to deployment `id` after a change (a report, a resume): opens
 /// batches or aborts. Returns whether anything changed (the caller bumps the generation).
-pub(crate) async fn evaluate_in(conn: &mut Conn, id: i64) -> Result<bool, ApiError> {
+pub(crate) async fn evaluate_in(
+    conn: &mut Conn,
+    id: i64,
+    cache: &TargetCache,
+) -> Result<bool, ApiError> {
     let row = load_row(conn, id).await?;
     if row.state == DeploymentState::Aborted {
         return Ok(false);
     }
-    let (states, _) = target_states(conn, &row).await?;
+    let (states, _) = target_states(conn, &row, cache).await?;
     let rollout = row.rollout();
     let open = usize::try_from(row.open_batches).unwrap_or(0);
     let acknowledged = u64::try_from(row.acknowledged_failures).unwrap_or(0);

@@ -10,6 +10,7 @@ use serde::Deserialize;
 use utoipa::ToSchema;
 
 use super::device_info::{DeviceCreated, DeviceInfo, MAX_FIELD_BYTES, check_field, load_info};
+use super::ranking::stamp;
 use crate::auth::{Operator, token};
 use crate::device::auth as device_auth;
 use crate::fleet::change::{Effect, FleetChange, Record};
@@ -89,10 +90,12 @@ pub(super) async fn patch_device(
         .map(serde_json::to_string)
         .transpose()
         .map_err(ApiError::internal)?;
-    sqlx::query(
+    sqlx::query(concat!(
         "UPDATE devices SET name = COALESCE($1, name), grp = COALESCE($2, grp), \
-         tags = COALESCE($3, tags), accel = COALESCE($4, accel) WHERE id = $5",
-    )
+             tags = COALESCE($3, tags), accel = COALESCE($4, accel), changed_generation = ",
+        stamp!(),
+        " WHERE id = $5"
+    ))
     .bind(patch.name.as_deref())
     .bind(patch.group.as_deref())
     .bind(tags.as_deref())
@@ -125,7 +128,8 @@ pub(super) async fn patch_device(
     if changes.contains_key("group") || changes.contains_key("accelerator") {
         // It left the targets of its old group's deployments (or of those for its old
         // accelerator): perhaps the last one some deployment waited for.
-        super::deployments::complete_for_device_in(&mut tx, &id, &before.group).await?;
+        super::deployments::target_left_in(&mut tx, &id, &before.group, &state.rollout_targets)
+            .await?;
     }
     tx.commit(
         Record::Audit {

@@ -15,6 +15,7 @@ use super::device_info::{
 };
 use super::history::{self, History, HistoryQuery};
 use super::listing::{DeviceFilter, DeviceFilterInput};
+use super::ranking::stamp;
 use crate::auth::{Operator, token};
 use crate::device::auth as device_auth;
 use crate::fleet::change::{Effect, FleetChange, Record};
@@ -198,10 +199,12 @@ async fn provision(
             })?;
         let secret = device_auth::generate()?;
         let tags = serde_json::to_string(&d.tags).map_err(ApiError::internal)?;
-        sqlx::query(
-            "INSERT INTO devices (id, name, hw_class, accel, grp, tags, token_hash, created_at, created_by) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
-        )
+        sqlx::query(concat!(
+            "INSERT INTO devices (id, name, hw_class, accel, grp, tags, token_hash, created_at, \
+             created_by, changed_generation) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, ",
+            stamp!(),
+            ")"
+        ))
         .bind(&d.id)
         .bind(&name)
         .bind(i64::from(d.hw_class))
@@ -423,13 +426,17 @@ async fn revoke(state: &AppState, op: &Operator, id: &str) -> Result<StatusCode,
     if revoked_at.is_some() {
         return Ok(StatusCode::NO_CONTENT);
     }
-    sqlx::query("UPDATE devices SET revoked_at = $1 WHERE id = $2")
-        .bind(now_ms())
-        .bind(id)
-        .execute(&mut *tx)
-        .await?;
+    sqlx::query(concat!(
+        "UPDATE devices SET revoked_at = $1, changed_generation = ",
+        stamp!(),
+        " WHERE id = $2"
+    ))
+    .bind(now_ms())
+    .bind(id)
+    .execute(&mut *tx)
+    .await?;
     // It was perhaps the last target some deployment waited for.
-    super::deployments::complete_for_device_in(&mut tx, id, &group).await?;
+    super::deployments::target_left_in(&mut tx, id, &group, &state.rollout_targets).await?;
     tx.commit(
         Record::Audit {
             op,

@@ -209,7 +209,14 @@ async fn rollback(
     let first = all
         .next()
         .ok_or_else(|| ApiError::internal("a rollback resolved to no version"))?;
-    let mut deployments = vec![deployments::load(&mut *state.db.acquire().await?, first.id).await?];
+    let mut deployments = vec![
+        deployments::load(
+            &mut *state.db.acquire().await?,
+            first.id,
+            &state.rollout_targets,
+        )
+        .await?,
+    ];
     deployments.extend(all);
     Ok((
         StatusCode::CREATED,

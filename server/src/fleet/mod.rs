@@ -8,6 +8,9 @@
 //! | [`groups`]      | `GET /api/v1/groups`, `POST /api/v1/groups/{group}/rollback`               |
 //! | [`targeting`]   | who a deployment reaches, device by device (previews, per-device lists)    |
 //! | [`rollout`]     | batch membership, progress counts, batch opening and auto-abort             |
+//! | [`ranked`]      | one deployment's ranked targets, moved by a fleet change without ranking again |
+//! | [`ranking`]     | where a deployment's ranked targets come from: kept, moved forward, or ranked |
+//! | [`target_cache`]| the ranked targets kept per deployment and generation                       |
 //! | [`history`]     | each device's timeline: offers and reports                                  |
 //! | [`change`]      | after a committed change: this replica's snapshot brought up to it          |
 //! | [`maintenance`] | `PUT/DELETE /api/v1/groups/{group}/window`: maintenance windows per group   |
@@ -31,6 +34,8 @@ pub mod groups;
 pub mod history;
 pub mod listing;
 pub mod maintenance;
+pub mod ranked;
+pub mod ranking;
 pub mod rollout;
 pub mod states;
 pub mod summary;

@@ -7,31 +7,34 @@
 //! deployment created); device reports do not change them. So the requests asked again and
 //! again while an operator watches a rollout (`GET /api/v1/fleet/summary`,
 //! `GET /api/v1/deployments/{id}`, its `…/timeline` and its `…/devices` pages) read a
-//! deployment's group and rank it once per generation, and per request read only its reports.
+//! deployment's group and rank it once, and per request read only its reports.
 //!
 //! | Bound                | Value                                              | Why                               |
 //! |----------------------|----------------------------------------------------|-----------------------------------|
 //! | deployments kept     | [`KEPT`] (the summary looks at 2 × 10)             | the dashboard's list and the pages open beside it |
-//! | targets kept in all  | [`KEPT_TARGETS`] (an estimated ~130 bytes each: id, name, index slot; not measured) | ~130 MB at most, whatever the fleet |
-//! | which goes first     | a stale generation, then the least recently used   | what is asked again stays         |
-//! | stale entry          | never answered (the generation must match)         | a result is never older than its transaction |
+//! | targets kept in all  | [`KEPT_TARGETS`] (an estimated ~140 bytes each: id, name, key word, index slot; not measured) | ~140 MB at most, whatever the fleet |
+//! | which goes first     | the least recently used                            | what is asked again stays         |
+//! | entry of an older generation | never answered as it is: the base a newer one is moved forward from (`ranking.rs`) | a result is never older than its transaction |
 //!
 //! The generation is read in the same read transaction as the rows an entry is built from, and
 //! before them: an entry is never older than the generation it is filed under.
 //!
-//! A change to the fleet makes every entry stale at once, and the requests that follow (every
-//! open dashboard, every page an operator watches) would each rank the same group again, at the
-//! same time: at 100,000 devices ~250 ms and ~10 MB each. [`TargetCache::get_or_rank`] lets one
-//! of them rank a deployment at a generation and the others wait for its answer. No lock is held
-//! while it ranks: the others wait on a [`tokio::sync::OnceCell`], and if the ranking request
-//! goes away (its client leaves, its own timeout) or fails, the next waiter ranks instead.
+//! A change to the fleet makes every entry stale at once. The first request after it moves the
+//! entry of the older generation forward by the devices the change touched
+//! (`ranking.rs`, `ranked.rs`), and the requests that come at the same time (every open
+//! dashboard, every page an operator watches) wait for that one answer:
+//! [`TargetCache::get_or_rank`] lets one of them bring a deployment to a generation and the others
+//! wait for it. No lock is held while it reads: the others wait on a [`tokio::sync::OnceCell`],
+//! and if the request doing it goes away (its client leaves, its own timeout) or fails, the next
+//! waiter does it instead.
 use std::collections::HashMap;
 use std::future::Future;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 
 use tokio::sync::OnceCell;
 
-pub use super::targeting::Ranked;
+pub use super::ranked::Ranked;
 
 /// Deployments kept: the summary looks at twice as many as it lists (completed ones are skipped).
 pub const KEPT: usize = 20;
@@ -60,6 +63,19 @@ type Filling = HashMap<(i64, i64), Weak<OnceCell<Arc<Ranked>>>>;
 pub struct TargetCache {
     entries: Mutex<Entries>,
     filling: Mutex<Filling>,
+    /// Rankings made from the group's rows.
+    ranked: AtomicU64,
+    /// Rankings moved forward from an older generation's.
+    moved: AtomicU64,
+}
+
+/// How a ranking was made (counted by [`TargetCache::note`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Made {
+    /// From every row of the deployment's scope.
+    Ranked,
+    /// From an older ranking and the rows changed since.
+    Moved,
 }
 
 impl std::fmt::Debug for TargetCache {
@@ -84,9 +100,9 @@ impl TargetCache {
         Some(Arc::clone(&entry.ranked))
     }
 
-    /// Keeps `ranked` for deployment `id` at `generation`. Entries of an older generation go
-    /// first (they will never answer again), then the least recently used until both bounds hold.
-    /// An entry larger than [`KEPT_TARGETS`] alone is not kept.
+    /// Keeps `ranked` for deployment `id` at `generation` (in place of its entry of an older
+    /// one), then drops the least recently used until both bounds hold. An entry larger than
+    /// [`KEPT_TARGETS`] alone is not kept.
     pub fn put(&self, id: i64, generation: i64, ranked: Arc<Ranked>) {
         if ranked.weight() > KEPT_TARGETS {
             return;
@@ -100,7 +116,6 @@ impl TargetCache {
             return;
         }
         entries.map.remove(&id);
-        entries.map.retain(|_, e| e.generation >= generation);
         loop {
             let weight: usize = entries.map.values().map(|e| e.ranked.weight()).sum();
             if entries.map.len() < KEPT && weight + ranked.weight() <= KEPT_TARGETS {
@@ -128,7 +143,19 @@ impl TargetCache {
         );
     }
 
-    /// Deployment `id`'s ranked targets at `generation`: kept, or ranked by `rank` and kept.
+    /// Deployment `id`'s entry of the newest generation kept, whatever it is: the base a
+    /// ranking inside a write transaction is moved forward from (never kept: what that
+    /// transaction reads is not committed).
+    pub fn latest(&self, id: i64) -> Option<(i64, Arc<Ranked>)> {
+        let entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
+        entries
+            .map
+            .get(&id)
+            .map(|e| (e.generation, Arc::clone(&e.ranked)))
+    }
+
+    /// Deployment `id`'s ranked targets at `generation`: kept, or made by `rank` and kept.
+    /// `rank` is given the entry of an older generation, if one is kept, to move forward.
     /// Concurrent callers for the same deployment and generation share one ranking: one runs
     /// `rank`, the others wait for its answer (and run their own `rank` only if that one fails or
     /// is dropped). Every caller must have read `generation` first in the transaction `rank`
@@ -140,8 +167,8 @@ impl TargetCache {
         rank: F,
     ) -> Result<Arc<Ranked>, E>
     where
-        F: FnOnce() -> Fut,
-        Fut: Future<Output = Result<Ranked, E>>,
+        F: FnOnce(Option<(i64, Arc<Ranked>)>) -> Fut,
+        Fut: Future<Output = Result<Arc<Ranked>, E>>,
     {
         if let Some(r) = self.get(id, generation) {
             return Ok(r);
@@ -153,7 +180,8 @@ impl TargetCache {
                 if let Some(r) = self.get(id, generation) {
                     return Ok(r);
                 }
-                let r = Arc::new(rank().await?);
+                let base = self.latest(id).filter(|(g, _)| *g < generation);
+                let r = rank(base).await?;
                 self.put(id, generation, Arc::clone(&r));
                 Ok(r)
             })
@@ -181,6 +209,23 @@ impl TargetCache {
         filling.retain(|_, cell| cell.strong_count() > 0);
     }
 
+    /// Counts a ranking made as `made` (see [`TargetCache::rankings`]).
+    pub fn note(&self, made: Made) {
+        match made {
+            Made::Ranked => &self.ranked,
+            Made::Moved => &self.moved,
+        }
+        .fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Rankings made so far: (from every row of a scope, moved forward from an older one).
+    pub fn rankings(&self) -> (u64, u64) {
+        (
+            self.ranked.load(Ordering::Relaxed),
+            self.moved.load(Ordering::Relaxed),
+        )
+    }
+
     /// Rankings under way now (for tests).
     pub fn filling(&self) -> usize {
         let mut filling = self.filling.lock().unwrap_or_else(|e| e.into_inner());
@@ -206,19 +251,25 @@ impl TargetCache {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::fleet::ranked::Scope;
+    use crate::fleet::targeting::Candidate;
 
-    fn ranked(ids: &[&str]) -> Arc<Ranked> {
-        Arc::new(Ranked::new(
-            ids.iter().map(|&i| (Arc::from(i), Arc::from(i))).collect(),
-            Vec::new(),
-        ))
+    fn unranked<S: AsRef<str>>(ids: &[S]) -> Ranked {
+        let scope = Arc::new(Scope::new(Some("g"), None, 1, None));
+        let candidates = ids
+            .iter()
+            .map(|i| Candidate {
+                id: i.as_ref().to_owned(),
+                name: i.as_ref().to_owned(),
+                accel: 1,
+                grp: "g".into(),
+            })
+            .collect();
+        Ranked::rank(scope, candidates)
     }
 
-    fn unranked(ids: &[&str]) -> Ranked {
-        Ranked::new(
-            ids.iter().map(|&i| (Arc::from(i), Arc::from(i))).collect(),
-            Vec::new(),
-        )
+    fn ranked(ids: &[&str]) -> Arc<Ranked> {
+        Arc::new(unranked(ids))
     }
 
     #[tokio::test]
@@ -230,11 +281,11 @@ mod tests {
         let ranks = &ranks;
         let call = || {
             let mut wait = wait.clone();
-            c.get_or_rank(1, 5, move || async move {
+            c.get_or_rank(1, 5, move |_| async move {
                 ranks.fetch_add(1, Ordering::SeqCst);
                 // Held until every caller has arrived and is waiting on this one.
                 wait.wait_for(|g| *g).await.unwrap();
-                Ok::<_, ()>(unranked(&["b", "a"]))
+                Ok::<_, ()>(ranked(&["b", "a"]))
             })
         };
         let callers = futures_join(vec![call(), call(), call(), call()]);
@@ -264,27 +315,42 @@ mod tests {
     #[tokio::test]
     async fn a_failed_or_dropped_ranking_lets_the_next_caller_rank() {
         let c = TargetCache::default();
-        let failed = c.get_or_rank(1, 5, || async { Err::<Ranked, _>("db gone") });
+        let failed = c.get_or_rank(1, 5, |_| async { Err::<Arc<Ranked>, _>("db gone") });
         assert_eq!(failed.await.unwrap_err(), "db gone");
         // A caller dropped mid-ranking (its client left) holds nothing up.
-        let dropped = c.get_or_rank(1, 5, std::future::pending::<Result<Ranked, ()>>);
+        let dropped = c.get_or_rank(1, 5, |_| std::future::pending::<Result<Arc<Ranked>, ()>>());
         assert!(
             tokio::time::timeout(std::time::Duration::from_millis(1), dropped)
                 .await
                 .is_err()
         );
         assert_eq!(c.filling(), 0);
-        let ranked = c
-            .get_or_rank(1, 5, || async { Ok::<_, ()>(unranked(&["a"])) })
+        let first = c
+            .get_or_rank(1, 5, |base| async move {
+                assert!(base.is_none(), "nothing kept yet");
+                Ok::<_, ()>(ranked(&["a"]))
+            })
             .await
             .unwrap();
-        assert_eq!(ranked.ids.len(), 1);
-        // Another generation is another ranking.
+        assert_eq!(first.len(), 1);
+        // Another generation is another ranking, given the older one to move forward.
         let later = c
-            .get_or_rank(1, 6, || async { Ok::<_, ()>(unranked(&["a", "b"])) })
+            .get_or_rank(1, 6, |base| async move {
+                let (generation, base) = base.expect("the older entry");
+                assert_eq!((generation, base.len()), (5, 1));
+                Ok::<_, ()>(ranked(&["a", "b"]))
+            })
             .await
             .unwrap();
-        assert_eq!(later.ids.len(), 2);
+        assert_eq!(later.len(), 2);
+        // A reader of an older generation is not given a newer entry as its base.
+        c.get_or_rank(1, 4, |base| async move {
+            assert!(base.is_none(), "generation 6 is newer than 4");
+            Ok::<_, ()>(ranked(&["a"]))
+        })
+        .await
+        .unwrap();
+        assert_eq!(c.latest(1).unwrap().0, 6, "the newer entry stays");
     }
 
     /// Polls every future together (one task), answers in order.
@@ -316,24 +382,30 @@ mod tests {
         let c = TargetCache::default();
         c.put(1, 7, ranked(&["b", "a"]));
         let got = c.get(1, 7).expect("kept");
-        assert_eq!(got.index[&Arc::<str>::from("a")], 1);
+        assert_eq!(got.position("a"), Some(1));
         assert!(c.get(1, 8).is_none());
         assert!(c.get(2, 7).is_none());
     }
 
     #[test]
-    fn a_newer_generation_drops_the_older_entries() {
+    fn an_older_generations_entry_stays_as_a_base_and_answers_no_more() {
         let c = TargetCache::default();
         c.put(1, 1, ranked(&["a"]));
         c.put(2, 2, ranked(&["a"]));
         assert_eq!(
             c.len(),
-            1,
-            "1 was kept at generation 1 and can never answer again"
+            2,
+            "1 is kept at generation 1: a base to move forward"
         );
+        assert!(c.get(1, 2).is_none(), "it answers only at its generation");
+        assert_eq!(c.latest(1).map(|(g, _)| g), Some(1));
         // A reader still in generation 1's transaction does not replace the newer entry.
         c.put(2, 1, ranked(&["b"]));
         assert!(c.get(2, 2).is_some());
+        // A newer generation's entry takes the older one's place.
+        c.put(1, 3, ranked(&["a", "b"]));
+        assert_eq!(c.len(), 2);
+        assert!(c.get(1, 1).is_none());
     }
 
     #[test]
@@ -353,12 +425,8 @@ mod tests {
     fn the_targets_kept_in_all_are_bounded() {
         let c = TargetCache::default();
         let big = |n: usize| {
-            Arc::new(Ranked::new(
-                (0..n)
-                    .map(|i| (Arc::from(i.to_string()), Arc::from("n")))
-                    .collect(),
-                Vec::new(),
-            ))
+            let ids: Vec<String> = (0..n).map(|i| i.to_string()).collect();
+            Arc::new(unranked(&ids))
         };
         c.put(1, 1, big(KEPT_TARGETS / 2));
         c.put(2, 1, big(KEPT_TARGETS / 2));

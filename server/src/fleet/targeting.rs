@@ -12,12 +12,12 @@
 //! per generation (`target_cache.rs`), and its reports read per request; it is walked entry by
 //! entry without allocating, and only the page asked for is rendered.
 use std::collections::HashMap;
-use std::sync::Arc;
 
 use npub_core::Accel;
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
+pub use super::ranked::{Candidate, Ranked};
 use super::rollout::{self, DeviceState};
 use super::states::TargetState;
 use crate::db::Conn;
@@ -36,17 +36,6 @@ pub enum Skip {
     NotATarget,
 }
 
-/// A device as targeting sees it.
-#[derive(Debug, Clone, sqlx::FromRow)]
-pub struct Candidate {
-    /// `devices.id`.
-    pub id: String,
-    /// Its label.
-    pub name: String,
-    /// NPU1 accel word.
-    pub accel: i64,
-}
-
 /// The devices a target (a group, or one device) names, unrevoked, by id.
 pub async fn candidates(
     conn: &mut Conn,
@@ -54,54 +43,13 @@ pub async fn candidates(
     device: Option<&str>,
 ) -> Result<Vec<Candidate>, sqlx::Error> {
     sqlx::query_as(
-        "SELECT id, name, accel FROM devices WHERE revoked_at IS NULL \
+        "SELECT id, name, accel, grp FROM devices WHERE revoked_at IS NULL \
          AND (grp = $1 OR id = $2) ORDER BY id",
     )
     .bind(group)
     .bind(device)
     .fetch_all(&mut *conn)
     .await
-}
-
-/// One deployment's ranked targets at one generation.
-#[derive(Debug)]
-pub struct Ranked {
-    /// The target ids, ranked (batch order).
-    pub ids: Vec<Arc<str>>,
-    /// Each target's name, in the order of `ids`.
-    pub names: Vec<Arc<str>>,
-    /// Each id's position in `ids`.
-    pub index: HashMap<Arc<str>, usize>,
-    /// Devices of its target skipped for another accelerator, by id.
-    pub other_accelerator: Vec<Candidate>,
-}
-
-impl Ranked {
-    /// The entry of ranked `(id, name)` targets and the devices skipped for their accelerator.
-    pub fn new(targets: Vec<(Arc<str>, Arc<str>)>, other_accelerator: Vec<Candidate>) -> Self {
-        let (ids, names): (Vec<_>, Vec<_>) = targets.into_iter().unzip();
-        let index = ids
-            .iter()
-            .enumerate()
-            .map(|(i, id)| (Arc::clone(id), i))
-            .collect();
-        Self {
-            ids,
-            names,
-            index,
-            other_accelerator,
-        }
-    }
-
-    /// Devices of its target skipped for another accelerator.
-    pub fn incompatible(&self) -> u64 {
-        self.other_accelerator.len() as u64
-    }
-
-    /// What this entry counts against the cache's bound (`target_cache::KEPT_TARGETS`).
-    pub fn weight(&self) -> usize {
-        self.ids.len() + self.other_accelerator.len()
-    }
 }
 
 /// A deployment's reach: targets by batch, and the devices skipped for their accelerator.
@@ -274,12 +222,12 @@ impl<'a> Listing<'a> {
         let mut gone: Vec<&str> = reports
             .keys()
             .map(String::as_str)
-            .filter(|id| !ranked.index.contains_key(*id))
+            .filter(|id| ranked.position(id).is_none())
             .collect();
         gone.sort_unstable();
         Self {
             ranked,
-            sizes: rollout::cumulative_sizes(batches, ranked.ids.len()),
+            sizes: rollout::cumulative_sizes(batches, ranked.len()),
             reports,
             names,
             gone,
@@ -291,7 +239,7 @@ impl<'a> Listing<'a> {
 
     /// Every device, in the listing's order.
     pub fn entries(&self) -> impl Iterator<Item = Entry<'_>> + '_ {
-        let targets = self.ranked.ids.iter().enumerate().map(|(rank, id)| {
+        let targets = self.ranked.ids().iter().enumerate().map(|(rank, id)| {
             let batch = self.sizes.iter().position(|&end| rank < end).unwrap_or(0);
             let offered = batch < self.open_batches;
             let report = self.reports.get(&**id);
@@ -302,7 +250,7 @@ impl<'a> Listing<'a> {
             };
             Entry {
                 id,
-                name: &self.ranked.names[rank],
+                name: self.ranked.name(rank),
                 accel: self.pack_accel,
                 batch: Some(batch),
                 offered,
@@ -312,7 +260,7 @@ impl<'a> Listing<'a> {
                 held: false,
             }
         });
-        let others = self.ranked.other_accelerator.iter().map(|c| Entry {
+        let others = self.ranked.other_accelerator().iter().map(|c| Entry {
             id: &c.id,
             name: &c.name,
             accel: c.accel,

@@ -161,3 +161,135 @@ async fn a_deployments_pages_from_the_cache_equal_the_uncached_answers() {
     let s = same_as_uncached(s, dir.path(), id).await;
     s.stop().await;
 }
+
+/// A change to the fleet, made when awaited.
+type Change<'a> = std::pin::Pin<Box<dyn std::future::Future<Output = ()> + 'a>>;
+
+/// The change a request makes, then: the deployment's answers come from the kept ranking moved
+/// forward by the devices the change touched (`fleet/ranking.rs`), never from ranking the group
+/// again, and equal a fresh server's.
+#[tokio::test]
+async fn a_fleet_change_moves_the_kept_ranking_forward_instead_of_ranking_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = TestServer::start(dir.path()).await;
+    fleet(&s).await;
+    let lab: Vec<String> = (0..30).map(|i| format!("lab-{i:02}")).collect();
+    let lab: Vec<&str> = lab.iter().map(String::as_str).collect();
+    provision(&s, "lab", &lab).await;
+    provision(&s, "elsewhere", &["away-0", "away-1"]).await;
+    let others: Vec<Value> = (0..3)
+        .map(|i| json!({"id": format!("npu128-{i}"), "accelerator": "ethos-u55-128", "group": "lab"}))
+        .collect();
+    let r = s
+        .req(Method::POST, "/api/v1/devices")
+        .json(&json!({"devices": others}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 201);
+    let d = deploy(
+        &s,
+        json!({"model": "kws", "version": "1.0.0", "group": "lab",
+               "rollout": {"batches": [10, 50, 100], "success_threshold": 0.5,
+                           "failure_threshold": 1.0}}),
+    )
+    .await;
+    let id = d["id"].as_i64().unwrap();
+    answers(&s, id).await;
+    let patch = |path: String, body: Value| {
+        let s = &s;
+        async move {
+            let r = s
+                .req(Method::PATCH, &path)
+                .json(&body)
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(r.status(), 200, "{path}");
+        }
+    };
+    let changes: Vec<(&str, Change<'_>)> = vec![
+        (
+            "provisioned into the group",
+            Box::pin(async {
+                provision(&s, "lab", &["lab-new-0", "lab-new-1"]).await;
+            }),
+        ),
+        (
+            "provisioned elsewhere",
+            Box::pin(async {
+                provision(&s, "elsewhere", &["away-2"]).await;
+            }),
+        ),
+        (
+            "a target renamed",
+            Box::pin(patch(
+                "/api/v1/devices/lab-03".into(),
+                json!({"name": "third"}),
+            )),
+        ),
+        (
+            "a target moved out",
+            Box::pin(patch(
+                "/api/v1/devices/lab-04".into(),
+                json!({"group": "elsewhere"}),
+            )),
+        ),
+        (
+            "a device moved in",
+            Box::pin(patch(
+                "/api/v1/devices/away-0".into(),
+                json!({"group": "lab"}),
+            )),
+        ),
+        (
+            "a target given another accelerator",
+            Box::pin(patch(
+                "/api/v1/devices/lab-05".into(),
+                json!({"accelerator": "ethos-u55-128"}),
+            )),
+        ),
+        (
+            "a skipped device given the pack's accelerator",
+            Box::pin(patch(
+                "/api/v1/devices/npu128-1".into(),
+                json!({"accelerator": "ethos-u55-256"}),
+            )),
+        ),
+        (
+            "a target revoked",
+            Box::pin(async {
+                let r = s
+                    .req(Method::POST, "/api/v1/devices/lab-06/revoke")
+                    .send()
+                    .await
+                    .unwrap();
+                assert_eq!(r.status(), 204);
+            }),
+        ),
+        (
+            "another deployment made (no device changed)",
+            Box::pin(async {
+                deploy(
+                    &s,
+                    json!({"model": "kws", "version": "1.0.0", "group": "elsewhere"}),
+                )
+                .await;
+            }),
+        ),
+    ];
+    for (what, change) in changes {
+        change.await;
+        let (ranked, moved) = s.state.rollout_targets.rankings();
+        get(&s, &format!("/api/v1/deployments/{id}")).await;
+        get(&s, &format!("/api/v1/deployments/{id}/devices?limit=5")).await;
+        let (ranked_after, moved_after) = s.state.rollout_targets.rankings();
+        assert_eq!(ranked_after, ranked, "{what}: the group was ranked again");
+        assert!(
+            moved_after > moved,
+            "{what}: the kept ranking was not moved forward"
+        );
+    }
+    let fresh = same_as_uncached(s, dir.path(), id).await;
+    fresh.stop().await;
+}

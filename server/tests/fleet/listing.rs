@@ -481,6 +481,20 @@ async fn every_listing_filter_uses_an_index() {
         let p = plan(&s, &sql, binds).await;
         assert_indexed(what, &p, ("devices", "d"), index, sorts);
     }
+    // A deployment's ranking moved forward reads the devices changed since its generation.
+    let p = plan(
+        &s,
+        npub_server::fleet::ranking::CHANGED_SQL,
+        vec![Bind::Int(5), Bind::Int(10_001)],
+    )
+    .await;
+    assert_indexed(
+        "devices changed since a generation",
+        &p,
+        ("devices", "devices"),
+        Some("devices_by_change"),
+        true,
+    );
     let audit =
         |action: Option<&str>, actor: Option<&str>, since: Option<&str>, cursor: Option<&str>| {
             audit_sql(

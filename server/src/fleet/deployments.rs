@@ -970,9 +970,11 @@ const OPEN_FOR_DEVICE_SQL: &str = "SELECT id FROM deployments \
      AND (target_group = $1 OR target_device = $2) ORDER BY id";
 
 /// After device `device` of group `group` left some deployments' targets (revoked, moved to
-/// another group, given another accelerator), completes those whose remaining targets have all
-/// succeeded, in the caller's transaction: the one that held them back may have been the device
-/// that left. Returns the deployments completed now.
+/// another group, given another accelerator), applies the rollout rules to each deployment still
+/// to complete (its shares changed: the next batch may open, a threshold may now be crossed) and
+/// completes those whose remaining targets have all succeeded, in the caller's transaction: the
+/// one that held them back may have been the device that left. Returns the deployments
+/// completed now.
 pub(crate) async fn target_left_in(
     conn: &mut Conn,
     device: &str,
@@ -986,6 +988,7 @@ pub(crate) async fn target_left_in(
         .await?;
     let mut completed = Vec::new();
     for (id,) in open {
+        evaluate_in(conn, id, cache).await?;
         if complete_in(conn, id, cache).await? {
             completed.push(id);
         }

@@ -451,3 +451,72 @@ async fn provisioning_into_an_open_rollout_offers_what_a_database_read_offers() 
     assert!(metrics.contains("npub_fleet_devices 23\n"), "{metrics}");
     s.stop().await;
 }
+
+/// A target that leaves (revoked here) changes the shares the rollout rules count, so the rules
+/// run again then, not only at the next report: three targets at `[40, 100]` put two in the
+/// first batch; one installs (1 of 2, under the 0.9 needed); when the third leaves, the first
+/// batch is one device, the installed one, and the next batch opens at once, with its audit
+/// entry.
+#[tokio::test]
+async fn a_target_leaving_runs_the_rollout_rules_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = TestServer::start(dir.path()).await;
+    fleet(&s).await;
+    let ids = ["t0", "t1", "t2"];
+    let tokens = provision(&s, "trio", &ids).await;
+    let d = deploy(
+        &s,
+        json!({"model": "kws", "version": "1.0.0", "group": "trio",
+               "rollout": {"batches": [40, 100], "success_threshold": 0.9,
+                           "failure_threshold": 1.0}}),
+    )
+    .await;
+    let id = d["id"].as_i64().unwrap();
+    // The devices in rank order, from the deployment's own list.
+    let page: serde_json::Value = s
+        .req(Method::GET, &format!("/api/v1/deployments/{id}/devices"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let ranked: Vec<String> = page["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["device_id"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(ranked.len(), 3, "{page}");
+    let token = |dev: &str| &tokens[ids.iter().position(|i| *i == dev).unwrap()];
+    let mut first = Sim::new(&s, token(&ranked[0])).await;
+    first.install().await;
+    let d = deployment(&s, id).await;
+    assert_eq!(
+        d["open_batches"], 1,
+        "1 of 2 installed holds the first batch: {d}"
+    );
+    let r = post(&s, &format!("/api/v1/devices/{}/revoke", ranked[2])).await;
+    assert_eq!(r.status(), StatusCode::NO_CONTENT);
+    let d = deployment(&s, id).await;
+    assert_eq!(
+        d["open_batches"], 2,
+        "the first batch is now the installed device: {d}"
+    );
+    let audit: serde_json::Value = s
+        .req(
+            Method::GET,
+            &format!("/api/v1/audit?action=deployment.batch_open&object=deployments/{id}"),
+        )
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(audit["items"].as_array().unwrap().len(), 1, "{audit}");
+    // The second device, in the batch just opened, is offered it.
+    let second = Sim::new(&s, token(&ranked[1])).await;
+    assert!(second.poll_verified().await.is_some());
+    s.stop().await;
+}

@@ -8,7 +8,8 @@
 # that caches) and the median, p95 and max of the other 19 (the whole request over loopback,
 # client included: an upper bound of the server's time). Last, a digest of the answers with
 # their times left out, so that two binaries can be shown to answer alike (ANSWERS line; with
-# ANSWERS_OUT=file the answers themselves are appended there, to diff).
+# ANSWERS_OUT=file the answers themselves are appended there, to diff). Then the first request
+# after each of 30 fleet changes (AFTER-CHANGE lines: renames, provisionings, moves).
 #
 #   bench/deployment_pages.sh [DEVICES] [REPORTERS]                 (default 100000, 200)
 #
@@ -100,4 +101,33 @@ for path in routes:
     print(f"RESULT {label:58s} first {first:8.2f} ms  median {statistics.median(rest):8.2f} ms"
           f"  p95 {rest[max(0, int(len(rest) * 0.95) - 1)]:8.2f} ms  max {rest[-1]:8.2f} ms")
 print(f"ANSWERS {digest.hexdigest()[:16]}")
+
+# The first request after a fleet change (a new generation, so nothing kept answers as it is): a
+# target renamed, a device provisioned into the group, a target moved out, 10 of each; which
+# route is asked first after the change turns round, and only that first request is counted.
+after_routes = [
+    f"/api/v1/deployments/{dep}",
+    f"/api/v1/deployments/{dep}/devices?limit=100",
+    "/api/v1/deployments",
+]
+changes = []
+for k in range(10):
+    changes.append(("rename", "PATCH", f"/api/v1/devices/dev-{k + 1:06d}", {"name": f"renamed-{k}"}))
+    changes.append(("provision", "POST", "/api/v1/devices",
+                    {"devices": [{"id": f"late-{k}", "group": "fleet", "accelerator": "ethos-u55-256"}]}))
+    changes.append(("move out", "PATCH", f"/api/v1/devices/dev-{k + 101:06d}", {"group": "elsewhere"}))
+after = {}
+for i, (kind, method, path, body) in enumerate(changes):
+    status, answer = call(method, path, admin, body)
+    assert status in (200, 201), (kind, status, answer)
+    route = after_routes[i % len(after_routes)]
+    t = time.perf_counter()
+    status, answer = call("GET", route, admin)
+    assert status == 200, (route, status, answer)
+    label = route.replace(f"/api/v1/deployments/{dep}", "{id}")
+    after.setdefault(label, []).append((time.perf_counter() - t) * 1000)
+for label, times in after.items():
+    times.sort()
+    print(f"AFTER-CHANGE {label:52s} n {len(times):2d}  median {statistics.median(times):8.2f} ms"
+          f"  max {times[-1]:8.2f} ms")
 PY

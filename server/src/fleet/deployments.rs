@@ -1148,13 +1148,22 @@ async fn deployment_devices(
     // pages moves the devices after it by one.
     let start = usize::try_from(after.unwrap_or(0)).unwrap_or(usize::MAX);
     let want = q.state.as_deref();
-    let rows: Vec<(usize, DeploymentDevice)> = listing
-        .entries()
-        .filter(|e| match want {
+    // A reported state is found from the reports; the others (pending, skipped, cancelled: no
+    // report says them) by walking every entry.
+    let reported = want.and_then(|w| {
+        DeviceState::ALL
+            .into_iter()
+            .find(|st| *st != DeviceState::Pending && st.as_str() == w)
+    });
+    let entries: Box<dyn Iterator<Item = targeting::Entry<'_>>> = match reported {
+        Some(st) => Box::new(listing.reported(st)),
+        None => Box::new(listing.entries().filter(|e| match want {
             None => true,
             Some("skipped") => e.skipped.is_some(),
             Some(w) => e.state.as_str() == w,
-        })
+        })),
+    };
+    let rows: Vec<(usize, DeploymentDevice)> = entries
         .enumerate()
         .skip(start)
         .take(limit as usize + 1)

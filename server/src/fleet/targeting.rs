@@ -239,27 +239,7 @@ impl<'a> Listing<'a> {
 
     /// Every device, in the listing's order.
     pub fn entries(&self) -> impl Iterator<Item = Entry<'_>> + '_ {
-        let targets = self.ranked.ids().iter().enumerate().map(|(rank, id)| {
-            let batch = self.sizes.iter().position(|&end| rank < end).unwrap_or(0);
-            let offered = batch < self.open_batches;
-            let report = self.reports.get(&**id);
-            let (state, skipped) = match report {
-                Some(r) => (r.state.into(), None),
-                None if offered => (TargetState::Pending, None),
-                None => (TargetState::Skipped, Some(Skip::BatchNotOpen)),
-            };
-            Entry {
-                id,
-                name: self.ranked.name(rank),
-                accel: self.pack_accel,
-                batch: Some(batch),
-                offered,
-                state,
-                skipped,
-                report,
-                held: false,
-            }
-        });
+        let targets = (0..self.ranked.len()).map(|rank| self.target(rank));
         let others = self.ranked.other_accelerator().iter().map(|c| Entry {
             id: &c.id,
             name: &c.name,
@@ -271,25 +251,77 @@ impl<'a> Listing<'a> {
             report: None,
             held: false,
         });
-        let gone = self.gone.iter().map(|&id| {
-            let report = &self.reports[id];
-            Entry {
-                id,
-                name: self.names.get(id).map_or(id, String::as_str),
-                accel: self.pack_accel,
-                batch: None,
-                offered: false,
-                state: report.state.into(),
-                skipped: Some(Skip::NotATarget),
-                report: Some(report),
-                held: false,
-            }
-        });
+        let gone = self.gone.iter().map(|&id| self.gone(id));
         let hold = self.hold;
         targets
             .chain(others)
             .chain(gone)
             .map(move |e| e.held_by(hold))
+    }
+
+    /// The devices listed as having reported `state` last, in the listing's order: the
+    /// [`Listing::entries`] of that state, found from the reports rather than by walking every
+    /// target (a reported state is never derived: pending, skipped and cancelled are, and a hold
+    /// changes only those).
+    pub fn reported(&self, state: DeviceState) -> impl Iterator<Item = Entry<'_>> + '_ {
+        let mut targets: Vec<usize> = self
+            .reports
+            .iter()
+            .filter(|(_, r)| r.state == state)
+            .filter_map(|(id, _)| self.ranked.position(id))
+            .collect();
+        targets.sort_unstable();
+        let gone = self
+            .gone
+            .iter()
+            .filter(move |id| self.reports[**id].state == state)
+            .map(|&id| self.gone(id));
+        let hold = self.hold;
+        targets
+            .into_iter()
+            .map(|rank| self.target(rank))
+            .chain(gone)
+            .map(move |e| e.held_by(hold))
+    }
+
+    /// The target at `rank`, before the hold.
+    fn target(&self, rank: usize) -> Entry<'_> {
+        let id = &self.ranked.ids()[rank];
+        let batch = self.sizes.iter().position(|&end| rank < end).unwrap_or(0);
+        let offered = batch < self.open_batches;
+        let report = self.reports.get(&**id);
+        let (state, skipped) = match report {
+            Some(r) => (r.state.into(), None),
+            None if offered => (TargetState::Pending, None),
+            None => (TargetState::Skipped, Some(Skip::BatchNotOpen)),
+        };
+        Entry {
+            id,
+            name: self.ranked.name(rank),
+            accel: self.pack_accel,
+            batch: Some(batch),
+            offered,
+            state,
+            skipped,
+            report,
+            held: false,
+        }
+    }
+
+    /// Device `id`, which reported on the deployment and is no longer a target, before the hold.
+    fn gone<'s>(&'s self, id: &'s str) -> Entry<'s> {
+        let report = &self.reports[id];
+        Entry {
+            id,
+            name: self.names.get(id).map_or(id, String::as_str),
+            accel: self.pack_accel,
+            batch: None,
+            offered: false,
+            state: report.state.into(),
+            skipped: Some(Skip::NotATarget),
+            report: Some(report),
+            held: false,
+        }
     }
 
     /// `entry` as the listing shows it.
@@ -350,5 +382,77 @@ impl Entry<'_> {
             }
         }
         self
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::fleet::ranked::Scope;
+
+    /// Every reported state's devices, found from the reports, are the walk's devices of that
+    /// state in the same order, whatever the hold: targets in and out of open batches, devices
+    /// that reported and then left.
+    #[test]
+    fn the_devices_of_a_reported_state_are_the_walks() {
+        let scope = Arc::new(Scope::new(Some("g"), None, 1, None));
+        let candidates = (0..200)
+            .map(|i| Candidate {
+                id: format!("d{i:03}"),
+                name: format!("n{i}"),
+                accel: if i % 13 == 0 { 2 } else { 1 },
+                grp: "g".into(),
+            })
+            .collect();
+        let ranked = Ranked::rank(scope, candidates);
+        let mut reports = HashMap::new();
+        let mut names = HashMap::new();
+        // Reports from targets, in turn through every reported state, and from devices gone.
+        let reported: Vec<DeviceState> = DeviceState::ALL
+            .into_iter()
+            .filter(|s| *s != DeviceState::Pending)
+            .collect();
+        for (i, id) in ranked.ids().iter().enumerate().step_by(3) {
+            reports.insert(
+                id.to_string(),
+                Reported {
+                    state: reported[i % reported.len()],
+                    reason: None,
+                    updated_at: i as i64,
+                },
+            );
+        }
+        for i in 0..12 {
+            let id = format!("gone{i}");
+            names.insert(id.clone(), format!("was {i}"));
+            reports.insert(
+                id,
+                Reported {
+                    state: reported[i % reported.len()],
+                    reason: None,
+                    updated_at: 0,
+                },
+            );
+        }
+        for hold in [Hold::None, Hold::Paused, Hold::Aborted] {
+            for open in 0..=3 {
+                let listing = Listing::new(&ranked, &[5, 25, 100], &reports, &names, open, 1, hold);
+                for &state in &reported {
+                    let walked: Vec<(&str, TargetState, bool)> = listing
+                        .entries()
+                        .filter(|e| e.state.as_str() == state.as_str())
+                        .map(|e| (e.id, e.state, e.offered))
+                        .collect();
+                    let found: Vec<(&str, TargetState, bool)> = listing
+                        .reported(state)
+                        .map(|e| (e.id, e.state, e.offered))
+                        .collect();
+                    assert!(!found.is_empty(), "{state:?}");
+                    assert_eq!(found, walked, "{state:?}, {hold:?}, {open} open");
+                }
+            }
+        }
     }
 }

@@ -25,6 +25,9 @@
 //! | `--auth-failure-refill` | `NPUB_AUTH_FAILURE_REFILL` | 1          | failed authentications per second a peer's allowance regains |
 //! | `--pack-store`       | `NPUB_PACK_STORE`       | (`<data-dir>/packs`) | `s3://bucket/prefix`: packs in an S3-compatible bucket; endpoint, region, credentials from `AWS_*` |
 //! | `--database-url`     | `NPUB_DATABASE_URL`     | (`<data-dir>/npub.db`) | `postgres://…`: a PostgreSQL database several replicas share; `sqlite://PATH`: that SQLite file |
+//! | `--database-statement-timeout` | `NPUB_DATABASE_STATEMENT_TIMEOUT` | 20 | PostgreSQL: seconds one statement may run (lock waits included); then 503 |
+//! | `--database-lock-timeout` | `NPUB_DATABASE_LOCK_TIMEOUT` | 10 | PostgreSQL: seconds a statement may wait for a lock (the write lock, a row); then 503 |
+//! | `--database-idle-transaction-timeout` | `NPUB_DATABASE_IDLE_TRANSACTION_TIMEOUT` | 30 | PostgreSQL: seconds a session may sit inside a transaction between statements before PostgreSQL ends it, freeing its locks |
 //! | `--key-encryption-key` | `NPUB_KEY_ENCRYPTION_KEY` | (none: key files in `<data-dir>/keys/`) | 64 hex digits: keep the signing and root keys in the database, sealed with this key (required with `postgres://`; the same on every replica) |
 //! | `--presign-downloads` | `NPUB_PRESIGN_DOWNLOADS` | off            | with an `s3://` store: device downloads answer `307` to a presigned URL |
 //! | `--store-timeout`    | `NPUB_STORE_TIMEOUT`    | 30               | seconds one pack-store call may take (a put: per started 8 MiB); then 503 with `Retry-After` |
@@ -172,6 +175,24 @@ pub struct Config {
     /// its own `--data-dir` for staging; packs then belong in an `s3://` store).
     #[arg(long, env = "NPUB_DATABASE_URL", hide_env_values = true)]
     pub database_url: Option<String>,
+
+    /// PostgreSQL: seconds one statement of the server's may run, waiting for locks included,
+    /// before PostgreSQL cancels it and the request is answered 503. Above the longest legitimate
+    /// statement, below `--header-timeout` (server/src/db/timeouts.rs argues the defaults).
+    /// Migrations at start have no such limit. The URL's own `options` win over this flag.
+    #[arg(long, env = "NPUB_DATABASE_STATEMENT_TIMEOUT", default_value_t = crate::db::DEFAULT_STATEMENT_TIMEOUT_SECS)]
+    pub database_statement_timeout: u64,
+
+    /// PostgreSQL: seconds a statement may wait for a lock (the write lock every replica's writes
+    /// queue on, a row another session holds) before it fails and the request is answered 503.
+    #[arg(long, env = "NPUB_DATABASE_LOCK_TIMEOUT", default_value_t = crate::db::DEFAULT_LOCK_TIMEOUT_SECS)]
+    pub database_lock_timeout: u64,
+
+    /// PostgreSQL: seconds a session of the server's may sit inside a transaction between two
+    /// statements before PostgreSQL ends the session, freeing its locks (a process that stopped
+    /// holding the write lock stops every replica's writes until then).
+    #[arg(long, env = "NPUB_DATABASE_IDLE_TRANSACTION_TIMEOUT", default_value_t = crate::db::DEFAULT_IDLE_TRANSACTION_TIMEOUT_SECS)]
+    pub database_idle_transaction_timeout: u64,
 
     /// 64 hex digits (`openssl rand -hex 32`): the key-encryption key. Given, the signing keys and
     /// the root key are kept in the database (`key_secrets`), each sealed with AES-256-GCM under
@@ -328,6 +349,9 @@ impl Config {
             auth_failure_refill: crate::auth::guard::DEFAULT_REFILL_PER_SEC,
             pack_store: None,
             database_url: None,
+            database_statement_timeout: crate::db::DEFAULT_STATEMENT_TIMEOUT_SECS,
+            database_lock_timeout: crate::db::DEFAULT_LOCK_TIMEOUT_SECS,
+            database_idle_transaction_timeout: crate::db::DEFAULT_IDLE_TRANSACTION_TIMEOUT_SECS,
             key_encryption_key: None,
             presign_downloads: false,
             min_free_space: crate::ops::disk::DEFAULT_MIN_FREE_SPACE,
@@ -347,6 +371,15 @@ impl Config {
             webhook_disable_after: crate::ops::webhooks::kinds::DEFAULT_DISABLE_AFTER,
             webhook_allow_addresses: Vec::new(),
         }
+    }
+
+    /// The limits of the server's PostgreSQL sessions (`--database-*-timeout`).
+    pub fn database_timeouts(&self) -> crate::db::PgTimeouts {
+        crate::db::PgTimeouts::from_secs(
+            self.database_statement_timeout,
+            self.database_lock_timeout,
+            self.database_idle_transaction_timeout,
+        )
     }
 
     /// The TLS settings, when `--tls-cert` and `--tls-key` are given.

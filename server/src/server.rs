@@ -72,7 +72,7 @@ impl Server {
         let database = data_dir.database();
         let location = db::Location::parse(config.database_url.as_deref(), &database)
             .map_err(fail("--database-url"))?;
-        let db = db::open(&location)
+        let db = db::open_with(&location, &config.database_timeouts())
             .await
             .map_err(|e| fail("database")(e.to_string()))?;
         let staging = Staging::new(data_dir.tmp());

@@ -21,7 +21,7 @@
 //! | write transaction | `BEGIN IMMEDIATE` (the database-wide write lock, up front) | `BEGIN` + `pg_advisory_xact_lock(`[`WRITE_LOCK_KEY`]`)` | [`begin_write`] |
 //! | an optional `f64` parameter | any statement | `.persistent(false)` on the statement: sqlx 0.9's `Any` binds a `None::<f64>` as a `float4` NULL, and a cached statement first prepared with it then rejects a `Some(f64)` ("incorrect binary data format"); an unnamed statement is typed by each call's own values | `fleet/history.rs`, `device/routes.rs` |
 //! | read transaction (one snapshot) | `BEGIN` | `BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY` | [`begin_read`] |
-//! | connection settings | WAL, `synchronous = FULL`, foreign keys, busy timeout | the server's own | [`open`] |
+//! | connection settings | WAL, `synchronous = FULL`, foreign keys, busy timeout | `statement_timeout`, `lock_timeout`, `idle_in_transaction_session_timeout` as startup options; none of the first two for migrations | [`open_with`], [`PgTimeouts`] |
 //!
 //! Everything else (`RETURNING`, `ON CONFLICT … DO UPDATE/NOTHING`, partial unique indexes,
 //! `<>`) is the same SQL on both. Constraint violations are told apart in `http/error.rs` through
@@ -50,10 +50,18 @@ mod begin;
 pub mod bind;
 mod location;
 mod pool;
+mod timeouts;
 mod tx;
 
 pub use begin::{begin_read, begin_write};
 pub use bind::Bind;
 pub use location::{Location, redact};
-pub use pool::{Backend, Conn, Db, POSTGRES_MIGRATOR, SQLITE_MIGRATOR, WRITE_LOCK_KEY, open};
+pub use pool::{
+    Backend, Conn, Db, MAX_CONNECTIONS, POSTGRES_MIGRATOR, SQLITE_MIGRATOR, WRITE_LOCK_KEY, open,
+    open_with,
+};
+pub use timeouts::{
+    DEFAULT_IDLE_TRANSACTION_TIMEOUT_SECS, DEFAULT_LOCK_TIMEOUT_SECS,
+    DEFAULT_STATEMENT_TIMEOUT_SECS, PgTimeouts,
+};
 pub use tx::Tx;

@@ -7,6 +7,7 @@ use sqlx::sqlite::SqliteConnectOptions;
 use sqlx::{ConnectOptions, Executor};
 
 use super::location::Location;
+use super::timeouts::{PgTimeouts, with_startup_options};
 
 /// The connection pool (SQLite or PostgreSQL, see the module doc).
 pub type Db = sqlx::AnyPool;
@@ -43,7 +44,7 @@ impl Backend {
 
 /// Connections in the pool. WAL lets readers run beside the one writer; a handful is plenty for
 /// an operator API whose writes are serialised anyway.
-pub(super) const MAX_CONNECTIONS: u32 = 8;
+pub const MAX_CONNECTIONS: u32 = 8;
 /// How long a statement waits for SQLite's write lock before failing: long enough to ride out
 /// another request's commit (including its fsync), short enough to surface a wedged writer.
 pub(super) const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
@@ -68,21 +69,39 @@ pub static SQLITE_MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("../migrati
 pub static POSTGRES_MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("../migrations/postgres");
 
 /// Opens the database at `location` (creating a missing SQLite file) and applies pending
-/// migrations.
+/// migrations; PostgreSQL sessions get the default [`PgTimeouts`].
 pub async fn open(location: &Location<'_>) -> Result<Db, sqlx::Error> {
+    open_with(location, &PgTimeouts::default()).await
+}
+
+/// [`open`], with `timeouts` on every PostgreSQL connection of the pool (ignored on SQLite).
+pub async fn open_with(location: &Location<'_>, timeouts: &PgTimeouts) -> Result<Db, sqlx::Error> {
     sqlx::any::install_default_drivers();
     match location {
         Location::Sqlite(path) => open_sqlite(path).await,
-        Location::Postgres(url) => {
-            let db = AnyPoolOptions::new()
-                .max_connections(MAX_CONNECTIONS)
-                .acquire_timeout(POSTGRES_ACQUIRE_TIMEOUT)
-                .connect(url)
-                .await?;
-            POSTGRES_MIGRATOR.run(&db).await?;
-            Ok(db)
-        }
+        Location::Postgres(url) => open_postgres(url, timeouts).await,
     }
+}
+
+/// Migrates on a connection of its own, without the request-scale limits (`timeouts.rs`), then
+/// opens the pool whose every connection starts with them.
+async fn open_postgres(url: &str, timeouts: &PgTimeouts) -> Result<Db, sqlx::Error> {
+    // A pool of one rather than a bare connection: its connect is bounded by the acquire timeout.
+    let migration = AnyPoolOptions::new()
+        .max_connections(1)
+        .acquire_timeout(POSTGRES_ACQUIRE_TIMEOUT)
+        .connect(&with_startup_options(url, &timeouts.migration_options())?)
+        .await?;
+    let migrated = POSTGRES_MIGRATOR.run(&migration).await;
+    migration.close().await;
+    migrated?;
+    let db = AnyPoolOptions::new()
+        .max_connections(MAX_CONNECTIONS)
+        .acquire_timeout(POSTGRES_ACQUIRE_TIMEOUT)
+        .connect(&with_startup_options(url, &timeouts.request_options())?)
+        .await?;
+    timeouts.check(&db).await?;
+    Ok(db)
 }
 
 async fn open_sqlite(path: &Path) -> Result<Db, sqlx::Error> {

@@ -67,6 +67,9 @@ pub enum ApiError {
     },
     /// 503: a dependency (the database) is not answering.
     Unavailable,
+    /// 503 with `Retry-After`: PostgreSQL ended a statement that ran or waited for a lock past
+    /// its limit, or a session idle in its transaction (`db/timeouts.rs`).
+    DatabaseTimedOut,
     /// 503 with `Retry-After`: the pack store failed or did not answer within
     /// `--store-timeout` (the cause is logged; a device or an operator retries).
     StoreUnavailable,
@@ -167,7 +170,7 @@ impl ApiError {
             Self::PayloadTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
             Self::RangeNotSatisfiable { .. } => StatusCode::RANGE_NOT_SATISFIABLE,
             Self::TooManyRequests { .. } => StatusCode::TOO_MANY_REQUESTS,
-            Self::Unavailable | Self::Busy(_) | Self::StoreUnavailable => {
+            Self::Unavailable | Self::DatabaseTimedOut | Self::Busy(_) | Self::StoreUnavailable => {
                 StatusCode::SERVICE_UNAVAILABLE
             }
             Self::InsufficientStorage(_) => StatusCode::INSUFFICIENT_STORAGE,
@@ -187,7 +190,9 @@ impl ApiError {
             Self::PayloadTooLarge { .. } => "payload_too_large",
             Self::RangeNotSatisfiable { .. } => "range_not_satisfiable",
             Self::TooManyRequests { .. } => "too_many_requests",
-            Self::Unavailable | Self::Busy(_) | Self::StoreUnavailable => "unavailable",
+            Self::Unavailable | Self::DatabaseTimedOut | Self::Busy(_) | Self::StoreUnavailable => {
+                "unavailable"
+            }
             Self::InsufficientStorage(_) => "insufficient_storage",
             Self::Internal(_) => "internal",
         }
@@ -217,6 +222,11 @@ impl ApiError {
                  (a valid token is never refused)"
             ),
             Self::Unavailable => "the database is not answering".into(),
+            Self::DatabaseTimedOut => {
+                "the database did not answer in time (a statement or a lock wait ran past its \
+                 limit); retry shortly"
+                    .into()
+            }
             Self::StoreUnavailable => {
                 "the pack store is not answering; retry shortly".into()
             }
@@ -234,6 +244,10 @@ impl From<sqlx::Error> for ApiError {
         if let Some(full) = disk_full(&err) {
             tracing::warn!(error = %err, "database write refused: disk full");
             return Self::InsufficientStorage(full);
+        }
+        if let Some(limit) = database_timed_out(&err) {
+            tracing::warn!(error = %err, "database did not answer in time: {limit}");
+            return Self::DatabaseTimedOut;
         }
         if database_unreachable(&err) {
             tracing::warn!(error = %err, "database not answering");
@@ -257,6 +271,21 @@ fn database_unreachable(err: &sqlx::Error) -> bool {
             .code()
             .is_some_and(|c| c.starts_with("08") || c.starts_with("57P0")),
         _ => false,
+    }
+}
+
+/// Which of PostgreSQL's limits (`db/timeouts.rs`) ended the statement, if one did: SQLSTATE
+/// 57014 `query_canceled` (`statement_timeout`), 55P03 `lock_not_available` (`lock_timeout`),
+/// 25P03 `idle_in_transaction_session_timeout` (the session is gone; `Tx` closes it).
+fn database_timed_out(err: &sqlx::Error) -> Option<&'static str> {
+    let sqlx::Error::Database(db) = err else {
+        return None;
+    };
+    match db.code().as_deref() {
+        Some("57014") => Some("statement_timeout (or a cancel)"),
+        Some("55P03") => Some("lock_timeout"),
+        Some("25P03") => Some("idle_in_transaction_session_timeout"),
+        _ => None,
     }
 }
 
@@ -326,7 +355,7 @@ impl IntoResponse for ApiError {
             Self::Busy(_) => {
                 headers.insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
             }
-            Self::StoreUnavailable => {
+            Self::StoreUnavailable | Self::DatabaseTimedOut => {
                 headers.insert(header::RETRY_AFTER, HeaderValue::from_static("5"));
             }
             Self::RangeNotSatisfiable { len } => {

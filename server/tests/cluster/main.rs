@@ -1,7 +1,10 @@
 //! Two replicas on one PostgreSQL and one S3 bucket, as `deploy/local-cluster.sh up` starts them
 //! (issue #16, points 3 and 5): changes reach the other replica at once (`LISTEN/NOTIFY`), each
 //! rollout transition is made by exactly one replica, a device survives its replica being killed
-//! mid-download, and PostgreSQL going away turns requests into 503s that recover by themselves.
+//! mid-download, and PostgreSQL going away turns requests into 503s that recover by themselves;
+//! a statement PostgreSQL does not answer (a lock held elsewhere) is ended by the server's limits
+//! and answered 503 in bounded time (`db_timeouts.rs`, one server on the test cluster of
+//! `common/postgres.rs`).
 //!
 //! Each test starts its own cluster (a few seconds: `initdb`, s3s-fs, two replicas). They need
 //! PostgreSQL 15's binaries and s3s-fs (both installed by `.ci/run`); outside CI a missing one
@@ -12,6 +15,7 @@ mod bucket;
 mod common;
 
 mod cluster;
+mod db_timeouts;
 mod deploy;
 mod lb;
 mod notify;

@@ -183,8 +183,9 @@ pub struct Config {
     #[arg(long, env = "NPUB_DATABASE_STATEMENT_TIMEOUT", default_value_t = crate::db::DEFAULT_STATEMENT_TIMEOUT_SECS)]
     pub database_statement_timeout: u64,
 
-    /// PostgreSQL: seconds a statement may wait for a lock (the write lock every replica's writes
-    /// queue on, a row another session holds) before it fails and the request is answered 503.
+    /// Seconds a write may wait for a lock before it fails and the request is answered 503: on
+    /// PostgreSQL a statement's wait (the write lock every replica's writes queue on, a row
+    /// another session holds); on both backends a writer's wait for its turn in this process.
     #[arg(long, env = "NPUB_DATABASE_LOCK_TIMEOUT", default_value_t = crate::db::DEFAULT_LOCK_TIMEOUT_SECS)]
     pub database_lock_timeout: u64,
 

@@ -177,6 +177,7 @@ impl Server {
                 gc: crate::store::gc::Gc::new(std::time::Duration::from_secs(
                     config.store_timeout.max(1),
                 )),
+                write_wait: config.database_timeouts().lock(),
             },
             uploads: Arc::new(tokio::sync::Semaphore::new(config.max_uploads.max(1))),
             cpu: crate::ops::cpu::CpuPool::new(

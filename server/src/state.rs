@@ -58,6 +58,24 @@ pub struct AppState {
     pub rollout_targets: Arc<crate::fleet::target_cache::TargetCache>,
 }
 
+impl AppState {
+    /// This process's turn to write ([`AppState::write_lock`]), waited for at most
+    /// [`Limits::write_wait`]: past it, 503 (the database holds a writer ahead).
+    pub async fn write_turn(
+        &self,
+    ) -> Result<tokio::sync::MutexGuard<'_, ()>, crate::http::error::ApiError> {
+        tokio::time::timeout(self.limits.write_wait, self.write_lock.lock())
+            .await
+            .map_err(|_| {
+                tracing::warn!(
+                    waited_ms = self.limits.write_wait.as_millis() as u64,
+                    "no turn to write: the writer ahead is held by the database"
+                );
+                crate::http::error::ApiError::DatabaseTimedOut
+            })
+    }
+}
+
 /// Request limits.
 #[derive(Clone, Copy, Debug)]
 pub struct Limits {
@@ -69,4 +87,9 @@ pub struct Limits {
     pub max_uploads: usize,
     /// How pack removals and uploads of the same pack keep out of each other's way.
     pub gc: crate::store::gc::Gc,
+    /// How long a writer waits for its turn at [`AppState::write_lock`] (`--database-lock-timeout`,
+    /// on both backends): the writers ahead of it each hold it for milliseconds, unless the
+    /// database holds one of them; then each waiter answers 503 after this, not after every
+    /// writer ahead of it has waited out its own lock timeout in turn.
+    pub write_wait: std::time::Duration,
 }

@@ -185,7 +185,7 @@ async fn revoke_token(
 ) -> Result<StatusCode, ApiError> {
     let not_found = || ApiError::NotFound(format!("token {id:?}"));
     let id: i64 = id.parse().map_err(|_| not_found())?;
-    let _serial = state.write_lock.lock().await;
+    let _serial = state.write_turn().await?;
     let mut tx = crate::db::begin_write(&state.db).await?;
     let row: Option<(String, String, Option<i64>)> =
         sqlx::query_as("SELECT name, role, revoked_at FROM tokens WHERE id = $1")

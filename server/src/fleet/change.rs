@@ -78,7 +78,7 @@ pub enum Effect {
 impl<'s> FleetChange<'s> {
     /// Step 1: the write lock, then a write transaction.
     pub async fn begin(state: &'s AppState) -> Result<Self, ApiError> {
-        let serial = state.write_lock.lock().await;
+        let serial = state.write_turn().await?;
         let tx = crate::db::begin_write(&state.db).await?;
         Ok(Self { state, serial, tx })
     }

@@ -81,3 +81,51 @@ async fn rejects_a_trickled_upload_body_with_408_and_stages_nothing() {
     );
     server.stop().await;
 }
+
+/// A writer waits for its turn in this process at most `--database-lock-timeout`: with the turn
+/// held (as by a writer the database holds), a change is answered 503 saying the database did not
+/// answer in time, within the bound and with nothing written; once the turn is free, it goes
+/// through.
+#[tokio::test]
+async fn rejects_a_write_waiting_for_its_turn_past_the_lock_timeout() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = TestServer::start_with(dir.path(), |c| c.database_lock_timeout = 1).await;
+    let create = || {
+        server
+            .req(reqwest::Method::POST, "/api/v1/devices")
+            .json(
+                &serde_json::json!({"devices": [{"id": "cam-1", "accelerator": "ethos-u55-256"}]}),
+            )
+            .send()
+    };
+    let turn = server.state.write_lock.lock().await;
+    let asked = std::time::Instant::now();
+    let r = tokio::time::timeout(Duration::from_secs(30), create())
+        .await
+        .expect("answered while the turn is held")
+        .unwrap();
+    let waited = asked.elapsed();
+    assert_eq!(r.status(), 503);
+    assert!(r.headers().contains_key("retry-after"));
+    let body: serde_json::Value = r.json().await.unwrap();
+    assert!(
+        body["detail"]
+            .as_str()
+            .unwrap()
+            .contains("did not answer in time"),
+        "{body}"
+    );
+    assert!(waited >= Duration::from_millis(900), "{waited:?}");
+    let listed: serde_json::Value = server
+        .req(reqwest::Method::GET, "/api/v1/devices")
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(listed["items"], serde_json::json!([]), "nothing written");
+    drop(turn);
+    assert_eq!(create().await.unwrap().status(), 201);
+    server.stop().await;
+}

@@ -124,7 +124,12 @@ pub async fn ranked_at(
     generation: i64,
 ) -> Result<Arc<Ranked>, ApiError> {
     cache
-        .get_or_rank(of.id, generation, |base| forward(conn, of, base, cache))
+        .get_or_rank(
+            of.id,
+            generation,
+            |base| forward(conn, of, base, cache),
+            || ApiError::Unavailable,
+        )
         .await
 }
 

@@ -24,9 +24,9 @@
 //! (`ranking.rs`, `ranked.rs`), and the requests that come at the same time (every open
 //! dashboard, every page an operator watches) wait for that one answer:
 //! [`TargetCache::get_or_rank`] lets one of them bring a deployment to a generation and the others
-//! wait for it. No lock is held while it reads: the others wait on a [`tokio::sync::OnceCell`],
-//! and if the request doing it goes away (its client leaves, its own timeout) or fails, the next
-//! waiter does it instead.
+//! wait for it. No lock is held while it reads: the others wait on a [`tokio::sync::OnceCell`];
+//! if the request doing it goes away (its client leaves), the next waiter does it instead, and if
+//! it fails (a statement timeout), every waiter is answered at once.
 use std::collections::HashMap;
 use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -56,7 +56,10 @@ struct Entries {
 
 /// A ranking under way: the cell its waiters share, by (deployment id, generation). Weak, so a
 /// ranking nobody waits for any more leaves nothing behind.
-type Filling = HashMap<(i64, i64), Weak<OnceCell<Arc<Ranked>>>>;
+type Filling = HashMap<(i64, i64), Weak<Cell>>;
+
+/// What the callers of one ranking wait on: its answer, or `None` when it failed.
+type Cell = OnceCell<Option<Arc<Ranked>>>;
 
 /// The cache: deployment id → (generation, its ranked targets).
 #[derive(Default)]
@@ -157,14 +160,18 @@ impl TargetCache {
     /// Deployment `id`'s ranked targets at `generation`: kept, or made by `rank` and kept.
     /// `rank` is given the entry of an older generation, if one is kept, to move forward.
     /// Concurrent callers for the same deployment and generation share one ranking: one runs
-    /// `rank`, the others wait for its answer (and run their own `rank` only if that one fails or
-    /// is dropped). Every caller must have read `generation` first in the transaction `rank`
-    /// reads in, so that any caller's ranking is every caller's answer.
+    /// `rank`, the others wait for its answer. If it fails, it returns its own error and the
+    /// callers waiting on it at that moment get `failed()` at once (rather than each trying in
+    /// turn, the k-th answering after k failures' time); a later caller ranks afresh. If it is
+    /// dropped (its client left), the next waiter ranks instead. Every caller must have read
+    /// `generation` first in the transaction `rank` reads in, so that any caller's ranking is
+    /// every caller's answer.
     pub async fn get_or_rank<F, Fut, E>(
         &self,
         id: i64,
         generation: i64,
         rank: F,
+        failed: impl FnOnce() -> E,
     ) -> Result<Arc<Ranked>, E>
     where
         F: FnOnce(Option<(i64, Arc<Ranked>)>) -> Fut,
@@ -174,26 +181,51 @@ impl TargetCache {
             return Ok(r);
         }
         let cell = self.filling_cell(id, generation);
+        let mut own_error = None;
         let ranked = cell
-            .get_or_try_init(|| async {
+            .get_or_init(|| async {
                 // One that ranked just before this cell was made has put it already.
                 if let Some(r) = self.get(id, generation) {
-                    return Ok(r);
+                    return Some(r);
                 }
                 let base = self.latest(id).filter(|(g, _)| *g < generation);
-                let r = rank(base).await?;
-                self.put(id, generation, Arc::clone(&r));
-                Ok(r)
+                match rank(base).await {
+                    Ok(r) => {
+                        self.put(id, generation, Arc::clone(&r));
+                        Some(r)
+                    }
+                    Err(e) => {
+                        own_error = Some(e);
+                        // A caller arriving from now on ranks afresh.
+                        self.forget(id, generation, &cell);
+                        None
+                    }
+                }
             })
             .await
-            .map(Arc::clone);
+            .clone();
         drop(cell);
         self.forget_filled();
-        ranked
+        match (ranked, own_error) {
+            (Some(r), _) => Ok(r),
+            (None, Some(e)) => Err(e),
+            (None, None) => Err(failed()),
+        }
+    }
+
+    /// Forgets `cell` as the ranking under way of `id` at `generation`.
+    fn forget(&self, id: i64, generation: i64, cell: &Arc<Cell>) {
+        let mut filling = self.filling.lock().unwrap_or_else(|e| e.into_inner());
+        if filling
+            .get(&(id, generation))
+            .is_some_and(|w| std::ptr::eq(w.as_ptr(), Arc::as_ptr(cell)))
+        {
+            filling.remove(&(id, generation));
+        }
     }
 
     /// The cell the callers ranking `id` at `generation` share: the one under way, or a new one.
-    fn filling_cell(&self, id: i64, generation: i64) -> Arc<OnceCell<Arc<Ranked>>> {
+    fn filling_cell(&self, id: i64, generation: i64) -> Arc<Cell> {
         let mut filling = self.filling.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(cell) = filling.get(&(id, generation)).and_then(Weak::upgrade) {
             return cell;
@@ -281,12 +313,17 @@ mod tests {
         let ranks = &ranks;
         let call = || {
             let mut wait = wait.clone();
-            c.get_or_rank(1, 5, move |_| async move {
-                ranks.fetch_add(1, Ordering::SeqCst);
-                // Held until every caller has arrived and is waiting on this one.
-                wait.wait_for(|g| *g).await.unwrap();
-                Ok::<_, ()>(ranked(&["b", "a"]))
-            })
+            c.get_or_rank(
+                1,
+                5,
+                move |_| async move {
+                    ranks.fetch_add(1, Ordering::SeqCst);
+                    // Held until every caller has arrived and is waiting on this one.
+                    wait.wait_for(|g| *g).await.unwrap();
+                    Ok::<_, ()>(ranked(&["b", "a"]))
+                },
+                || Default::default(),
+            )
         };
         let callers = futures_join(vec![call(), call(), call(), call()]);
         let release = async {
@@ -315,10 +352,20 @@ mod tests {
     #[tokio::test]
     async fn a_failed_or_dropped_ranking_lets_the_next_caller_rank() {
         let c = TargetCache::default();
-        let failed = c.get_or_rank(1, 5, |_| async { Err::<Arc<Ranked>, _>("db gone") });
+        let failed = c.get_or_rank(
+            1,
+            5,
+            |_| async { Err::<Arc<Ranked>, _>("db gone") },
+            || Default::default(),
+        );
         assert_eq!(failed.await.unwrap_err(), "db gone");
         // A caller dropped mid-ranking (its client left) holds nothing up.
-        let dropped = c.get_or_rank(1, 5, |_| std::future::pending::<Result<Arc<Ranked>, ()>>());
+        let dropped = c.get_or_rank(
+            1,
+            5,
+            |_| std::future::pending::<Result<Arc<Ranked>, ()>>(),
+            || Default::default(),
+        );
         assert!(
             tokio::time::timeout(std::time::Duration::from_millis(1), dropped)
                 .await
@@ -326,31 +373,102 @@ mod tests {
         );
         assert_eq!(c.filling(), 0);
         let first = c
-            .get_or_rank(1, 5, |base| async move {
-                assert!(base.is_none(), "nothing kept yet");
-                Ok::<_, ()>(ranked(&["a"]))
-            })
+            .get_or_rank(
+                1,
+                5,
+                |base| async move {
+                    assert!(base.is_none(), "nothing kept yet");
+                    Ok::<_, ()>(ranked(&["a"]))
+                },
+                || Default::default(),
+            )
             .await
             .unwrap();
         assert_eq!(first.len(), 1);
         // Another generation is another ranking, given the older one to move forward.
         let later = c
-            .get_or_rank(1, 6, |base| async move {
-                let (generation, base) = base.expect("the older entry");
-                assert_eq!((generation, base.len()), (5, 1));
-                Ok::<_, ()>(ranked(&["a", "b"]))
-            })
+            .get_or_rank(
+                1,
+                6,
+                |base| async move {
+                    let (generation, base) = base.expect("the older entry");
+                    assert_eq!((generation, base.len()), (5, 1));
+                    Ok::<_, ()>(ranked(&["a", "b"]))
+                },
+                || Default::default(),
+            )
             .await
             .unwrap();
         assert_eq!(later.len(), 2);
         // A reader of an older generation is not given a newer entry as its base.
-        c.get_or_rank(1, 4, |base| async move {
-            assert!(base.is_none(), "generation 6 is newer than 4");
-            Ok::<_, ()>(ranked(&["a"]))
-        })
+        c.get_or_rank(
+            1,
+            4,
+            |base| async move {
+                assert!(base.is_none(), "generation 6 is newer than 4");
+                Ok::<_, ()>(ranked(&["a"]))
+            },
+            || Default::default(),
+        )
         .await
         .unwrap();
         assert_eq!(c.latest(1).unwrap().0, 6, "the newer entry stays");
+    }
+
+    #[tokio::test]
+    async fn the_waiters_of_a_failed_ranking_are_answered_at_once() {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        let c = TargetCache::default();
+        let ranks = AtomicUsize::new(0);
+        let (go, wait) = tokio::sync::watch::channel(false);
+        let ranks = &ranks;
+        let call = || {
+            let mut wait = wait.clone();
+            c.get_or_rank(
+                1,
+                5,
+                move |_| async move {
+                    ranks.fetch_add(1, Ordering::SeqCst);
+                    wait.wait_for(|g| *g).await.unwrap();
+                    Err::<Arc<Ranked>, _>("statement timeout")
+                },
+                || "the ranking waited for failed",
+            )
+        };
+        let callers = futures_join(vec![call(), call(), call(), call()]);
+        let release = async {
+            while ranks.load(Ordering::SeqCst) == 0 {
+                tokio::task::yield_now().await;
+            }
+            for _ in 0..100 {
+                tokio::task::yield_now().await;
+            }
+            go.send(true).unwrap();
+        };
+        let (answers, ()) = tokio::join!(callers, release);
+        assert_eq!(
+            ranks.load(Ordering::SeqCst),
+            1,
+            "one attempt, not one per waiter"
+        );
+        let mut errors: Vec<&str> = answers.iter().map(|a| *a.as_ref().unwrap_err()).collect();
+        errors.sort_unstable();
+        assert_eq!(
+            errors,
+            [
+                "statement timeout",
+                "the ranking waited for failed",
+                "the ranking waited for failed",
+                "the ranking waited for failed"
+            ]
+        );
+        assert_eq!(c.filling(), 0);
+        // A later caller ranks afresh.
+        let r = c
+            .get_or_rank(1, 5, |_| async { Ok::<_, &str>(ranked(&["a"])) }, || "")
+            .await
+            .unwrap();
+        assert_eq!(r.len(), 1);
     }
 
     /// Polls every future together (one task), answers in order.

@@ -15,7 +15,7 @@
 //! |---------------------|------------------|----------------------------------------------------|
 //! | `ids`, `names`      | rank             | the targets and their names                        |
 //! | `keys`              | rank             | the first 8 bytes of each target's rank key (big-endian): the binary search's probe, the full key read only on a tie |
-//! | `index`             | —                | id → position in `ids`                             |
+//! | `index`             | —                | id → position in `ids` (moved, not rebuilt, by a change) |
 //! | `other_accelerator` | id               | the devices of the scope skipped for their accelerator |
 //! | `scope`             | —                | who the deployment reaches, shared by every ranking of it |
 use std::cmp::Ordering;
@@ -97,10 +97,15 @@ pub struct Ranked {
     ids: Vec<Arc<str>>,
     names: Vec<Arc<str>>,
     keys: Vec<u64>,
-    index: HashMap<Arc<str>, usize>,
+    index: Index,
     other_accelerator: Vec<Candidate>,
     scope: Arc<Scope>,
 }
+
+/// Id → rank. Hashed with foldhash, seeded per process: built over every target at a full
+/// ranking and probed for every report on each request, SipHash's cost showed (the ids are the
+/// operators' own, not a stranger's).
+type Index = HashMap<Arc<str>, usize, foldhash::fast::RandomState>;
 
 /// The first 8 bytes of `id`'s rank key, as the order's first word.
 fn prefix(key: &[u8; 32]) -> u64 {
@@ -143,11 +148,8 @@ impl Ranked {
         other_accelerator: Vec<Candidate>,
         scope: Arc<Scope>,
     ) -> Self {
-        let index = ids
-            .iter()
-            .enumerate()
-            .map(|(i, id)| (Arc::clone(id), i))
-            .collect();
+        let mut index = Index::with_capacity_and_hasher(ids.len(), Default::default());
+        index.extend(ids.iter().enumerate().map(|(i, id)| (Arc::clone(id), i)));
         Self {
             ids,
             names,
@@ -163,8 +165,14 @@ impl Ranked {
     /// its name now. Rows of devices out of scope before and after change nothing. The answer
     /// equals [`Ranked::rank`] over the devices as they are now, in O(n + k log n) for k rows.
     pub fn apply(&self, changed: &[Changed]) -> Self {
-        let touched: HashSet<&str> = changed.iter().map(|c| c.id.as_str()).collect();
-        // Where each new target goes, as a position in the current list (before any removal).
+        // The current targets a change touches: they go, and come back below if still targets.
+        let mut removed: Vec<usize> = changed
+            .iter()
+            .filter_map(|c| self.position(&c.id))
+            .collect();
+        removed.sort_unstable();
+        removed.dedup();
+        // Where each new target goes: before the current target at that position.
         let mut inserts: Vec<(usize, [u8; 32], &Changed)> = Vec::new();
         let mut others: Vec<Candidate> = Vec::new();
         for c in changed {
@@ -184,27 +192,45 @@ impl Ranked {
             }
         }
         inserts.sort_unstable_by_key(|i| i.1);
-        let n = self.ids.len() - self.removed(&touched) + inserts.len();
+        let n = self.ids.len() - removed.len() + inserts.len();
         let (mut ids, mut names, mut keys) = (
             Vec::with_capacity(n),
             Vec::with_capacity(n),
             Vec::with_capacity(n),
         );
         let mut next = inserts.iter().peekable();
+        let mut gone = removed.iter().peekable();
+        let mut placed = Vec::with_capacity(inserts.len());
         for i in 0..=self.ids.len() {
             while let Some((_, key, c)) = next.next_if(|(at, _, _)| *at == i) {
+                placed.push(ids.len());
                 ids.push(Arc::<str>::from(c.id.as_str()));
                 names.push(Arc::<str>::from(c.name.as_str()));
                 keys.push(prefix(key));
             }
-            if let Some(id) = self.ids.get(i)
-                && !touched.contains(&**id)
-            {
-                ids.push(Arc::clone(id));
+            if i < self.ids.len() && gone.next_if(|&&at| at == i).is_none() {
+                ids.push(Arc::clone(&self.ids[i]));
                 names.push(Arc::clone(&self.names[i]));
                 keys.push(self.keys[i]);
             }
         }
+        // The index moved rather than built again (no id hashed but the changed ones): a target
+        // that stays at `v` moves back by the removals before it and on by the insertions at or
+        // before it.
+        let mut index = self.index.clone();
+        for c in changed {
+            index.remove(c.id.as_str());
+        }
+        if !removed.is_empty() || !inserts.is_empty() {
+            let at: Vec<usize> = inserts.iter().map(|i| i.0).collect();
+            for v in index.values_mut() {
+                *v = *v - removed.partition_point(|&p| p < *v) + at.partition_point(|&p| p <= *v);
+            }
+        }
+        for pos in placed {
+            index.insert(Arc::clone(&ids[pos]), pos);
+        }
+        let touched: HashSet<&str> = changed.iter().map(|c| c.id.as_str()).collect();
         let mut other_accelerator: Vec<Candidate> = self
             .other_accelerator
             .iter()
@@ -213,15 +239,14 @@ impl Ranked {
             .chain(others)
             .collect();
         other_accelerator.sort_unstable_by(|a, b| a.id.cmp(&b.id));
-        Self::with(ids, names, keys, other_accelerator, Arc::clone(&self.scope))
-    }
-
-    /// How many current targets are among `touched`.
-    fn removed(&self, touched: &HashSet<&str>) -> usize {
-        touched
-            .iter()
-            .filter(|id| self.index.contains_key(**id))
-            .count()
+        Self {
+            ids,
+            names,
+            keys,
+            index,
+            other_accelerator,
+            scope: Arc::clone(&self.scope),
+        }
     }
 
     /// The first position whose target ranks after `key` (the full key is computed only where

@@ -322,7 +322,7 @@ mod tests {
                     wait.wait_for(|g| *g).await.unwrap();
                     Ok::<_, ()>(ranked(&["b", "a"]))
                 },
-                || Default::default(),
+                Default::default,
             )
         };
         let callers = futures_join(vec![call(), call(), call(), call()]);
@@ -356,7 +356,7 @@ mod tests {
             1,
             5,
             |_| async { Err::<Arc<Ranked>, _>("db gone") },
-            || Default::default(),
+            Default::default,
         );
         assert_eq!(failed.await.unwrap_err(), "db gone");
         // A caller dropped mid-ranking (its client left) holds nothing up.
@@ -364,7 +364,7 @@ mod tests {
             1,
             5,
             |_| std::future::pending::<Result<Arc<Ranked>, ()>>(),
-            || Default::default(),
+            Default::default,
         );
         assert!(
             tokio::time::timeout(std::time::Duration::from_millis(1), dropped)
@@ -380,7 +380,7 @@ mod tests {
                     assert!(base.is_none(), "nothing kept yet");
                     Ok::<_, ()>(ranked(&["a"]))
                 },
-                || Default::default(),
+                Default::default,
             )
             .await
             .unwrap();
@@ -395,7 +395,7 @@ mod tests {
                     assert_eq!((generation, base.len()), (5, 1));
                     Ok::<_, ()>(ranked(&["a", "b"]))
                 },
-                || Default::default(),
+                Default::default,
             )
             .await
             .unwrap();
@@ -408,7 +408,7 @@ mod tests {
                 assert!(base.is_none(), "generation 6 is newer than 4");
                 Ok::<_, ()>(ranked(&["a"]))
             },
-            || Default::default(),
+            Default::default,
         )
         .await
         .unwrap();

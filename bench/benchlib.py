@@ -1,5 +1,5 @@
 """Shared by the bench scripts' Python parts (run from the repository's root: `sys.path` gets
-`bench`): one HTTP call, provisioning devices in batches, uploading a pack."""
+`bench`): one HTTP call, provisioning devices in batches, uploading a pack, a percentile."""
 import json
 import time
 import urllib.error
@@ -46,3 +46,17 @@ def upload(url, admin, pack, model="kws", version="1.0.0"):
     status, body = call(url, "POST", f"/api/v1/models/{model}/versions/{version}", admin, raw=form,
                         ctype=f"multipart/form-data; boundary={boundary}")
     assert status == 201, (status, body)
+
+
+def percentile(samples, p):
+    """The nearest-rank `p`th percentile of `samples`: the ceil(p/100 * n)-th smallest of the n
+    samples (1-based), so always one of them, and the largest once p/100 * n exceeds n - 1 (the
+    p95 of 19 samples is their largest, of 20 the second largest). `p` is a whole percentage,
+    1 to 100, so that the rank is exact integer arithmetic, never a float rounded up."""
+    if not isinstance(p, int) or not 1 <= p <= 100:
+        raise ValueError(f"percentile: p must be a whole percentage 1-100, not {p!r}")
+    ordered = sorted(samples)
+    if not ordered:
+        raise ValueError("percentile: no samples")
+    rank = -(-p * len(ordered) // 100)  # ceil(p * n / 100), in integers
+    return ordered[rank - 1]

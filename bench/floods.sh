@@ -17,16 +17,11 @@ bins=("$target/release/npub-server")
 
 for bin in "${bins[@]}"; do
     for mode in idle reopen; do
-        work=$(mktemp -d)
-        # The systemd default soft limit; the hard limit too, so that it cannot be raised.
-        (ulimit -n 1024; exec env NPUB_ADMIN_TOKEN="npub_op_bench-$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')" \
-            NPUB_LOG=error "$bin" --data-dir "$work/data" --listen 127.0.0.1:0) \
-            > "$work/out" 2> "$work/err" &
-        pid=$!
-        url=$(wait_listening "$pid" "$work/out" "$work/err")
+        # The systemd default soft limit; the hard limit too, so that it cannot be raised. A
+        # fresh data directory for each run (stop_server removes it).
+        SERVER_BIN=$bin SERVER_NOFILE=1024 SERVER_LOG=error start_server
         echo "== $bin, $mode"
         python3 bench/floods/flood.py "$url" "$mode"
-        kill "$pid"; wait "$pid" 2>/dev/null || true
-        rm -rf "$work"
+        stop_server
     done
 done

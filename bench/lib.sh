@@ -97,29 +97,66 @@ nginx_start() {
     nginx_url="$scheme://127.0.0.1:$port"
 }
 
-# start_server: builds target/release/npub-server unless SERVER_BIN names a binary, starts it on
-# the embedded default (SQLite, a fresh data directory) on 127.0.0.1:0 with a random operator
-# token, and sets SERVER_BIN, work (a scratch directory), pid, admin (the token) and url. An EXIT
-# trap stops the server and removes the directory.
+# bench_work: sets work, a fresh scratch directory, and pid (no server yet), with an EXIT trap
+# that stops the server and removes the directory (stop_server). For a script that writes files
+# before its server starts; start_server calls it when work is not set. A script that makes its
+# own work directory and EXIT trap instead has that trap call kill_server.
+bench_work() {
+    work=$(mktemp -d)
+    pid=""
+    trap stop_server EXIT
+}
+
+# start_server [ARG...]: builds target/release/npub-server unless SERVER_BIN names a binary, starts
+# it on the embedded default (SQLite in $work/data, fresh unless the script put one there) on
+# 127.0.0.1:0 with a random operator token, waits until it listens, and sets SERVER_BIN, work
+# (bench_work's unless already set), pid, admin (the token) and url. Its stdout and stderr go to
+# $work/out and $work/err. Each ARG is passed to the server after --data-dir and --listen
+# (`start_server --max-uploads 64`). Also read:
+#
+# | variable        | effect                                                       | unset       |
+# |-----------------|--------------------------------------------------------------|-------------|
+# | SERVER_CPUS     | pins the server to these CPUs (`taskset -c SERVER_CPUS`)      | not pinned  |
+# | SERVER_NOFILE   | its open-file limit, soft and hard (`ulimit -n`)              | the shell's |
+# | SERVER_LOG      | its NPUB_LOG                                                  | `warn`      |
+#
+# Any other variable set on the call reaches the server's environment
+# (`TOKIO_WORKER_THREADS=1 start_server`). The server's pid is the process itself, not a wrapper
+# (the wrappers exec), so /proc/$pid is the server's.
 start_server() {
     if [ -z "${SERVER_BIN:-}" ]; then
         cargo build --release -q -p npub-server
         SERVER_BIN="${CARGO_TARGET_DIR:-target}/release/npub-server"
     fi
-    work=$(mktemp -d)
-    pid=""
-    trap stop_server EXIT
+    [ -n "${work:-}" ] || bench_work
     admin="npub_op_bench-$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')"
-    NPUB_ADMIN_TOKEN="$admin" NPUB_LOG=warn "$SERVER_BIN" --data-dir "$work/data" \
-        --listen 127.0.0.1:0 > "$work/out" 2> "$work/err" &
+    local pin=()
+    [ -z "${SERVER_CPUS:-}" ] || pin=(taskset -c "$SERVER_CPUS")
+    (
+        [ -z "${SERVER_NOFILE:-}" ] || ulimit -n "$SERVER_NOFILE"
+        exec env NPUB_ADMIN_TOKEN="$admin" NPUB_LOG="${SERVER_LOG:-warn}" "${pin[@]}" \
+            "$SERVER_BIN" --data-dir "$work/data" --listen 127.0.0.1:0 "$@"
+    ) > "$work/out" 2> "$work/err" &
     pid=$!
     url=$(wait_listening "$pid" "$work/out" "$work/err")
 }
 
-# stop_server: what start_server's EXIT trap runs.
+# kill_server: stops start_server's server, if one runs, and waits for it; keeps work (its data
+# directory can be started again).
+kill_server() {
+    if [ -n "${pid:-}" ]; then
+        kill "$pid" 2>/dev/null || true
+        wait "$pid" 2>/dev/null || true
+        pid=""
+    fi
+}
+
+# stop_server: what bench_work's EXIT trap runs: kill_server, then removes work (so that the next
+# start_server starts on a fresh one).
 stop_server() {
-    [ -n "$pid" ] && kill "$pid" 2>/dev/null && wait "$pid" 2>/dev/null
-    rm -rf "$work"
+    kill_server
+    [ -z "${work:-}" ] || rm -rf "$work"
+    work=""
 }
 
 # split_cores SCRIPT: sets cpus; serve_cpus and load_cpus, the first and the second half of the

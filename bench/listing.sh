@@ -64,7 +64,7 @@ for label, path in queries:
         assert status == 200, (path, status)
     times.sort()
     p50 = statistics.median(times)
-    p95 = times[max(0, int(len(times) * 0.95) - 1)]
+    p95 = benchlib.percentile(times, 95)
     worst = max(worst, p95)
     items = len(json.loads(body)["items"])
     print(f"RESULT {label:32s} p50 {p50:7.2f} ms  p95 {p95:7.2f} ms  ({items} items)")

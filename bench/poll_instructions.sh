@@ -26,33 +26,25 @@ command -v valgrind > /dev/null || { echo "bench/poll_instructions.sh: needs val
 nginx=$(command -v nginx || echo /usr/sbin/nginx)
 [ -x "$nginx" ] || { echo "bench/poll_instructions.sh: nginx not found (apt-get install nginx-light)" >&2; exit 1; }
 cargo build --release -q -p npub-server -p npub-loadgen
-server_bin="$target/release/npub-server"
+SERVER_BIN="$target/release/npub-server"
 loadgen="$target/release/npub-loadgen"
 cpus=$(nproc)
 serve_cpu=0 load_cpu=$((cpus > 1 ? 1 : 0))
 lg() { taskset -c "$load_cpu" "$loadgen" "$@"; }
 
-work=$(mktemp -d)
-pid=""
-cleanup() {
-    [ -n "$pid" ] && kill "$pid" 2>/dev/null && wait "$pid" 2>/dev/null
-    rm -rf "$work"
-}
-trap cleanup EXIT
+# The scratch directory, removed on exit with start_server's server (stop_server).
+bench_work
 echo "date=$(date -u +%Y-%m-%dT%H:%MZ) devices=$devices connections=$connections seconds=$seconds $(valgrind --version)"
 
-# Provision the fleet with the server running natively, then count over the same data.
+# Provision the fleet with the server running natively, then count over the same data
+# ($work/data, start_server's).
 pack_src=../shared/fixtures/vela/vela_out/u55_256/tflite/small_net_vela.tflite
 lg make-pack --from "$pack_src" --fill 1 --out "$work/v1.npub" > /dev/null
-admin="npub_op_bench-$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')"
-NPUB_ADMIN_TOKEN="$admin" NPUB_LOG=warn "$server_bin" --data-dir "$work/data" \
-    --listen 127.0.0.1:0 > "$work/server.out" 2> "$work/server.err" &
-pid=$!
-url=$(wait_listening "$pid" "$work/server.out" "$work/server.err")
+start_server
 facts=$(lg setup --url "$url" --token "$admin" --pack "$work/v1.npub" --devices "$devices" \
     --tokens "$work/tokens")
 seq=$(echo "$facts" | tr ' ' '\n' | sed -n 's/^SEQUENCE=//p')
-kill "$pid"; wait "$pid" 2>/dev/null || true; pid=""
+kill_server
 
 # count LABEL URL PATH OUT -- COMMAND...: runs COMMAND under callgrind with instrumentation off,
 # warms it up, counts RUN_SECONDS of saturated polls, and prints `requests=N`.
@@ -98,9 +90,10 @@ count() {
 }
 
 # The environment before the function, not through `env`: valgrind does not follow an exec.
+# Not start_server: the server runs under callgrind, which `count` drives.
 server_req=$(NPUB_ADMIN_TOKEN="$admin" NPUB_LOG=warn TOKIO_WORKER_THREADS=1 \
     count server "" "/api/v1/device/manifest?seq=$seq" "$work/server.cg" -- \
-    "$server_bin" --data-dir "$work/data" --listen 127.0.0.1:0)
+    "$SERVER_BIN" --data-dir "$work/data" --listen 127.0.0.1:0)
 
 nport=$(free_port)
 nginx_conf "$work/nginx" "$nport" 1 off

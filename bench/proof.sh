@@ -15,25 +15,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 . bench/lib.sh
 repeats=${1:-5}
-target=${CARGO_TARGET_DIR:-target}
-if [ -z "${SERVER_BIN:-}" ]; then
-    cargo build --release -q -p npub-server
-    SERVER_BIN="$target/release/npub-server"
-fi
 venv=${NPUB_REFERENCE_VENV:-$HOME/.cache/npub/tflite-2.14}
 fixtures=../shared/fixtures/vela
-work=$(mktemp -d)
-pid=""
-cleanup() {
-    [ -n "$pid" ] && kill "$pid" 2>/dev/null && wait "$pid" 2>/dev/null
-    rm -rf "$work"
-}
-trap cleanup EXIT
-admin="npub_op_bench-$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')"
-NPUB_ADMIN_TOKEN="$admin" NPUB_LOG=warn "$SERVER_BIN" --data-dir "$work/data" --listen 127.0.0.1:0 \
-    --reference-python "$venv/bin/python" > "$work/out" 2> "$work/err" &
-pid=$!
-url=$(wait_listening "$pid" "$work/out" "$work/err")
+start_server --reference-python "$venv/bin/python"
 echo "# bench/proof.sh $repeats, $SERVER_BIN, $(date -u +%FT%TZ), load $(cut -d' ' -f1-3 /proc/loadavg)"
 python3 - "$url" "$admin" "$repeats" "$fixtures" <<'PY'
 import json, statistics, sys, time, urllib.request, uuid

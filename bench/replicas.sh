@@ -31,12 +31,14 @@ cargo build --release -q -p npub-server -p npub-loadgen
 server_bin="$(realpath "$target/release/npub-server")"
 loadgen="$target/release/npub-loadgen"
 
+# A work directory and trap of its own (start_server uses the directory): the cluster in it has
+# to be taken down too.
 work=$(mktemp -d)
 chmod 755 "$work"
 export NPUB_CLUSTER_DIR="$work/cluster"
-sqlite_pid=""
+pid=""
 cleanup() {
-    [ -n "$sqlite_pid" ] && kill "$sqlite_pid" 2>/dev/null && wait "$sqlite_pid" 2>/dev/null
+    kill_server
     deploy/local-cluster.sh down || true
     rm -rf "$work"
 }
@@ -51,11 +53,7 @@ echo "cores=$(nproc) $(uptime | sed 's/.*load/load/')"
     --fill 1 --out "$work/v1.npub" >/dev/null
 
 # 1. The embedded default.
-admin="npub_op_bench-$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')"
-NPUB_ADMIN_TOKEN="$admin" NPUB_LOG=warn NPUB_MAX_CONNECTIONS=$((2 * connections + 64)) \
-    "$server_bin" --data-dir "$work/sqlite" --listen 127.0.0.1:0 >"$work/sqlite.out" 2>"$work/sqlite.err" &
-sqlite_pid=$!
-url=$(wait_listening "$sqlite_pid" "$work/sqlite.out" "$work/sqlite.err")
+SERVER_BIN=$server_bin NPUB_MAX_CONNECTIONS=$((2 * connections + 64)) start_server
 facts=$("$loadgen" setup --url "$url" --token "$admin" --pack "$work/v1.npub" --devices "$devices" \
     --tokens "$work/sqlite.tokens")
 path="/api/v1/device/manifest?seq=$(fact "$facts" SEQUENCE)"
@@ -63,13 +61,14 @@ sat() { "$loadgen" saturate --seconds "$seconds" --expect 204 --path "$path" "$@
 sqlite_rps="" sqlite_us=""
 for i in $(seq 1 "$runs"); do
     r=$(sat --label "sqlite#$i" --url "$url" --tokens "$work/sqlite.tokens" \
-        --connections "$connections" --pids "$sqlite_pid")
+        --connections "$connections" --pids "$pid")
     echo "$r"
     sqlite_rps+=" $(field "$r" rps)" sqlite_us+=" $(field "$r" server_us_per_req)"
 done
-kill "$sqlite_pid"; wait "$sqlite_pid" 2>/dev/null || true; sqlite_pid=""
+kill_server
 
-# 2 and 3. Two replicas on one PostgreSQL.
+# 2 and 3. Two replicas on one PostgreSQL, started by deploy/local-cluster.sh (the deployment's
+# own topology: PostgreSQL, s3s-fs and both replicas), not by start_server.
 NPUB_SERVER_BIN="$server_bin" NPUB_LOG=warn \
     NPUB_REPLICA_ARGS="--max-connections $((2 * connections + 64))" \
     deploy/local-cluster.sh up >"$work/cluster.env"

@@ -59,7 +59,7 @@ def rollout(group, policy):
     for state, times in timings.items():
         times.sort()
         p50 = statistics.median(times)
-        p95 = times[max(0, int(len(times) * 0.95) - 1)]
+        p95 = benchlib.percentile(times, 95)
         print(f"RESULT {kind:17s} {state:12s} p50 {p50:8.2f} ms  p95 {p95:8.2f} ms  ({len(times)} reports)")
 
 rollout("g0", None)
@@ -76,7 +76,7 @@ for _ in range(20):
     assert status == 200, status
 first, rest = times[0], sorted(times[1:])
 print(f"RESULT {'/api/v1/fleet/summary x20':34s} first {first:8.2f} ms  then median {statistics.median(rest):8.2f} ms"
-      f"  p95 {rest[max(0, int(len(rest) * 0.95) - 1)]:8.2f} ms  max {rest[-1]:8.2f} ms")
+      f"  p95 {benchlib.percentile(rest, 95):8.2f} ms  max {rest[-1]:8.2f} ms")
 for path in ("/api/v1/fleet/summary", "/api/v1/deployments/1/timeline", "/api/v1/deployments/2"):
     times = []
     for _ in range(5):

@@ -18,18 +18,12 @@ weights_bytes=${2:-16777216}
 target=${CARGO_TARGET_DIR:-target}
 command -v curl >/dev/null || { echo "bench/upload.sh: needs curl" >&2; exit 1; }
 cargo build --release -q -p npub-server -p npub-loadgen
-server_bin="$target/release/npub-server"
+SERVER_BIN="$target/release/npub-server"
 loadgen="$target/release/npub-loadgen"
-pin=""
-[ "$(nproc)" -ge 2 ] && pin="taskset -c 0"
+pin="" cpu=""
+[ "$(nproc)" -ge 2 ] && pin="taskset -c 0" cpu=0
 
-work=$(mktemp -d)
-server_pid=""
-cleanup() {
-    [ -n "$server_pid" ] && kill "$server_pid" 2>/dev/null && wait "$server_pid" 2>/dev/null
-    rm -rf "$work"
-}
-trap cleanup EXIT
+bench_work
 
 pack_src=../shared/fixtures/vela/vela_out/u55_256/tflite/small_net_vela.tflite
 for i in $(seq 1 "$pairs"); do
@@ -38,12 +32,7 @@ for i in $(seq 1 "$pairs"); do
 done
 pack_bytes=$(stat -c %s "$work/p1.npub")
 
-admin="npub_op_bench-$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')"
-NPUB_ADMIN_TOKEN="$admin" NPUB_LOG=warn TOKIO_WORKER_THREADS=1 $pin \
-    "$server_bin" --data-dir "$work/data" --listen 127.0.0.1:0 \
-    --max-upload-bytes $((pack_bytes * 2)) > "$work/server.out" 2> "$work/server.err" &
-server_pid=$!
-url=$(wait_listening "$server_pid" "$work/server.out" "$work/server.err")
+TOKIO_WORKER_THREADS=1 SERVER_CPUS=$cpu start_server --max-upload-bytes $((pack_bytes * 2))
 curl -sf -o /dev/null -H "Authorization: Bearer $admin" -H 'Content-Type: application/json' \
     -d '{"name":"bench"}' "$url/api/v1/models"
 

@@ -19,22 +19,14 @@ bursts=${3:-10}
 target=${CARGO_TARGET_DIR:-target}
 command -v curl >/dev/null || { echo "bench/upload_rss.sh: needs curl" >&2; exit 1; }
 
-if [ -n "${SERVER_BIN:-}" ]; then
-    server_bin=$SERVER_BIN
-else
+if [ -z "${SERVER_BIN:-}" ]; then
     cargo build --release -q --locked -p npub-server
-    server_bin="$target/release/npub-server"
+    SERVER_BIN="$target/release/npub-server"
 fi
 case_dir=../shared/fixtures/vela/cases/conv1_u55_256
 [ -d "$case_dir" ] || case_dir=/work/shared/fixtures/vela/cases/conv1_u55_256
 
-work=$(mktemp -d)
-server_pid=""
-cleanup() {
-    [ -n "$server_pid" ] && kill "$server_pid" 2>/dev/null && wait "$server_pid" 2>/dev/null
-    rm -rf "$work"
-}
-trap cleanup EXIT
+bench_work
 
 # The pack, as npub-core's build_pack lays it out: header, three region descriptors (baked
 # weights, scratch 704, scratch 0), the command stream, the weights padded with zeros.
@@ -59,12 +51,7 @@ header = struct.pack("<8I", 0x3155504E, 1, total, 3, cmd_offset, len(cmd), 4, h)
 open(out, "wb").write(header + payload)
 PY
 
-admin="npub_op_bench-$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')"
-NPUB_ADMIN_TOKEN="$admin" NPUB_LOG=warn "$server_bin" --data-dir "$work/data" \
-    --listen 127.0.0.1:0 --max-uploads "$uploads" --min-free-space 0 \
-    > "$work/server.out" 2> "$work/server.err" &
-server_pid=$!
-url=$(wait_listening "$server_pid" "$work/server.out" "$work/server.err")
+start_server --max-uploads "$uploads" --min-free-space 0
 auth=(-H "Authorization: Bearer $admin")
 
 curl -sf "${auth[@]}" -H 'content-type: application/json' -d '{"name":"vision"}' \
@@ -73,7 +60,7 @@ curl -sf "${auth[@]}" -H 'content-type: application/json' -d '{"name":"vision"}'
 curl -sf "${auth[@]}" --data-binary "@$work/vision.npub" \
     "$url/api/v1/models/vision/versions/warmup" > /dev/null
 
-kib() { sed -n "s/^$1:[[:space:]]*\([0-9]*\) kB/\1/p" "/proc/$server_pid/status"; }
+kib() { sed -n "s/^$1:[[:space:]]*\([0-9]*\) kB/\1/p" "/proc/$pid/status"; }
 sleep 1
 idle=$(kib VmRSS)
 echo "pack:        $(stat -c %s "$work/vision.npub") bytes, $bursts bursts of $uploads concurrent uploads"
@@ -81,13 +68,13 @@ echo "idle RSS:    $((idle / 1024)) MiB"
 echo "burst  answers            peak MiB (above idle)  after MiB (above idle)  after: anon/file MiB"
 worst=0
 for b in $(seq 1 "$bursts"); do
-    echo 5 > "/proc/$server_pid/clear_refs"   # VmHWM := VmRSS
+    echo 5 > "/proc/$pid/clear_refs"   # VmHWM := VmRSS
     : > "$work/codes"
     for i in $(seq 1 "$uploads"); do
         curl -s -o /dev/null -w '%{http_code}\n' "${auth[@]}" --data-binary "@$work/vision.npub" \
             "$url/api/v1/models/vision/versions/b$b-$i" >> "$work/codes" &
     done
-    wait $(jobs -p | grep -v "^$server_pid$") 2>/dev/null || true
+    wait $(jobs -p | grep -v "^$pid$") 2>/dev/null || true
     peak=$(kib VmHWM)
     sleep 1
     after=$(kib VmRSS)

@@ -62,14 +62,31 @@ function tick(ms, spanMs) {
 
 /**
  * A rollout over time: step lines of installed and failed devices, the failure limit as a dashed
- * line, each batch opening as a vertical rule, holds and aborts as marks. `timeline` is
+ * line, each batch opening as a vertical rule, holds and aborts as marks, and the completion as a
+ * mark of its own at the deployment's `completed_at` (the audit's `deployment.completed` entry is
+ * that moment, so it is not drawn again as a hold). `timeline` is
  * `GET /api/v1/deployments/{id}/timeline`'s body.
+ *
+ * The time axis runs from the first point to the latest of the points, the marks and the
+ * completion: a rollout completed by a resume, or a device leaving its group, completes after its
+ * last report, and its mark must still fall on the chart. The axis' ends are on the SVG as
+ * `data-from-ms` and `data-to-ms`, the completion's time on its mark as `data-at` (as the API
+ * wrote it) and `data-at-ms`.
  */
 export function timelineChart(timeline, { width = 640, height = 240 } = {}) {
   const pad = { l: 44, r: 12, t: 12, b: 28 };
   const pts = timeline.points ?? [];
+  const completedAt = timeline.deployment?.completed_at ?? null;
+  const completedMs = completedAt === null ? NaN : Date.parse(completedAt);
+  const events = (timeline.events ?? []).filter((e) => e.action !== 'deployment.completed');
   const t0 = pts.length ? pts[0].at_ms : 0;
-  const t1 = Math.max(t0 + 1000, ...pts.map((p) => p.at_ms));
+  const t1 = Math.max(
+    t0 + 1000,
+    ...pts.map((p) => p.at_ms),
+    ...events.map((e) => e.at_ms),
+    ...(timeline.batches ?? []).map((b) => b.opened_at_ms ?? t0),
+    Number.isFinite(completedMs) ? completedMs : t0,
+  );
   const top = Math.max(1, ...pts.map((p) => Math.max(p.installed, p.failed, p.failure_limit, p.offered)));
   const x = (t) => pad.l + ((width - pad.l - pad.r) * (t - t0)) / (t1 - t0);
   const y = (v) => height - pad.b - ((height - pad.t - pad.b) * v) / top;
@@ -79,8 +96,9 @@ export function timelineChart(timeline, { width = 640, height = 240 } = {}) {
     viewBox: `0 0 ${width} ${height}`,
     width: '100%',
     role: 'img',
-    'aria-label': `Installed and failed devices over time: now ${last.installed} installed, ${last.failed} failed; the failure threshold allows ${Math.floor(last.failure_limit)}.`,
-    dataset: { installed: String(last.installed), failed: String(last.failed) },
+    'aria-label': `Installed and failed devices over time: now ${last.installed} installed, ${last.failed} failed; the failure threshold allows ${Math.floor(last.failure_limit)}` +
+      (Number.isFinite(completedMs) ? `; completed ${completedAt}.` : '.'),
+    dataset: { installed: String(last.installed), failed: String(last.failed), fromMs: String(t0), toMs: String(t1) },
   });
   // Axes and a few value ticks.
   svg.append(s('line', { x1: pad.l, y1: y(0), x2: width - pad.r, y2: y(0), class: 'axis' }));
@@ -105,7 +123,7 @@ export function timelineChart(timeline, { width = 640, height = 240 } = {}) {
     );
   }
   // Holds, resumes, aborts.
-  for (const e of timeline.events ?? []) {
+  for (const e of events) {
     const ex = x(e.at_ms);
     svg.append(
       s('g', { class: 'event-mark', dataset: { event: e.action } },
@@ -114,7 +132,18 @@ export function timelineChart(timeline, { width = 640, height = 240 } = {}) {
       ),
     );
   }
-  // Step lines: a count holds until the next point.
+  // The completion: every target succeeded then.
+  if (Number.isFinite(completedMs)) {
+    const cx = x(completedMs);
+    svg.append(
+      s('g', { class: 'completion-mark', dataset: { at: completedAt, atMs: String(completedMs) } },
+        s('line', { x1: cx, y1: pad.t, x2: cx, y2: y(0), class: 'completed' }),
+        s('text', { x: cx - 3, y: pad.t + 24, 'text-anchor': 'end', class: 'tick' }, 'completed'),
+        s('title', {}, `Completed ${completedAt}: every target had installed it`),
+      ),
+    );
+  }
+  // Step lines: a count holds until the next point, and the last one to the axis' end.
   const steps = (key) => {
     let d = '';
     pts.forEach((p, i) => {
@@ -122,7 +151,7 @@ export function timelineChart(timeline, { width = 640, height = 240 } = {}) {
       const py = y(p[key]);
       d += i === 0 ? `M${px},${py}` : `H${px}V${py}`;
     });
-    return d;
+    return pts.length ? `${d}H${x(t1)}` : d;
   };
   svg.append(s('path', { d: steps('failure_limit'), class: 'line limit', dataset: { series: 'failure_limit' } }, s('title', {}, 'Failure threshold: more failures than this stops the rollout')));
   svg.append(s('path', { d: steps('installed'), class: 'line installed', dataset: { series: 'installed' } }, s('title', {}, 'Installed')));

@@ -374,6 +374,7 @@ function chartKey() {
     h('li', {}, h('span', { class: 'swatch limit' }), 'failure threshold'),
     h('li', {}, h('span', { class: 'swatch batch' }), 'batch opened'),
     h('li', {}, h('span', { class: 'swatch hold' }), 'paused, resumed or aborted'),
+    h('li', {}, h('span', { class: 'swatch completed' }), 'completed'),
   );
 }
 

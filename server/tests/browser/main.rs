@@ -9,6 +9,7 @@ mod harness;
 
 mod admin;
 mod audit;
+mod completion;
 mod dashboard;
 mod deployment_devices;
 mod device;

@@ -1070,6 +1070,11 @@ async fn get_deployment(
 /// The devices of a deployment, one by one: each target with its batch, whether it is offered,
 /// what it last reported (state, reason, time), and the devices skipped with why (another
 /// accelerator, a batch not open yet, no longer a target). Targets first, in rank order.
+/// What the devices of deployment `$1` reported on it, with their names: the targets' states a
+/// deployment's devices page filters by (through the primary keys of both tables).
+pub const REPORTED_SQL: &str = "SELECT dd.device_id, d.name, dd.state, dd.reason, dd.updated_at \
+     FROM device_deployments dd JOIN devices d ON d.id = dd.device_id WHERE dd.deployment_id = $1";
+
 #[utoipa::path(
     get,
     path = "/api/v1/deployments/{id}/devices",
@@ -1105,13 +1110,10 @@ async fn deployment_devices(
     let row = load_row(&mut conn, id).await?;
     let ranked =
         ranking::ranked_at(&mut conn, row.of(), &state.rollout_targets, generation).await?;
-    let reported: Vec<(String, String, String, Option<String>, i64)> = sqlx::query_as(
-        "SELECT dd.device_id, d.name, dd.state, dd.reason, dd.updated_at FROM device_deployments dd \
-         JOIN devices d ON d.id = dd.device_id WHERE dd.deployment_id = $1",
-    )
-    .bind(id)
-    .fetch_all(&mut *conn)
-    .await?;
+    let reported: Vec<(String, String, String, Option<String>, i64)> = sqlx::query_as(REPORTED_SQL)
+        .bind(id)
+        .fetch_all(&mut *conn)
+        .await?;
     conn.rollback().await?;
     let mut names = std::collections::HashMap::new();
     let mut reports = std::collections::HashMap::new();

@@ -481,6 +481,21 @@ async fn every_listing_filter_uses_an_index() {
         let p = plan(&s, &sql, binds).await;
         assert_indexed(what, &p, ("devices", "d"), index, sorts);
     }
+    // A deployment's devices page by state: what its devices reported, by deployment.
+    let p = plan(
+        &s,
+        npub_server::fleet::deployments::REPORTED_SQL,
+        vec![Bind::Int(1)],
+    )
+    .await;
+    assert_indexed(
+        "a deployment's reports",
+        &p,
+        ("device_deployments", "dd"),
+        None,
+        true,
+    );
+    assert_indexed("their devices", &p, ("devices", "d"), None, true);
     // A deployment's ranking moved forward reads the devices changed since its generation.
     let p = plan(
         &s,

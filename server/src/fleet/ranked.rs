@@ -5,7 +5,7 @@
 //! retry's members ([`Scope`]); those with the pack's accelerator are its targets, in the order
 //! of SHA-256 of their id (`rollout::rank_key`, the same for every deployment), the others are
 //! skipped for their accelerator. Ranking a group of 100,000 devices reads them all and sorts them
-//! (~250 ms). A change to the fleet touches a few devices; every such write stamps the rows it
+//! (a page that does it: 297–404 ms, docs/performance.md). A change to the fleet touches a few devices; every such write stamps the rows it
 //! changes with the generation it commits as (`devices.changed_generation`, migration 0016), so
 //! the ranking of an older generation is brought forward by reading those rows only and moving
 //! each where its current row puts it ([`Ranked::apply`]): a binary search per moved device and

@@ -10,9 +10,7 @@ use crate::receiver::{Answer, receiver};
 use crate::support::{Sim, deploy, fleet, provision};
 
 async fn get(s: &TestServer, path: &str) -> Value {
-    let r = s.req(Method::GET, path).send().await.unwrap();
-    assert_eq!(r.status(), 200, "{path}");
-    r.json().await.unwrap()
+    s.get_json(path).await
 }
 
 async fn send(s: &TestServer, method: Method, path: &str, body: Option<Value>) {

@@ -116,14 +116,7 @@ async fn rejects_a_write_waiting_for_its_turn_past_the_lock_timeout() {
         "{body}"
     );
     assert!(waited >= Duration::from_millis(900), "{waited:?}");
-    let listed: serde_json::Value = server
-        .req(reqwest::Method::GET, "/api/v1/devices")
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let listed = server.get_json("/api/v1/devices").await;
     assert_eq!(listed["items"], serde_json::json!([]), "nothing written");
     drop(turn);
     assert_eq!(create().await.unwrap().status(), 201);

@@ -152,6 +152,13 @@ impl TestServer {
         self.req_as(ADMIN, method, path)
     }
 
+    /// `GET path` as the bootstrap admin: its JSON body; panics (naming the path) unless 200.
+    pub async fn get_json(&self, path: &str) -> serde_json::Value {
+        let r = self.req(reqwest::Method::GET, path).send().await.unwrap();
+        assert_eq!(r.status(), 200, "{path}");
+        r.json().await.unwrap()
+    }
+
     /// Creates model `name` (any accelerator); panics unless 201.
     pub async fn create_model(&self, name: &str) {
         let r = self

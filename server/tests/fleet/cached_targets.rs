@@ -11,9 +11,7 @@ use crate::common::TestServer;
 use crate::support::{Sim, deploy, fleet, provision};
 
 async fn get(s: &TestServer, path: &str) -> Value {
-    let r = s.req(Method::GET, path).send().await.unwrap();
-    assert_eq!(r.status(), 200, "{path}");
-    r.json().await.unwrap()
+    s.get_json(path).await
 }
 
 /// Everything the three routes answer about deployment `id`: the deployment, its timeline

@@ -187,17 +187,9 @@ async fn a_rollout_aborts_itself_when_failures_exceed_the_threshold() {
     // pending, in the counts and in the device list.
     assert_eq!(d["progress"]["counts"]["pending"], 0, "{d}");
     assert_eq!(d["progress"]["counts"]["cancelled"], 8, "{d}");
-    let list: serde_json::Value = s
-        .req(
-            Method::GET,
-            &format!("/api/v1/deployments/{id}/devices?state=cancelled"),
-        )
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let list = s
+        .get_json(&format!("/api/v1/deployments/{id}/devices?state=cancelled"))
+        .await;
     assert_eq!(list["items"].as_array().unwrap().len(), 8, "{list}");
     assert!(
         list["items"]
@@ -473,14 +465,9 @@ async fn a_target_leaving_runs_the_rollout_rules_again() {
     .await;
     let id = d["id"].as_i64().unwrap();
     // The devices in rank order, from the deployment's own list.
-    let page: serde_json::Value = s
-        .req(Method::GET, &format!("/api/v1/deployments/{id}/devices"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let page = s
+        .get_json(&format!("/api/v1/deployments/{id}/devices"))
+        .await;
     let ranked: Vec<String> = page["items"]
         .as_array()
         .unwrap()
@@ -503,17 +490,11 @@ async fn a_target_leaving_runs_the_rollout_rules_again() {
         d["open_batches"], 2,
         "the first batch is now the installed device: {d}"
     );
-    let audit: serde_json::Value = s
-        .req(
-            Method::GET,
-            &format!("/api/v1/audit?action=deployment.batch_open&object=deployments/{id}"),
-        )
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let audit = s
+        .get_json(&format!(
+            "/api/v1/audit?action=deployment.batch_open&object=deployments/{id}"
+        ))
+        .await;
     assert_eq!(audit["items"].as_array().unwrap().len(), 1, "{audit}");
     // The second device, in the batch just opened, is offered it.
     let second = Sim::new(&s, token(&ranked[1])).await;

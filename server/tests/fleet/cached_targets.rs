@@ -160,9 +160,6 @@ async fn a_deployments_pages_from_the_cache_equal_the_uncached_answers() {
     s.stop().await;
 }
 
-/// A change to the fleet, made when awaited.
-type Change<'a> = std::pin::Pin<Box<dyn std::future::Future<Output = ()> + 'a>>;
-
 /// The change a request makes, then: the deployment's answers come from the kept ranking moved
 /// forward by the devices the change touched (`fleet/ranking.rs`), never from ranking the group
 /// again, and equal a fresh server's.
@@ -194,90 +191,79 @@ async fn a_fleet_change_moves_the_kept_ranking_forward_instead_of_ranking_again(
     .await;
     let id = d["id"].as_i64().unwrap();
     answers(&s, id).await;
-    let patch = |path: String, body: Value| {
-        let s = &s;
-        async move {
-            let r = s
-                .req(Method::PATCH, &path)
-                .json(&body)
-                .send()
-                .await
-                .unwrap();
-            assert_eq!(r.status(), 200, "{path}");
-        }
-    };
-    let changes: Vec<(&str, Change<'_>)> = vec![
+    let device = |id: &str, accelerator: &str, group: &str| json!({"devices": [{"id": id, "accelerator": accelerator, "group": group}]});
+    // (what, method, path, body, the status it answers)
+    let changes = [
         (
             "provisioned into the group",
-            Box::pin(async {
-                provision(&s, "lab", &["lab-new-0", "lab-new-1"]).await;
-            }),
+            Method::POST,
+            "/api/v1/devices",
+            Some(device("lab-new-0", "ethos-u55-256", "lab")),
+            201,
         ),
         (
             "provisioned elsewhere",
-            Box::pin(async {
-                provision(&s, "elsewhere", &["away-2"]).await;
-            }),
+            Method::POST,
+            "/api/v1/devices",
+            Some(device("away-2", "ethos-u55-256", "elsewhere")),
+            201,
         ),
         (
             "a target renamed",
-            Box::pin(patch(
-                "/api/v1/devices/lab-03".into(),
-                json!({"name": "third"}),
-            )),
+            Method::PATCH,
+            "/api/v1/devices/lab-03",
+            Some(json!({"name": "third"})),
+            200,
         ),
         (
             "a target moved out",
-            Box::pin(patch(
-                "/api/v1/devices/lab-04".into(),
-                json!({"group": "elsewhere"}),
-            )),
+            Method::PATCH,
+            "/api/v1/devices/lab-04",
+            Some(json!({"group": "elsewhere"})),
+            200,
         ),
         (
             "a device moved in",
-            Box::pin(patch(
-                "/api/v1/devices/away-0".into(),
-                json!({"group": "lab"}),
-            )),
+            Method::PATCH,
+            "/api/v1/devices/away-0",
+            Some(json!({"group": "lab"})),
+            200,
         ),
         (
             "a target given another accelerator",
-            Box::pin(patch(
-                "/api/v1/devices/lab-05".into(),
-                json!({"accelerator": "ethos-u55-128"}),
-            )),
+            Method::PATCH,
+            "/api/v1/devices/lab-05",
+            Some(json!({"accelerator": "ethos-u55-128"})),
+            200,
         ),
         (
             "a skipped device given the pack's accelerator",
-            Box::pin(patch(
-                "/api/v1/devices/npu128-1".into(),
-                json!({"accelerator": "ethos-u55-256"}),
-            )),
+            Method::PATCH,
+            "/api/v1/devices/npu128-1",
+            Some(json!({"accelerator": "ethos-u55-256"})),
+            200,
         ),
         (
             "a target revoked",
-            Box::pin(async {
-                let r = s
-                    .req(Method::POST, "/api/v1/devices/lab-06/revoke")
-                    .send()
-                    .await
-                    .unwrap();
-                assert_eq!(r.status(), 204);
-            }),
+            Method::POST,
+            "/api/v1/devices/lab-06/revoke",
+            None,
+            204,
         ),
         (
             "another deployment made (no device changed)",
-            Box::pin(async {
-                deploy(
-                    &s,
-                    json!({"model": "kws", "version": "1.0.0", "group": "elsewhere"}),
-                )
-                .await;
-            }),
+            Method::POST,
+            "/api/v1/deployments",
+            Some(json!({"model": "kws", "version": "1.0.0", "group": "elsewhere"})),
+            201,
         ),
     ];
-    for (what, change) in changes {
-        change.await;
+    for (what, method, path, body, status) in changes {
+        let mut r = s.req(method, path);
+        if let Some(body) = body {
+            r = r.json(&body);
+        }
+        assert_eq!(r.send().await.unwrap().status(), status, "{what}");
         let (ranked, moved) = s.state.rollout_targets.rankings();
         get(&s, &format!("/api/v1/deployments/{id}")).await;
         get(&s, &format!("/api/v1/deployments/{id}/devices?limit=5")).await;

@@ -304,15 +304,19 @@ mod tests {
         Arc::new(unranked(ids))
     }
 
-    #[tokio::test]
-    async fn concurrent_callers_at_one_generation_rank_once() {
+    /// Four concurrent callers for deployment 1 at generation 5 whose ranking, held until all
+    /// four wait on it, answers `answer`: how many rankings ran, and each caller's answer.
+    async fn four_callers(
+        c: &TargetCache,
+        answer: Result<Arc<Ranked>, &'static str>,
+    ) -> (usize, Vec<Result<Arc<Ranked>, &'static str>>) {
         use std::sync::atomic::{AtomicUsize, Ordering};
-        let c = TargetCache::default();
         let ranks = AtomicUsize::new(0);
         let (go, wait) = tokio::sync::watch::channel(false);
         let ranks = &ranks;
         let call = || {
             let mut wait = wait.clone();
+            let answer = answer.clone();
             c.get_or_rank(
                 1,
                 5,
@@ -320,9 +324,9 @@ mod tests {
                     ranks.fetch_add(1, Ordering::SeqCst);
                     // Held until every caller has arrived and is waiting on this one.
                     wait.wait_for(|g| *g).await.unwrap();
-                    Ok::<_, ()>(ranked(&["b", "a"]))
+                    answer
                 },
-                Default::default,
+                || "the ranking waited for failed",
             )
         };
         let callers = futures_join(vec![call(), call(), call(), call()]);
@@ -336,11 +340,14 @@ mod tests {
             go.send(true).unwrap();
         };
         let (answers, ()) = tokio::join!(callers, release);
-        assert_eq!(
-            ranks.load(Ordering::SeqCst),
-            1,
-            "one ranking for four callers"
-        );
+        (ranks.load(Ordering::SeqCst), answers)
+    }
+
+    #[tokio::test]
+    async fn concurrent_callers_at_one_generation_rank_once() {
+        let c = TargetCache::default();
+        let (ranks, answers) = four_callers(&c, Ok(ranked(&["b", "a"]))).await;
+        assert_eq!(ranks, 1, "one ranking for four callers");
         let first = answers[0].as_ref().unwrap();
         for a in &answers {
             assert!(Arc::ptr_eq(first, a.as_ref().unwrap()), "the same answer");
@@ -417,40 +424,9 @@ mod tests {
 
     #[tokio::test]
     async fn the_waiters_of_a_failed_ranking_are_answered_at_once() {
-        use std::sync::atomic::{AtomicUsize, Ordering};
         let c = TargetCache::default();
-        let ranks = AtomicUsize::new(0);
-        let (go, wait) = tokio::sync::watch::channel(false);
-        let ranks = &ranks;
-        let call = || {
-            let mut wait = wait.clone();
-            c.get_or_rank(
-                1,
-                5,
-                move |_| async move {
-                    ranks.fetch_add(1, Ordering::SeqCst);
-                    wait.wait_for(|g| *g).await.unwrap();
-                    Err::<Arc<Ranked>, _>("statement timeout")
-                },
-                || "the ranking waited for failed",
-            )
-        };
-        let callers = futures_join(vec![call(), call(), call(), call()]);
-        let release = async {
-            while ranks.load(Ordering::SeqCst) == 0 {
-                tokio::task::yield_now().await;
-            }
-            for _ in 0..100 {
-                tokio::task::yield_now().await;
-            }
-            go.send(true).unwrap();
-        };
-        let (answers, ()) = tokio::join!(callers, release);
-        assert_eq!(
-            ranks.load(Ordering::SeqCst),
-            1,
-            "one attempt, not one per waiter"
-        );
+        let (ranks, answers) = four_callers(&c, Err("statement timeout")).await;
+        assert_eq!(ranks, 1, "one attempt, not one per waiter");
         let mut errors: Vec<&str> = answers.iter().map(|a| *a.as_ref().unwrap_err()).collect();
         errors.sort_unstable();
         assert_eq!(

@@ -48,6 +48,34 @@ def upload(url, admin, pack, model="kws", version="1.0.0"):
     assert status == 201, (status, body)
 
 
+def rollout(url, admin, tokens, n, group, policy, reporters):
+    """Deploys kws 1.0.0 to `group` (`g<k>` of devices `dev-<i>` provisioned with group
+    `g{i % 10}`) with `policy` (None: one batch), then has the first `reporters` of its devices
+    that are offered it report `downloading` and `installed`. Returns {state: [ms per report]}."""
+    body = {"model": "kws", "version": "1.0.0", "group": group}
+    if policy:
+        body["rollout"] = policy
+    status, made = call(url, "POST", "/api/v1/deployments", admin, body)
+    assert status == 201, (status, made)
+    sequence = json.loads(made)["sequence"]
+    timings = {"downloading": [], "installed": []}
+    done = 0
+    for i in range(int(group[1:]), n, 10):
+        if done == reporters:
+            break
+        token = tokens[f"dev-{i:06d}"]
+        if call(url, "GET", "/api/v1/device/manifest?seq=0", token)[0] != 200:
+            continue  # in a batch not open
+        done += 1
+        for state in ("downloading", "installed"):
+            t = time.perf_counter()
+            status, answer = call(url, "POST", "/api/v1/device/status", token,
+                                  {"sequence": sequence, "state": state})
+            timings[state].append((time.perf_counter() - t) * 1000)
+            assert status == 204, (status, answer)
+    return timings
+
+
 def percentile(samples, p):
     """The nearest-rank `p`th percentile of `samples`: the ceil(p/100 * n)-th smallest of the n
     samples (1-based), so always one of them, and the largest once p/100 * n exceeds n - 1 (the

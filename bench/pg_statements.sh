@@ -43,24 +43,7 @@ tokens = benchlib.provision(url, admin, n, lambda i: {
 benchlib.upload(url, admin, pack)
 for group, policy in (("g0", None), ("g1", {"batches": [50, 100], "success_threshold": 1.0,
                                              "failure_threshold": 1.0})):
-    body = {"model": "kws", "version": "1.0.0", "group": group}
-    if policy:
-        body["rollout"] = policy
-    status, made = call("POST", "/api/v1/deployments", admin, body)
-    assert status == 201, (status, made)
-    sequence = json.loads(made)["sequence"]
-    done = 0
-    for i in range(int(group[1:]), n, 10):
-        if done == reporters:
-            break
-        token = tokens[f"dev-{i:06d}"]
-        if call("GET", "/api/v1/device/manifest?seq=0", token)[0] != 200:
-            continue
-        done += 1
-        for state in ("downloading", "installed"):
-            status, answer = call("POST", "/api/v1/device/status", token,
-                                  {"sequence": sequence, "state": state})
-            assert status == 204, (status, answer)
+    benchlib.rollout(url, admin, tokens, n, group, policy, reporters)
 for path in ("/api/v1/fleet/summary", "/api/v1/deployments", "/api/v1/deployments/1",
              "/api/v1/deployments/1/timeline", "/api/v1/devices", "/api/v1/devices?group=g3",
              "/api/v1/devices?q=dev-05", "/api/v1/devices?not_seen_minutes=0", "/api/v1/devices?status=failed", "/api/v1/audit"):

@@ -20,19 +20,15 @@ fixtures=../shared/fixtures/vela
 start_server --reference-python "$venv/bin/python"
 echo "# bench/proof.sh $repeats, $SERVER_BIN, $(date -u +%FT%TZ), load $(cut -d' ' -f1-3 /proc/loadavg)"
 python3 - "$url" "$admin" "$repeats" "$fixtures" <<'PY'
-import json, statistics, sys, time, urllib.request, uuid
+import json, statistics, sys, time, uuid
+sys.path.insert(0, "bench")
+import benchlib
 url, admin, repeats, fixtures = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
 pack = open(f"{fixtures}/vela_out/u55_256/tflite/small_net_vela.tflite", "rb").read()
 source = open(f"{fixtures}/models/small_net.tflite", "rb").read()
 
 def call(method, path, data, ctype):
-    req = urllib.request.Request(url + path, method=method, data=data,
-                                 headers={"Authorization": f"Bearer {admin}", "Content-Type": ctype})
-    try:
-        with urllib.request.urlopen(req) as r:
-            return r.status, r.read()
-    except urllib.error.HTTPError as e:
-        return e.code, e.read()
+    return benchlib.call(url, method, path, admin, raw=data, ctype=ctype)
 
 def form(parts):
     b = uuid.uuid4().hex

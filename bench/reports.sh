@@ -33,28 +33,7 @@ tokens = benchlib.provision(url, admin, n, lambda i: {
 benchlib.upload(url, admin, pack)
 
 def rollout(group, policy):
-    body = {"model": "kws", "version": "1.0.0", "group": group}
-    if policy:
-        body["rollout"] = policy
-    status, made = call("POST", "/api/v1/deployments", admin, body)
-    assert status == 201, (status, made)
-    sequence = json.loads(made)["sequence"]
-    timings = {"downloading": [], "installed": []}
-    done = 0
-    for i in range(int(group[1:]), n, 10):
-        if done == reporters:
-            break
-        token = tokens[f"dev-{i:06d}"]
-        status, _ = call("GET", "/api/v1/device/manifest?seq=0", token)
-        if status != 200:
-            continue  # in a batch not open
-        done += 1
-        for state in ("downloading", "installed"):
-            t = time.perf_counter()
-            status, answer = call("POST", "/api/v1/device/status", token,
-                                  {"sequence": sequence, "state": state})
-            timings[state].append((time.perf_counter() - t) * 1000)
-            assert status == 204, (status, answer)
+    timings = benchlib.rollout(url, admin, tokens, n, group, policy, reporters)
     kind = "staged [50, 100]" if policy else "one batch"
     for state, times in timings.items():
         times.sort()
